@@ -1,0 +1,7 @@
+//! `strata-query`: the pure core of strata, shared by the server and the SDK.
+//!
+//! * [`pk`]: partition key definitions and values, and effective partition key (EPK) hashing
+//!   that matches the official Cosmos DB SDKs bit for bit.
+//! * [`sql`]: the Cosmos SQL dialect: parse, plan (partition routing), evaluate and merge.
+
+pub mod pk;
