@@ -77,7 +77,8 @@ pub fn cmp_epk(a: &str, b: &str) -> std::cmp::Ordering {
 /// Strips whole zero 32-character blocks from the end of a MultiHash-style EPK.
 fn trim_zero_padding(s: &str) -> &str {
     let mut s = s;
-    while s.len() > 32 && s.len() % 32 == 0 && s[s.len() - 32..].bytes().all(|b| b == b'0') {
+    while s.len() > 32 && s.len().is_multiple_of(32) && s[s.len() - 32..].bytes().all(|b| b == b'0')
+    {
         s = &s[..s.len() - 32];
     }
     s
@@ -103,7 +104,7 @@ pub fn increment_hex(epk: &str) -> String {
 }
 
 pub fn decode_hex(s: &str) -> Option<Vec<u8>> {
-    if s.len() % 2 != 0 {
+    if !s.len().is_multiple_of(2) {
         return None;
     }
     (0..s.len())

@@ -1,0 +1,281 @@
+//! Master-key authorization (PROTOCOL.md 2.2), isolated here so the rest of the API never sees
+//! a signature.
+//!
+//! The client signs `verb, resource type, resource link, x-ms-date, date` with HMAC-SHA256 over
+//! the base64-decoded account key. We recompute and compare in constant time, then check that
+//! the date is within 15 minutes of ours (replay protection, as the service does).
+
+use super::endpoint::AuthScope;
+use super::error::ApiError;
+use axum::http::{HeaderMap, Method};
+use base64::Engine as _;
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+use std::time::{Duration, SystemTime};
+
+/// The well-known key of the Cosmos DB emulator (public; not a secret).
+pub const EMULATOR_KEY: &str =
+    "C2y6yDjf5/R+ob0N8A7Cgv30VRDJIWEHLM+4QDU5DE2nQ9nDuVTqobD4b8mGGyPMbIZnqyMsEcaGQy67XIw/Jw==";
+
+/// How far a request's date may be from the server clock.
+pub const MAX_CLOCK_SKEW: Duration = Duration::from_secs(15 * 60);
+
+/// The decoded account key.
+#[derive(Clone)]
+pub struct MasterKey(Vec<u8>);
+
+impl MasterKey {
+    pub fn from_base64(key: &str) -> Result<Self, String> {
+        base64::engine::general_purpose::STANDARD
+            .decode(key.trim())
+            .map(MasterKey)
+            .map_err(|e| format!("the account key is not valid base64: {e}"))
+    }
+
+    /// The signature for a request, as the SDKs compute it.
+    pub fn sign(&self, verb: &str, scope: &AuthScope, x_ms_date: &str, date: &str) -> Vec<u8> {
+        let text = string_to_sign(verb, scope, x_ms_date, date);
+        let mut mac = Hmac::<Sha256>::new_from_slice(&self.0).expect("HMAC accepts any key length");
+        mac.update(text.as_bytes());
+        mac.finalize().into_bytes().to_vec()
+    }
+
+    /// The full `authorization` header value (URL-encoded) for a request.
+    pub fn authorization(&self, verb: &str, scope: &AuthScope, x_ms_date: &str) -> String {
+        let sig =
+            base64::engine::general_purpose::STANDARD.encode(self.sign(verb, scope, x_ms_date, ""));
+        percent_encoding::utf8_percent_encode(
+            &format!("type=master&ver=1.0&sig={sig}"),
+            percent_encoding::NON_ALPHANUMERIC,
+        )
+        .to_string()
+    }
+
+    fn verify(
+        &self,
+        verb: &str,
+        scope: &AuthScope,
+        x_ms_date: &str,
+        date: &str,
+        sig: &[u8],
+    ) -> bool {
+        let text = string_to_sign(verb, scope, x_ms_date, date);
+        let mut mac = Hmac::<Sha256>::new_from_slice(&self.0).expect("HMAC accepts any key length");
+        mac.update(text.as_bytes());
+        mac.verify_slice(sig).is_ok()
+    }
+}
+
+fn string_to_sign(verb: &str, scope: &AuthScope, x_ms_date: &str, date: &str) -> String {
+    format!(
+        "{}\n{}\n{}\n{}\n{}\n",
+        verb.to_lowercase(),
+        scope.resource_type.to_lowercase(),
+        scope.resource_link,
+        x_ms_date.to_lowercase(),
+        date.to_lowercase()
+    )
+}
+
+fn header<'a>(h: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    h.get(name).and_then(|v| v.to_str().ok())
+}
+
+/// Checks the request's `authorization` header against the key.
+pub fn verify(
+    key: &MasterKey,
+    method: &Method,
+    scope: &AuthScope,
+    headers: &HeaderMap,
+) -> Result<(), ApiError> {
+    let raw = header(headers, "authorization").ok_or_else(|| {
+        ApiError::unauthorized(
+            "Required header 'authorization' is missing. Sign every request with the account key (type=master&ver=1.0&sig=...).",
+        )
+    })?;
+    let decoded = percent_encoding::percent_decode_str(raw)
+        .decode_utf8()
+        .map_err(|_| {
+            ApiError::unauthorized("The authorization header is not valid URL-encoded UTF-8.")
+        })?;
+    let mut kind = None;
+    let mut sig = None;
+    for part in decoded.split('&') {
+        match part.split_once('=') {
+            Some(("type", v)) => kind = Some(v),
+            Some(("sig", v)) => sig = Some(v),
+            Some(("ver", _)) => {}
+            _ => {
+                return Err(ApiError::unauthorized(format!(
+                    "The authorization header '{decoded}' is malformed; expected type=master&ver=1.0&sig=<signature>."
+                )))
+            }
+        }
+    }
+    match kind {
+        Some("master") => {}
+        Some(other) => {
+            return Err(ApiError::unauthorized(format!(
+                "Authorization type '{other}' is not supported by strata; use master-key authorization (type=master)."
+            )))
+        }
+        None => return Err(ApiError::unauthorized("The authorization header has no 'type'.")),
+    }
+    let sig =
+        sig.ok_or_else(|| ApiError::unauthorized("The authorization header has no 'sig'."))?;
+    let sig_bytes = base64::engine::general_purpose::STANDARD
+        .decode(sig.trim())
+        .map_err(|_| ApiError::unauthorized("The authorization signature is not valid base64."))?;
+
+    let x_ms_date = header(headers, "x-ms-date").unwrap_or("");
+    let date = if x_ms_date.is_empty() {
+        header(headers, "date").unwrap_or("")
+    } else {
+        ""
+    };
+    if x_ms_date.is_empty() && date.is_empty() {
+        return Err(ApiError::unauthorized(
+            "Required header 'x-ms-date' is missing; every signed request must carry its date.",
+        ));
+    }
+    let verb = method.as_str();
+    let ok = key.verify(verb, scope, x_ms_date, date, &sig_bytes) || {
+        // Python lower-cases rid-based links before signing.
+        let lowered = AuthScope {
+            resource_type: scope.resource_type.clone(),
+            resource_link: scope.resource_link.to_lowercase(),
+        };
+        lowered != *scope && key.verify(verb, &lowered, x_ms_date, date, &sig_bytes)
+    };
+    if !ok {
+        return Err(ApiError::unauthorized(format!(
+            "The input authorization token can't serve the request. The wrong key is being used or the expected payload is not built as per the protocol. The server used the following payload to sign: '{}'",
+            string_to_sign(verb, scope, if x_ms_date.is_empty() { "" } else { x_ms_date }, date).replace('\n', "\\n")
+        )));
+    }
+    let when_text = if x_ms_date.is_empty() {
+        date
+    } else {
+        x_ms_date
+    };
+    let when = httpdate::parse_http_date(when_text).map_err(|_| {
+        ApiError::unauthorized(format!(
+            "The request date '{when_text}' is not a valid RFC 1123 date (e.g. 'Tue, 01 Oct 2024 12:00:00 GMT')."
+        ))
+    })?;
+    let now = SystemTime::now();
+    let skew = now.duration_since(when).unwrap_or_else(|e| e.duration());
+    if skew > MAX_CLOCK_SKEW {
+        return Err(ApiError::forbidden(format!(
+            "The authorization token is not valid at the current time: the request date '{when_text}' is {}s away from the server time '{}'; the allowed skew is 15 minutes. Check the client clock.",
+            skew.as_secs(),
+            httpdate::fmt_http_date(now)
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scope(t: &str, l: &str) -> AuthScope {
+        AuthScope {
+            resource_type: t.into(),
+            resource_link: l.into(),
+        }
+    }
+
+    #[test]
+    fn protocol_signature_vectors() {
+        let key = MasterKey::from_base64(EMULATOR_KEY).unwrap();
+        let date = "Tue, 01 Oct 2024 12:00:00 GMT";
+        let b64 = |v: Vec<u8>| base64::engine::general_purpose::STANDARD.encode(v);
+        for (verb, s, want) in [
+            (
+                "GET",
+                scope("docs", "dbs/db1/colls/hpk/docs/1"),
+                "OHLbsr6bLJPTYji+rB+RUiPjLCBIJQq+zRS7IlaU9U0=",
+            ),
+            (
+                "POST",
+                scope("docs", "dbs/db1/colls/hpk"),
+                "lXLzoEXs2rKJkfcmDHlFl7pixD7YRFH9r801rutW0gE=",
+            ),
+            (
+                "GET",
+                scope("", ""),
+                "TCpv7klme4e3gg7gFSCpnubeVH8DBNZoqM4ZACzc4DM=",
+            ),
+            (
+                "GET",
+                scope("pkranges", "dbs/db1/colls/hpk"),
+                "dCsodlwxXuM7MMoYBFk6KOZORB7V3uMpwuCztr1GSxM=",
+            ),
+            (
+                "POST",
+                scope("colls", "dbs/db1"),
+                "J8PTnjngDxunHOztDL3UDoiRUJqaE8nbFqiYmAXiGCQ=",
+            ),
+        ] {
+            assert_eq!(b64(key.sign(verb, &s, date, "")), want, "{verb} {s:?}");
+        }
+    }
+
+    #[test]
+    fn verify_accepts_fresh_and_rejects_bad_or_stale() {
+        let key = MasterKey::from_base64(EMULATOR_KEY).unwrap();
+        let s = scope("docs", "dbs/db1/colls/c");
+        let now = httpdate::fmt_http_date(SystemTime::now());
+        let mut h = HeaderMap::new();
+        h.insert("x-ms-date", now.parse().unwrap());
+        h.insert(
+            "authorization",
+            key.authorization("GET", &s, &now).parse().unwrap(),
+        );
+        assert!(verify(&key, &Method::GET, &s, &h).is_ok());
+        let e = verify(&key, &Method::POST, &s, &h).unwrap_err();
+        assert_eq!(e.status.as_u16(), 401);
+        let other = MasterKey::from_base64("AAAA").unwrap();
+        h.insert(
+            "authorization",
+            other.authorization("GET", &s, &now).parse().unwrap(),
+        );
+        assert_eq!(
+            verify(&key, &Method::GET, &s, &h)
+                .unwrap_err()
+                .status
+                .as_u16(),
+            401
+        );
+        let old = httpdate::fmt_http_date(SystemTime::now() - Duration::from_secs(3600));
+        h.insert("x-ms-date", old.parse().unwrap());
+        h.insert(
+            "authorization",
+            key.authorization("GET", &s, &old).parse().unwrap(),
+        );
+        assert_eq!(
+            verify(&key, &Method::GET, &s, &h)
+                .unwrap_err()
+                .status
+                .as_u16(),
+            403
+        );
+        h.remove("authorization");
+        assert_eq!(
+            verify(&key, &Method::GET, &s, &h)
+                .unwrap_err()
+                .status
+                .as_u16(),
+            401
+        );
+        h.insert("authorization", "type%3Dmaster%26garbage".parse().unwrap());
+        assert_eq!(
+            verify(&key, &Method::GET, &s, &h)
+                .unwrap_err()
+                .status
+                .as_u16(),
+            401
+        );
+    }
+}

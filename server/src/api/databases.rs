@@ -1,0 +1,54 @@
+//! Databases: create, read, list, query, delete.
+
+use super::error::ApiError;
+use super::offers::throughput_from_headers;
+use super::request::{validate_id, Req};
+use super::response::Reply;
+use super::App;
+use crate::store::catalog::{self, DatabaseRecord};
+use axum::http::StatusCode;
+use serde_json::{json, Value};
+
+pub fn to_json(d: &DatabaseRecord) -> Value {
+    let rid = catalog::db_rid(d.seq);
+    json!({
+        "id": d.id,
+        "_rid": rid,
+        "_self": format!("dbs/{rid}/"),
+        "_etag": catalog::etag(0, d.etag_seq),
+        "_colls": "colls/",
+        "_users": "users/",
+        "_ts": d.ts,
+    })
+}
+
+pub async fn create(app: &App, req: &Req) -> Result<Reply, ApiError> {
+    let body = req.json_object()?;
+    let id = validate_id(body.get("id").unwrap_or(&Value::Null), "database")?;
+    let throughput = throughput_from_headers(req)?;
+    let d = app.store.create_database(&id, throughput).await?;
+    Ok(Reply::json(StatusCode::CREATED, &to_json(&d)).header("etag", catalog::etag(0, d.etag_seq)))
+}
+
+pub fn read(app: &App, db: &str) -> Result<Reply, ApiError> {
+    let d = app.store.database(db)?;
+    Ok(Reply::json(StatusCode::OK, &to_json(&d)).header("etag", catalog::etag(0, d.etag_seq)))
+}
+
+pub fn all(app: &App) -> Vec<Value> {
+    app.store.list_databases().iter().map(to_json).collect()
+}
+
+pub fn list(app: &App) -> Result<Reply, ApiError> {
+    let docs = all(app);
+    Ok(Reply::json(
+        StatusCode::OK,
+        &json!({"_rid": "", "Databases": docs, "_count": docs.len()}),
+    )
+    .header("x-ms-item-count", docs.len().to_string()))
+}
+
+pub async fn delete(app: &App, db: &str) -> Result<Reply, ApiError> {
+    app.store.delete_database(db).await?;
+    Ok(Reply::empty(StatusCode::NO_CONTENT))
+}

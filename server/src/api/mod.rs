@@ -1,0 +1,193 @@
+//! The Cosmos DB REST API.
+//!
+//! One fallback handler receives every request: it authenticates it, decodes it into an
+//! [`Endpoint`], and calls the one handler for that endpoint. Handlers return a [`Reply`] or an
+//! [`ApiError`]; both become responses with the headers the SDKs expect.
+
+pub mod account;
+pub mod auth;
+pub mod containers;
+pub mod databases;
+pub mod endpoint;
+pub mod error;
+pub mod feed;
+pub mod items;
+pub mod offers;
+pub mod pkranges;
+pub mod request;
+pub mod response;
+pub mod scope;
+
+use crate::store::container::Container;
+use crate::store::Store;
+use auth::MasterKey;
+use axum::body::Body;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::Request;
+use axum::response::Response;
+use axum::Router;
+use endpoint::Endpoint;
+use error::ApiError;
+use request::Req;
+use response::Reply;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Largest request body read (a 2 MB item or batch plus headroom; larger gets 413).
+pub const MAX_BODY: usize = 4 * 1024 * 1024;
+
+/// Behaviour switches of the API.
+#[derive(Debug, Clone, Default)]
+pub struct ApiOptions {
+    /// Whether clients reach us over HTTPS (for the advertised endpoint).
+    pub tls: bool,
+    /// Answer cross-partition queries that need client-side merging with 400/1004, as the
+    /// Cosmos gateway does.
+    pub gateway_compat: bool,
+}
+
+/// Shared state of the API: one cheap handle.
+#[derive(Clone)]
+pub struct App {
+    inner: Arc<AppInner>,
+}
+
+pub struct AppInner {
+    pub store: Store,
+    pub key: MasterKey,
+    pub options: ApiOptions,
+}
+
+impl std::ops::Deref for App {
+    type Target = AppInner;
+    fn deref(&self) -> &AppInner {
+        &self.inner
+    }
+}
+
+impl App {
+    pub fn new(store: Store, key: MasterKey, options: ApiOptions) -> Self {
+        Self {
+            inner: Arc::new(AppInner {
+                store,
+                key,
+                options,
+            }),
+        }
+    }
+
+    /// Hook run after every successful item write.
+    pub fn after_write(&self, _c: &Arc<Container>) {}
+}
+
+/// The axum router serving the whole API.
+pub fn router(app: App) -> Router {
+    Router::new()
+        .fallback(handle)
+        .layer(DefaultBodyLimit::disable())
+        .with_state(app)
+}
+
+fn new_activity_id() -> String {
+    static SEQ: AtomicU64 = AtomicU64::new(0);
+    let n = SEQ.fetch_add(1, Ordering::Relaxed);
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    let a = xxhash_rust::xxh3::xxh3_64(&[n.to_le_bytes(), t.to_le_bytes()].concat());
+    let b = xxhash_rust::xxh3::xxh3_64(&a.to_le_bytes());
+    format!(
+        "{:08x}-{:04x}-4{:03x}-{:04x}-{:012x}",
+        a >> 32,
+        (a >> 16) & 0xffff,
+        a & 0xfff,
+        (b >> 48) | 0x8000,
+        b & 0xffff_ffff_ffff
+    )
+}
+
+async fn handle(State(app): State<App>, req: Request<Body>) -> Response {
+    let started = Instant::now();
+    let activity_id = req
+        .headers()
+        .get("x-ms-activity-id")
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| !v.is_empty() && v.len() <= 64)
+        .map(str::to_string)
+        .unwrap_or_else(new_activity_id);
+    let method = req.method().clone();
+    let path = req.uri().path().to_string();
+    let resp = match dispatch(&app, req, &activity_id).await {
+        Ok(r) => r.into_response_with(&activity_id),
+        Err(e) => {
+            if e.status.is_server_error() {
+                tracing::error!(%method, %path, status = e.status.as_u16(), message = %e.message, "request failed");
+            } else {
+                tracing::debug!(%method, %path, status = e.status.as_u16(), message = %e.message, "request rejected");
+            }
+            e.into_response_with(&activity_id)
+        }
+    };
+    tracing::debug!(%method, %path, status = resp.status().as_u16(), micros = started.elapsed().as_micros() as u64, "request");
+    resp
+}
+
+async fn dispatch(app: &App, req: Request<Body>, activity_id: &str) -> Result<Reply, ApiError> {
+    let (parts, body) = req.into_parts();
+    let segs = endpoint::path_segments(parts.uri.path())?;
+    auth::verify(
+        &app.key,
+        &parts.method,
+        &endpoint::auth_scope(&segs),
+        &parts.headers,
+    )?;
+    let ep = Endpoint::decode(&parts.method, &segs, &parts.headers)?;
+    let body = axum::body::to_bytes(body, MAX_BODY).await.map_err(|_| {
+        ApiError::too_large(format!(
+            "The request body is larger than {MAX_BODY} bytes; items and batches are limited to 2 MB."
+        ))
+    })?;
+    let host = parts
+        .headers
+        .get("host")
+        .and_then(|h| h.to_str().ok())
+        .map(str::to_string)
+        .or_else(|| parts.uri.authority().map(|a| a.to_string()))
+        .unwrap_or_else(|| "localhost:8081".into());
+    let scheme = if app.options.tls { "https" } else { "http" };
+    let req = Req {
+        method: parts.method,
+        headers: parts.headers,
+        body,
+        activity_id: activity_id.to_string(),
+        endpoint: format!("{scheme}://{host}/"),
+    };
+    route(app, &req, ep).await
+}
+
+async fn route(app: &App, req: &Req, ep: Endpoint) -> Result<Reply, ApiError> {
+    use Endpoint as E;
+    match ep {
+        E::ReadAccount => account::read(req),
+        E::ListDatabases => databases::list(app),
+        E::CreateDatabase => databases::create(app, req).await,
+        E::ReadDatabase { db } => databases::read(app, &db),
+        E::DeleteDatabase { db } => databases::delete(app, &db).await,
+        E::ListContainers { db } => containers::list(app, &db),
+        E::CreateContainer { db } => containers::create(app, req, &db).await,
+        E::ReadContainer { db, coll } => containers::read(app, &db, &coll),
+        E::ReplaceContainer { db, coll } => containers::replace(app, req, &db, &coll).await,
+        E::DeleteContainer { db, coll } => containers::delete(app, &db, &coll).await,
+        E::ReadItemFeed { db, coll } => feed::read_feed(app, req, &db, &coll),
+        E::CreateItem { db, coll } => items::create(app, req, &db, &coll).await,
+        E::ReadItem { db, coll, id } => items::read(app, req, &db, &coll, &id),
+        E::ReplaceItem { db, coll, id } => items::replace(app, req, &db, &coll, &id).await,
+        E::DeleteItem { db, coll, id } => items::delete(app, req, &db, &coll, &id).await,
+        E::ReadPkRanges { db, coll } => pkranges::read_ranges(app, req, &db, &coll),
+        other => Err(ApiError::bad_request(format!(
+            "This operation ({other:?}) is not available in this build of strata."
+        ))),
+    }
+}

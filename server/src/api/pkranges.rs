@@ -1,0 +1,58 @@
+//! `GET .../pkranges`: the container's physical partitions.
+//!
+//! The etag is the partition map's generation, which changes with every split. Python drains
+//! this feed until it sees `304 Not Modified`, so an `If-None-Match` with the current etag must
+//! answer 304. After a split a client holding an older etag gets every live range; each child
+//! lists all its ancestors in `parents`, so the client drops every range that no longer exists.
+
+use super::error::ApiError;
+use super::items::container;
+use super::request::Req;
+use super::response::Reply;
+use super::App;
+use crate::store::catalog;
+use crate::store::container::read;
+use axum::http::StatusCode;
+use serde_json::json;
+
+pub fn read_ranges(app: &App, req: &Req, db: &str, coll: &str) -> Result<Reply, ApiError> {
+    let c = container(app, req, db, coll)?;
+    let map = read(&c.map);
+    let etag = format!("\"{}\"", map.generation);
+    if let Some(inm) = req.if_none_match() {
+        if inm.trim_matches('"') == etag.trim_matches('"') {
+            return Ok(Reply::empty(StatusCode::NOT_MODIFIED)
+                .header("etag", &etag)
+                .container(&c));
+        }
+    }
+    let n = map.ranges.len().max(1) as f64;
+    let ts = read(&c.meta).ts;
+    let ranges: Vec<_> = map
+        .ranges
+        .iter()
+        .map(|r| {
+            let rid = catalog::pkrange_rid(c.db_seq, c.cid, r.rec.id);
+            json!({
+                "_rid": rid,
+                "id": r.rec.id.to_string(),
+                "_etag": catalog::etag(c.cid, r.rec.id as u64 + (map.generation << 32)),
+                "minInclusive": r.rec.min,
+                "maxExclusive": r.rec.max,
+                "ridPrefix": r.rec.id,
+                "_self": format!("dbs/{}/colls/{}/pkranges/{rid}/", c.db_rid, c.rid),
+                "throughputFraction": 1.0 / n,
+                "status": "online",
+                "parents": r.rec.parents,
+                "ownedArchivalPKRangeIds": [],
+                "_ts": ts,
+                "lsn": r.lsn,
+            })
+        })
+        .collect();
+    let body = json!({"_rid": c.rid, "PartitionKeyRanges": ranges, "_count": ranges.len()});
+    Ok(Reply::json(StatusCode::OK, &body)
+        .header("etag", &etag)
+        .header("x-ms-item-count", ranges.len().to_string())
+        .container(&c))
+}

@@ -1,0 +1,129 @@
+//! Building responses: status, body and the headers the SDKs rely on.
+
+use crate::store::container::Container;
+use axum::http::{HeaderName, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+
+/// A response under construction.
+pub struct Reply {
+    pub status: StatusCode,
+    pub headers: Vec<(HeaderName, HeaderValue)>,
+    pub body: Bytes,
+    pub charge: f64,
+}
+
+impl Reply {
+    pub fn new(status: StatusCode, body: impl Into<Bytes>) -> Self {
+        Self {
+            status,
+            headers: Vec::with_capacity(12),
+            body: body.into(),
+            charge: 1.0,
+        }
+    }
+
+    pub fn json(status: StatusCode, v: &serde_json::Value) -> Self {
+        Self::new(status, serde_json::to_vec(v).unwrap_or_default())
+    }
+
+    pub fn empty(status: StatusCode) -> Self {
+        Self::new(status, Bytes::new())
+    }
+
+    pub fn header(mut self, name: &'static str, value: impl AsRef<str>) -> Self {
+        if let Ok(v) = HeaderValue::from_str(value.as_ref()) {
+            self.headers.push((HeaderName::from_static(name), v));
+        }
+        self
+    }
+
+    pub fn charge(mut self, ru: f64) -> Self {
+        self.charge = ru;
+        self
+    }
+
+    /// Content paths: Python records session tokens only when these are present.
+    pub fn container(self, c: &Container) -> Self {
+        self.header(
+            "x-ms-alt-content-path",
+            format!("dbs/{}/colls/{}", c.db, c.id),
+        )
+        .header("x-ms-content-path", &c.rid)
+    }
+
+    /// Session token and LSN headers for a response that touched `ranges`.
+    pub fn session(self, ranges: &[u32], lsn: u64) -> Self {
+        let token = ranges
+            .iter()
+            .map(|r| format!("{r}:-1#{lsn}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        let ids = ranges
+            .iter()
+            .map(u32::to_string)
+            .collect::<Vec<_>>()
+            .join(",");
+        self.header("x-ms-session-token", token)
+            .header("lsn", lsn.to_string())
+            .header("x-ms-global-committed-lsn", lsn.to_string())
+            .header("x-ms-documentdb-partitionkeyrangeid", ids)
+    }
+
+    pub fn into_response_with(self, activity_id: &str) -> Response {
+        let mut resp = (self.status, self.body).into_response();
+        let h = resp.headers_mut();
+        if !self.headers.is_empty() || self.status != StatusCode::NO_CONTENT {
+            h.insert("content-type", HeaderValue::from_static("application/json"));
+        }
+        for (k, v) in self.headers {
+            h.insert(k, v);
+        }
+        if let Ok(v) = HeaderValue::from_str(activity_id) {
+            h.insert("x-ms-activity-id", v);
+        }
+        if let Ok(v) = HeaderValue::from_str(&format_charge(self.charge)) {
+            h.insert("x-ms-request-charge", v);
+        }
+        h.insert("x-ms-schemaversion", HeaderValue::from_static("1.18"));
+        h.insert(
+            "x-ms-serviceversion",
+            HeaderValue::from_static("version=2.14.0.0"),
+        );
+        h.insert("x-ms-gatewayversion", HeaderValue::from_static("2.14.0"));
+        resp
+    }
+}
+
+fn format_charge(ru: f64) -> String {
+    let r = (ru * 100.0).round() / 100.0;
+    if r.fract() == 0.0 {
+        format!("{r:.0}")
+    } else {
+        format!("{r}")
+    }
+}
+
+/// `{"_rid": .., "<Key>": [raw json, ...], "_count": n}` from already-serialized documents.
+pub fn feed_body(rid: &str, key: &str, docs: &[Bytes]) -> Bytes {
+    let mut out = Vec::with_capacity(64 + docs.iter().map(|d| d.len() + 1).sum::<usize>());
+    out.extend_from_slice(b"{\"_rid\":");
+    out.extend_from_slice(
+        serde_json::to_string(rid)
+            .unwrap_or_else(|_| "\"\"".into())
+            .as_bytes(),
+    );
+    out.extend_from_slice(b",\"");
+    out.extend_from_slice(key.as_bytes());
+    out.extend_from_slice(b"\":[");
+    for (i, d) in docs.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(d);
+    }
+    out.extend_from_slice(b"],\"_count\":");
+    out.extend_from_slice(docs.len().to_string().as_bytes());
+    out.push(b'}');
+    Bytes::from(out)
+}

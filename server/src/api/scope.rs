@@ -1,0 +1,130 @@
+//! Which part of a container's key space a request addresses.
+//!
+//! Three independent inputs narrow it, and they combine by intersection:
+//! * `x-ms-documentdb-partitionkey`: a full key (one logical partition) or, on a MultiHash
+//!   container, a shorter array = a prefix (JS sends prefixes this way);
+//! * `x-ms-documentdb-partitionkeyrangeid`: one physical partition (410/1002 once it split);
+//! * `x-ms-start-epk` / `x-ms-end-epk`: an EPK sub-range (Python prefix queries, change feed by
+//!   partition key, feed ranges).
+
+use super::error::ApiError;
+use super::request::Req;
+use crate::store::container::{read, Container};
+use strata_query::pk::epk::{effective_partition_key, epk_range};
+use strata_query::pk::{EpkRange, PartitionKey, PkComponent};
+
+/// How a request was routed; reported to clients and in logs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    /// A full partition key: one logical partition.
+    Single,
+    /// A key prefix, a set of keys, or an explicit range: only overlapping physical partitions.
+    Targeted,
+    /// Every physical partition.
+    FanOut,
+}
+
+impl Route {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Route::Single => "single",
+            Route::Targeted => "targeted",
+            Route::FanOut => "fanout",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Scope {
+    /// The EPK range addressed (possibly empty).
+    pub range: Option<EpkRange>,
+    /// Set when a full key was given: only items with exactly this EPK match.
+    pub exact_epk: Option<String>,
+    pub route: Route,
+}
+
+/// A full partition key for a point operation, with its EPK. `[]` on a container created
+/// without a partition key addresses its single (undefined) logical partition.
+pub fn full_key(c: &Container, pk: PartitionKey) -> Result<(PartitionKey, String), ApiError> {
+    let pk = if c.pk.system_key && pk.is_empty() {
+        PartitionKey(vec![PkComponent::Undefined])
+    } else {
+        pk
+    };
+    let epk = effective_partition_key(&c.pk, &pk)?;
+    Ok((pk, epk))
+}
+
+/// The scope of a feed or query request.
+pub fn request_scope(c: &Container, req: &Req) -> Result<Scope, ApiError> {
+    let mut scope = Scope {
+        range: Some(EpkRange::full()),
+        exact_epk: None,
+        route: Route::FanOut,
+    };
+    if let Some(pk) = req.partition_key()? {
+        let pk = if c.pk.system_key && pk.is_empty() {
+            PartitionKey(vec![PkComponent::Undefined])
+        } else {
+            pk
+        };
+        let r = epk_range(&c.pk, &pk)?;
+        if pk.len() == c.pk.levels() {
+            scope.exact_epk = Some(r.min.clone());
+            scope.route = Route::Single;
+        } else {
+            scope.route = Route::Targeted;
+        }
+        scope.range = Some(r);
+    }
+    if let Some(id) = req.header("x-ms-documentdb-partitionkeyrangeid") {
+        let r = range_by_id(c, id)?;
+        scope.range = scope.range.and_then(|s| s.intersect(&r));
+        if scope.route == Route::FanOut {
+            scope.route = Route::Targeted;
+        }
+    }
+    let start = req.header("x-ms-start-epk");
+    let end = req.header("x-ms-end-epk");
+    if start.is_some() || end.is_some() {
+        let r = EpkRange::new(start.unwrap_or(""), end.unwrap_or("FF"));
+        for b in [&r.min, &r.max] {
+            if !b.bytes().all(|x| x.is_ascii_hexdigit()) {
+                return Err(ApiError::bad_request(format!(
+                    "The EPK bound '{b}' in x-ms-start-epk/x-ms-end-epk is not a hex string."
+                )));
+            }
+        }
+        let r = EpkRange::new(r.min.to_ascii_uppercase(), r.max.to_ascii_uppercase());
+        scope.range = scope.range.and_then(|s| s.intersect(&r));
+        if scope.route == Route::FanOut {
+            scope.route = Route::Targeted;
+        }
+    }
+    Ok(scope)
+}
+
+/// The EPK range of a live physical partition; 410/1002 for one that split (or never was).
+pub fn range_by_id(c: &Container, id: &str) -> Result<EpkRange, ApiError> {
+    let map = read(&c.map);
+    let found = id
+        .trim()
+        .parse::<u32>()
+        .ok()
+        .and_then(|n| map.by_id(n))
+        .map(|r| r.epk_range());
+    found.ok_or_else(|| {
+        ApiError::gone(format!(
+            "The partition key range '{id}' is gone (it was split or never existed); re-read /pkranges and retry."
+        ))
+    })
+}
+
+/// Ids of the physical partitions overlapping `range`, in EPK order.
+pub fn ranges_touched(c: &Container, range: &EpkRange) -> Vec<u32> {
+    read(&c.map)
+        .overlapping(range)
+        .iter()
+        .map(|r| r.rec.id)
+        .collect()
+}

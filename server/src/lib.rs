@@ -1,0 +1,14 @@
+//! strata-server: a Cosmos DB for NoSQL compatible document store.
+//!
+//! * [`api`]: the REST protocol: request decoding into endpoints, authentication, one handler
+//!   per endpoint, and one error type mapped to Cosmos status codes.
+//! * [`store`]: the durable engine, the catalog, containers with their physical partitions.
+//! * [`throughput`]: request charges and throttling.
+//! * [`net`]: listening (HTTP and HTTPS) and graceful shutdown.
+
+pub mod api;
+pub mod net;
+pub mod store;
+pub mod throughput;
+
+pub use net::{start, Running, ServerConfig, Tls};

@@ -1,0 +1,196 @@
+//! Listening: one accept loop for plain HTTP and HTTPS (rustls), HTTP/1.1 and HTTP/2, with
+//! graceful shutdown (stop accepting, let in-flight requests finish, flush storage).
+
+use crate::api::{self, auth::MasterKey, ApiOptions, App};
+use crate::store::{Store, StoreConfig};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Where the TLS certificate comes from.
+#[derive(Debug, Clone)]
+pub enum Tls {
+    /// A self-signed certificate for localhost/127.0.0.1, generated on first start and kept in
+    /// `dir` (or generated per process when there is no data directory).
+    SelfSigned { dir: Option<PathBuf> },
+    /// PEM files given by the user.
+    Files { cert: PathBuf, key: PathBuf },
+}
+
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    pub host: String,
+    pub port: u16,
+    pub key: String,
+    pub store: StoreConfig,
+    pub tls: Option<Tls>,
+    pub gateway_compat: bool,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            host: "127.0.0.1".into(),
+            port: 8081,
+            key: api::auth::EMULATOR_KEY.into(),
+            store: StoreConfig::default(),
+            tls: None,
+            gateway_compat: false,
+        }
+    }
+}
+
+/// A running server.
+pub struct Running {
+    pub addr: SocketAddr,
+    pub tls: bool,
+    pub store: Store,
+    stop_tx: watch::Sender<bool>,
+    task: JoinHandle<Result<(), String>>,
+}
+
+impl Running {
+    /// The endpoint clients use, e.g. `http://127.0.0.1:8081/`.
+    pub fn url(&self) -> String {
+        let scheme = if self.tls { "https" } else { "http" };
+        format!("{scheme}://{}/", self.addr)
+    }
+
+    /// Stops accepting, waits for in-flight requests (up to 10 s), flushes storage.
+    pub async fn stop(self) -> Result<(), String> {
+        let _ = self.stop_tx.send(true);
+        self.task.await.map_err(|e| e.to_string())?
+    }
+}
+
+/// Opens the store and starts serving. Returns once the listener is bound.
+pub async fn start(cfg: ServerConfig) -> Result<Running, BoxError> {
+    let key = MasterKey::from_base64(&cfg.key)?;
+    let store_cfg = cfg.store.clone();
+    let store = tokio::task::spawn_blocking(move || Store::open(store_cfg)).await??;
+    let acceptor = match &cfg.tls {
+        None => None,
+        Some(t) => Some(tls_acceptor(t)?),
+    };
+    let app = App::new(
+        store.clone(),
+        key,
+        ApiOptions {
+            tls: acceptor.is_some(),
+            gateway_compat: cfg.gateway_compat,
+        },
+    );
+    let listener = TcpListener::bind((cfg.host.as_str(), cfg.port)).await?;
+    let addr = listener.local_addr()?;
+    let router = api::router(app);
+    let (stop_tx, mut stop_rx) = watch::channel(false);
+    let task_store = store.clone();
+    let tls = acceptor.is_some();
+    let task = tokio::spawn(async move {
+        let graceful = GracefulShutdown::new();
+        loop {
+            tokio::select! {
+                res = listener.accept() => {
+                    let (stream, _) = match res {
+                        Ok(s) => s,
+                        Err(e) => {
+                            tracing::warn!(error = %e, "accept failed");
+                            tokio::time::sleep(Duration::from_millis(20)).await;
+                            continue;
+                        }
+                    };
+                    let _ = stream.set_nodelay(true);
+                    let svc = TowerToHyperService::new(router.clone());
+                    let watcher = graceful.watcher();
+                    let acceptor = acceptor.clone();
+                    tokio::spawn(async move {
+                        let builder = auto::Builder::new(TokioExecutor::new());
+                        match acceptor {
+                            Some(acc) => match acc.accept(stream).await {
+                                Ok(s) => {
+                                    let conn = builder.serve_connection_with_upgrades(TokioIo::new(s), svc);
+                                    let _ = watcher.watch(conn.into_owned()).await;
+                                }
+                                Err(e) => tracing::debug!(error = %e, "TLS handshake failed"),
+                            },
+                            None => {
+                                let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), svc);
+                                let _ = watcher.watch(conn.into_owned()).await;
+                            }
+                        }
+                    });
+                }
+                _ = stop_rx.changed() => break,
+            }
+        }
+        drop(listener);
+        if tokio::time::timeout(Duration::from_secs(10), graceful.shutdown())
+            .await
+            .is_err()
+        {
+            tracing::warn!("some connections did not finish within 10 s of shutdown");
+        }
+        let s = task_store.clone();
+        tokio::task::spawn_blocking(move || s.shutdown())
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| e.to_string())
+    });
+    Ok(Running {
+        addr,
+        tls,
+        store,
+        stop_tx,
+        task,
+    })
+}
+
+fn tls_acceptor(t: &Tls) -> Result<tokio_rustls::TlsAcceptor, BoxError> {
+    use rustls_pki_types::pem::PemObject;
+    use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+    let (cert_pem, key_pem) = match t {
+        Tls::Files { cert, key } => (std::fs::read(cert)?, std::fs::read(key)?),
+        Tls::SelfSigned { dir } => self_signed(dir.as_deref())?,
+    };
+    let certs: Vec<CertificateDer<'static>> =
+        CertificateDer::pem_slice_iter(&cert_pem).collect::<Result<_, _>>()?;
+    let key = PrivateKeyDer::from_pem_slice(&key_pem)?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_no_client_auth()
+        .with_single_cert(certs, key)?;
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
+}
+
+/// Loads the self-signed certificate kept in `dir`, creating it on first start.
+fn self_signed(dir: Option<&Path>) -> Result<(Vec<u8>, Vec<u8>), BoxError> {
+    if let Some(d) = dir {
+        let (c, k) = (d.join("tls-cert.pem"), d.join("tls-key.pem"));
+        if c.exists() && k.exists() {
+            return Ok((std::fs::read(c)?, std::fs::read(k)?));
+        }
+    }
+    let ck =
+        rcgen::generate_simple_self_signed(vec!["localhost".to_string(), "127.0.0.1".to_string()])?;
+    let cert = ck.cert.pem().into_bytes();
+    let key = ck.signing_key.serialize_pem().into_bytes();
+    if let Some(d) = dir {
+        std::fs::create_dir_all(d)?;
+        std::fs::write(d.join("tls-cert.pem"), &cert)?;
+        std::fs::write(d.join("tls-key.pem"), &key)?;
+        tracing::info!(dir = %d.display(), "generated a self-signed TLS certificate for localhost");
+    }
+    Ok((cert, key))
+}

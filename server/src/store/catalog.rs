@@ -1,0 +1,216 @@
+//! Durable catalog records (databases, containers, partition key ranges, throughput) and the
+//! resource ids, etags and timestamps the Cosmos protocol exposes.
+
+use base64::Engine as _;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Map, Value};
+
+/// Throughput requested when creating a resource: manual RU/s or an autoscale maximum.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ThroughputRequest {
+    pub manual: Option<u64>,
+    pub autoscale_max: Option<u64>,
+}
+
+/// Provisioned throughput of a container or a shared-throughput database.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Throughput {
+    /// Manual RU/s (`x-ms-offer-throughput`).
+    pub manual: Option<u64>,
+    /// Autoscale maximum RU/s (`x-ms-cosmos-offer-autopilot-settings`).
+    pub autoscale_max: Option<u64>,
+    /// Numeric id of the offer resource.
+    pub offer_seq: u32,
+    pub ts: u64,
+    pub etag_seq: u64,
+}
+
+impl Throughput {
+    /// The RU/s the resource may consume at most.
+    pub fn max_ru(&self) -> u64 {
+        self.autoscale_max.or(self.manual).unwrap_or(400)
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DatabaseRecord {
+    pub id: String,
+    pub seq: u32,
+    pub ts: u64,
+    pub etag_seq: u64,
+    #[serde(default)]
+    pub throughput: Option<Throughput>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RangeRecord {
+    pub id: u32,
+    pub min: String,
+    pub max: String,
+    #[serde(default)]
+    pub parents: Vec<String>,
+    /// The LSN at which this range was created (children continue their parent's sequence).
+    #[serde(default)]
+    pub created_lsn: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ContainerRecord {
+    pub cid: u32,
+    pub db: String,
+    pub db_seq: u32,
+    pub id: String,
+    /// The `partitionKey` definition as echoed to clients.
+    pub partition_key: Value,
+    /// Every other user-settable property (indexingPolicy, defaultTtl, uniqueKeyPolicy, ...).
+    pub props: Map<String, Value>,
+    pub ts: u64,
+    pub etag_seq: u64,
+    #[serde(default)]
+    pub throughput: Option<Throughput>,
+    pub ranges: Vec<RangeRecord>,
+    pub next_range_id: u32,
+    /// Bumped on every change of `ranges`; the `/pkranges` etag.
+    pub ranges_generation: u64,
+}
+
+/// Counters that must never repeat across restarts.
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
+pub struct Counters {
+    pub next_db_seq: u32,
+    pub next_cid: u32,
+    pub next_offer_seq: u32,
+    pub next_etag_seq: u64,
+}
+
+/// Cosmos resource ids are base64 of a byte layout (database 4 bytes, collection 8, document
+/// 16); like the service we replace `/` with `-` so ids are path-safe.
+pub fn rid(bytes: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD
+        .encode(bytes)
+        .replace('/', "-")
+}
+
+pub fn decode_rid(s: &str) -> Option<Vec<u8>> {
+    base64::engine::general_purpose::STANDARD
+        .decode(s.replace('-', "/"))
+        .ok()
+}
+
+pub fn db_rid_bytes(db_seq: u32) -> [u8; 4] {
+    // Keep the first byte non-zero so ids do not all start with "AAAA".
+    let mut b = (db_seq | 0x0100_0000).to_le_bytes();
+    b[3] = b[3].wrapping_add(0x40);
+    b
+}
+
+pub fn db_rid(db_seq: u32) -> String {
+    rid(&db_rid_bytes(db_seq))
+}
+
+pub fn coll_rid_bytes(db_seq: u32, cid: u32) -> [u8; 8] {
+    let mut b = [0u8; 8];
+    b[..4].copy_from_slice(&db_rid_bytes(db_seq));
+    b[4..].copy_from_slice(&(cid | 0x8000_0000).to_be_bytes());
+    b
+}
+
+pub fn coll_rid(db_seq: u32, cid: u32) -> String {
+    rid(&coll_rid_bytes(db_seq, cid))
+}
+
+pub fn doc_rid(db_seq: u32, cid: u32, doc_seq: u64) -> String {
+    let mut b = [0u8; 16];
+    b[..8].copy_from_slice(&coll_rid_bytes(db_seq, cid));
+    b[8..].copy_from_slice(&doc_seq.to_le_bytes());
+    rid(&b)
+}
+
+pub fn pkrange_rid(db_seq: u32, cid: u32, range_id: u32) -> String {
+    let mut b = [0u8; 16];
+    b[..8].copy_from_slice(&coll_rid_bytes(db_seq, cid));
+    b[8..12].copy_from_slice(&range_id.to_le_bytes());
+    b[15] = 0x50;
+    rid(&b)
+}
+
+/// Offers have short ids (the service uses four characters).
+pub fn offer_rid(seq: u32) -> String {
+    const ALPHA: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+    let mut n = seq as usize;
+    let mut s = String::new();
+    for _ in 0..4 {
+        s.push(ALPHA[n % ALPHA.len()] as char);
+        n /= ALPHA.len();
+    }
+    s
+}
+
+/// An etag in the service's GUID-like shape, unique per (resource space, sequence).
+pub fn etag(space: u32, seq: u64) -> String {
+    format!(
+        "\"{:08x}-0000-0000-{:04x}-{:012x}\"",
+        space,
+        (seq >> 48) & 0xffff,
+        seq & 0xffff_ffff_ffff
+    )
+}
+
+pub fn now_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+pub fn now_millis() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// The defaults the service fills into a new container.
+pub fn default_container_props(props: &mut Map<String, Value>) {
+    props.entry("indexingPolicy").or_insert_with(|| {
+        json!({"indexingMode": "consistent", "automatic": true,
+               "includedPaths": [{"path": "/*"}], "excludedPaths": [{"path": "/\"_etag\"/?"}]})
+    });
+    if let Some(Value::Object(ip)) = props.get_mut("indexingPolicy") {
+        ip.entry("indexingMode")
+            .or_insert_with(|| json!("consistent"));
+        ip.entry("automatic").or_insert(Value::Bool(true));
+        ip.entry("includedPaths")
+            .or_insert_with(|| json!([{"path": "/*"}]));
+        ip.entry("excludedPaths")
+            .or_insert_with(|| json!([{"path": "/\"_etag\"/?"}]));
+    }
+    props.entry("conflictResolutionPolicy").or_insert_with(|| {
+        json!({"mode": "LastWriterWins", "conflictResolutionPath": "/_ts", "conflictResolutionProcedure": ""})
+    });
+    props
+        .entry("geospatialConfig")
+        .or_insert_with(|| json!({"type": "Geography"}));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rids_are_path_safe_and_nested() {
+        for seq in 0..300 {
+            let d = db_rid(seq);
+            let c = coll_rid(seq, seq * 7);
+            let doc = doc_rid(seq, seq * 7, u64::from(seq) * 1_000_003);
+            assert!(!d.contains('/') && !c.contains('/') && !doc.contains('/'));
+            assert_eq!(&decode_rid(&c).unwrap()[..4], &decode_rid(&d).unwrap()[..]);
+            assert_eq!(
+                &decode_rid(&doc).unwrap()[..8],
+                &decode_rid(&c).unwrap()[..]
+            );
+        }
+        assert_ne!(offer_rid(1), offer_rid(2));
+        assert_eq!(etag(1, 2), "\"00000001-0000-0000-0000-000000000002\"");
+    }
+}

@@ -1,0 +1,597 @@
+//! A live container: its partition map (physical partitions with their stats), the write path
+//! that orders writes by LSN, and item reads and scans.
+//!
+//! Writes to one container are serialized by a short lock that covers reading the current
+//! version, assigning LSNs and applying the batch to the engine (microseconds). The fsync that
+//! makes a write durable happens after the lock is released, shared with other writers (group
+//! commit). Because LSNs are assigned and applied in one critical section, the change feed
+//! never sees LSN `n+1` before LSN `n`.
+
+use super::catalog::{self, ContainerRecord, RangeRecord};
+use super::engine::{Engine, Op, Space};
+use super::item::StoredItem;
+use super::keys;
+use super::StoreError;
+use bytes::Bytes;
+use serde_json::{Map, Value};
+use std::collections::HashMap;
+use std::ops::Bound;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, RwLock};
+use strata_query::pk::{EpkRange, PartitionKeyDefinition};
+
+/// Limits that shape partitioning; set by flags.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// A physical partition whose stored bytes pass this splits.
+    pub partition_split_bytes: u64,
+    /// A logical partition (one full key) may hold at most this many bytes.
+    pub logical_partition_limit_bytes: u64,
+    /// Overrides the throughput-derived number of partitions of a new container.
+    pub initial_partitions: Option<u32>,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            partition_split_bytes: 50 * 1024 * 1024 * 1024,
+            logical_partition_limit_bytes: 20 * 1024 * 1024 * 1024,
+            initial_partitions: None,
+        }
+    }
+}
+
+/// One physical partition (partition key range) and what we know about it.
+#[derive(Debug)]
+pub struct RangeState {
+    pub rec: RangeRecord,
+    pub bytes: u64,
+    pub count: u64,
+    /// LSN of the last write that landed in this range.
+    pub lsn: u64,
+    pub reads: AtomicU64,
+    pub writes: AtomicU64,
+    pub queries: AtomicU64,
+}
+
+impl RangeState {
+    pub fn new(rec: RangeRecord, lsn: u64) -> Self {
+        Self {
+            rec,
+            bytes: 0,
+            count: 0,
+            lsn,
+            reads: AtomicU64::new(0),
+            writes: AtomicU64::new(0),
+            queries: AtomicU64::new(0),
+        }
+    }
+
+    pub fn epk_range(&self) -> EpkRange {
+        EpkRange::new(self.rec.min.clone(), self.rec.max.clone())
+    }
+}
+
+/// The container's physical partitions, sorted by `min`, covering `["", "FF")` without gaps.
+#[derive(Debug)]
+pub struct PartitionMap {
+    pub ranges: Vec<RangeState>,
+    pub next_range_id: u32,
+    pub generation: u64,
+    /// Ids of ranges that were split away, with their children (for 410 and lineage).
+    pub retired: HashMap<u32, Vec<u32>>,
+}
+
+impl PartitionMap {
+    /// Index of the range holding `epk`.
+    pub fn index_of(&self, epk: &str) -> usize {
+        // ranges[i].min <= epk < ranges[i].max; the first range starts at "".
+        let mut lo = 0;
+        let mut hi = self.ranges.len();
+        while hi - lo > 1 {
+            let mid = (lo + hi) / 2;
+            if strata_query::pk::epk::cmp_epk(&self.ranges[mid].rec.min, epk).is_le() {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    }
+
+    pub fn by_id(&self, id: u32) -> Option<&RangeState> {
+        self.ranges.iter().find(|r| r.rec.id == id)
+    }
+
+    /// Ranges overlapping `r`, in EPK order.
+    pub fn overlapping(&self, r: &EpkRange) -> Vec<&RangeState> {
+        self.ranges
+            .iter()
+            .filter(|s| s.epk_range().overlaps(r))
+            .collect()
+    }
+}
+
+/// A container and its runtime state. Shared behind an `Arc`.
+pub struct Container {
+    pub cid: u32,
+    pub db: String,
+    pub db_seq: u32,
+    pub id: String,
+    pub rid: String,
+    pub db_rid: String,
+    pub pk: PartitionKeyDefinition,
+    /// User-settable properties, timestamps and throughput (the `ranges` field is not kept
+    /// current here; the partition map is authoritative).
+    pub meta: RwLock<ContainerRecord>,
+    pub map: RwLock<PartitionMap>,
+    write_lock: Mutex<()>,
+    lsn: AtomicU64,
+    pub splitting: AtomicBool,
+    pub deleted: AtomicBool,
+    pub engine: Engine,
+    pub limits: Limits,
+}
+
+/// What a write produced, for the response.
+#[derive(Debug, Clone)]
+pub struct Written {
+    pub item: StoredItem,
+    pub range_id: u32,
+    /// True when no live version existed before (201 rather than 200 on upsert).
+    pub created: bool,
+}
+
+impl Container {
+    /// Builds the runtime for a catalog record; `lsn` is the last LSN persisted.
+    pub fn load(
+        rec: ContainerRecord,
+        lsn: u64,
+        engine: Engine,
+        limits: Limits,
+    ) -> Result<Self, StoreError> {
+        let pk = PartitionKeyDefinition::from_json(&rec.partition_key)
+            .map_err(|e| StoreError::Corrupt(format!("container {}: {e}", rec.id)))?;
+        let ranges = rec
+            .ranges
+            .iter()
+            .map(|r| RangeState::new(r.clone(), r.created_lsn))
+            .collect();
+        let map = PartitionMap {
+            ranges,
+            next_range_id: rec.next_range_id,
+            generation: rec.ranges_generation,
+            retired: HashMap::new(),
+        };
+        let c = Self {
+            cid: rec.cid,
+            db: rec.db.clone(),
+            db_seq: rec.db_seq,
+            id: rec.id.clone(),
+            rid: catalog::coll_rid(rec.db_seq, rec.cid),
+            db_rid: catalog::db_rid(rec.db_seq),
+            pk,
+            meta: RwLock::new(rec),
+            map: RwLock::new(map),
+            write_lock: Mutex::new(()),
+            lsn: AtomicU64::new(lsn),
+            splitting: AtomicBool::new(false),
+            deleted: AtomicBool::new(false),
+            engine,
+            limits,
+        };
+        c.recompute_stats()?;
+        Ok(c)
+    }
+
+    /// Recomputes per-range bytes and counts from the logical partition sizes.
+    pub fn recompute_stats(&self) -> Result<(), StoreError> {
+        let prefix = keys::container_prefix(self.cid);
+        let end = super::engine::prefix_end(&prefix).unwrap_or_default();
+        let mut map = write(&self.map);
+        for r in map.ranges.iter_mut() {
+            r.bytes = 0;
+            r.count = 0;
+        }
+        let mut start = prefix.clone();
+        let mut first = true;
+        loop {
+            let lower = if first {
+                Bound::Included(&start[..])
+            } else {
+                Bound::Excluded(&start[..])
+            };
+            let chunk =
+                self.engine
+                    .scan(Space::Partitions, lower, Bound::Excluded(&end), 4096, false)?;
+            if chunk.is_empty() {
+                break;
+            }
+            for (k, v) in &chunk {
+                let epk = std::str::from_utf8(&k[4..]).unwrap_or("");
+                let (bytes, count) = decode_lp(v);
+                let i = map.index_of(epk);
+                map.ranges[i].bytes += bytes;
+                map.ranges[i].count += count;
+            }
+            start = chunk.last().map(|(k, _)| k.clone()).unwrap_or_default();
+            first = false;
+        }
+        Ok(())
+    }
+
+    pub fn current_lsn(&self) -> u64 {
+        self.lsn.load(Ordering::Acquire)
+    }
+
+    /// The container's `defaultTtl`, if TTL is enabled.
+    pub fn default_ttl(&self) -> Option<i64> {
+        read(&self.meta)
+            .props
+            .get("defaultTtl")
+            .and_then(Value::as_i64)
+    }
+
+    /// Id of the physical partition holding `epk`.
+    pub fn range_id_of(&self, epk: &str) -> u32 {
+        let map = read(&self.map);
+        map.ranges[map.index_of(epk)].rec.id
+    }
+
+    /// Reads the live version of an item (expired items are absent).
+    pub fn read_item(&self, epk: &str, id: &str) -> Result<Option<(StoredItem, u32)>, StoreError> {
+        let key = keys::item_key(self.cid, epk, id);
+        let raw = self.engine.get(Space::Items, &key)?;
+        let range_id = {
+            let map = read(&self.map);
+            let r = &map.ranges[map.index_of(epk)];
+            r.reads.fetch_add(1, Ordering::Relaxed);
+            r.rec.id
+        };
+        let Some(raw) = raw else { return Ok(None) };
+        let item = StoredItem::decode(raw)
+            .ok_or_else(|| StoreError::Corrupt(format!("item '{id}' has an unreadable record")))?;
+        if item.is_expired(self.default_ttl(), catalog::now_secs()) {
+            return Ok(None);
+        }
+        Ok(Some((item, range_id)))
+    }
+
+    /// Reads up to `limit` live items with EPK in `range`, in key order, starting after the
+    /// item key `after` (exclusive) when given.
+    pub fn scan_items(
+        &self,
+        range: &EpkRange,
+        after: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, StoredItem)>, StoreError> {
+        let start = keys::epk_bound(self.cid, &range.min);
+        let end = if range.max.as_str() >= "FF" {
+            keys::container_prefix(self.cid + 1)
+        } else {
+            keys::epk_bound(self.cid, &range.max)
+        };
+        let default_ttl = self.default_ttl();
+        let now = catalog::now_secs();
+        let mut out = Vec::with_capacity(limit.min(256));
+        let mut cursor: Vec<u8> = match after {
+            Some(a) if a >= &start[..] => a.to_vec(),
+            _ => Vec::new(),
+        };
+        loop {
+            let lower = if cursor.is_empty() {
+                Bound::Included(&start[..])
+            } else {
+                Bound::Excluded(&cursor[..])
+            };
+            let want = (limit - out.len()).clamp(16, 1024);
+            let chunk =
+                self.engine
+                    .scan(Space::Items, lower, Bound::Excluded(&end), want, false)?;
+            let exhausted = chunk.len() < want;
+            for (k, v) in chunk {
+                cursor.clone_from(&k);
+                let item = StoredItem::decode(v).ok_or_else(|| {
+                    StoreError::Corrupt("an item has an unreadable record".to_string())
+                })?;
+                if !item.is_expired(default_ttl, now) {
+                    out.push((k, item));
+                    if out.len() >= limit {
+                        return Ok(out);
+                    }
+                }
+            }
+            if exhausted {
+                return Ok(out);
+            }
+        }
+    }
+
+    /// Runs `f` as one atomic write: everything it stages commits together, or nothing does if
+    /// it fails. Returns `f`'s result and the engine sequence to await for durability.
+    pub fn write<T>(
+        &self,
+        f: impl FnOnce(&mut Txn<'_>) -> Result<T, StoreError>,
+    ) -> Result<(T, u64), StoreError> {
+        if self.deleted.load(Ordering::Acquire) {
+            return Err(StoreError::NotFound(format!(
+                "The container '{}' was deleted.",
+                self.id
+            )));
+        }
+        let _guard = self.write_lock.lock().unwrap_or_else(|p| p.into_inner());
+        let mut txn = Txn {
+            c: self,
+            ops: Vec::new(),
+            staged: HashMap::new(),
+            lp_delta: HashMap::new(),
+            next_lsn: self.lsn.load(Ordering::Acquire) + 1,
+            now: catalog::now_secs(),
+            default_ttl: self.default_ttl(),
+        };
+        let out = f(&mut txn)?;
+        if txn.ops.is_empty() {
+            return Ok((out, 0));
+        }
+        let last_lsn = txn.next_lsn - 1;
+        let mut ops = txn.ops;
+        let mut range_delta: HashMap<usize, (i64, i64, u64)> = HashMap::new();
+        {
+            let map = read(&self.map);
+            for (epk, d) in &txn.lp_delta {
+                let i = map.index_of(epk);
+                let e = range_delta.entry(i).or_default();
+                e.0 += d.bytes;
+                e.1 += d.count;
+            }
+            for (epk, _) in txn.staged.keys() {
+                let i = map.index_of(epk);
+                range_delta.entry(i).or_default().2 = last_lsn;
+            }
+        }
+        for (epk, d) in &txn.lp_delta {
+            let key = keys::partition_key(self.cid, epk);
+            match d.total {
+                (b, c) if c > 0 => ops.push(Op::Put(Space::Partitions, key, encode_lp(b, c))),
+                _ => ops.push(Op::Delete(Space::Partitions, key)),
+            }
+        }
+        ops.push(Op::Put(
+            Space::Catalog,
+            keys::catalog_lsn(self.cid),
+            last_lsn.to_be_bytes().to_vec(),
+        ));
+        let seq = self.engine.write(ops)?;
+        self.lsn.store(last_lsn, Ordering::Release);
+        let mut map = write(&self.map);
+        for (i, (db, dc, lsn)) in range_delta {
+            let r = &mut map.ranges[i];
+            r.bytes = (r.bytes as i64 + db).max(0) as u64;
+            r.count = (r.count as i64 + dc).max(0) as u64;
+            r.lsn = r.lsn.max(lsn);
+            r.writes.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok((out, seq))
+    }
+
+    /// Persists the catalog record (properties and current partition map).
+    pub fn record(&self) -> ContainerRecord {
+        let mut rec = read(&self.meta).clone();
+        let map = read(&self.map);
+        rec.ranges = map.ranges.iter().map(|r| r.rec.clone()).collect();
+        rec.next_range_id = map.next_range_id;
+        rec.ranges_generation = map.generation;
+        rec
+    }
+
+    /// Runs `f` while no write can start (for splits and property changes).
+    pub fn with_writes_paused<T>(&self, f: impl FnOnce() -> T) -> T {
+        let _guard = self.write_lock.lock().unwrap_or_else(|p| p.into_inner());
+        f()
+    }
+}
+
+/// How a transaction changes one logical partition's size.
+#[derive(Debug, Default, Clone, Copy)]
+struct LpDelta {
+    bytes: i64,
+    count: i64,
+    /// Resulting (bytes, count).
+    total: (u64, u64),
+}
+
+/// One atomic write in progress (see [`Container::write`]).
+pub struct Txn<'a> {
+    c: &'a Container,
+    ops: Vec<Op>,
+    /// Versions written or deleted in this transaction, by (EPK, id).
+    staged: HashMap<(String, String), Option<StoredItem>>,
+    /// Size changes per logical partition (by EPK).
+    lp_delta: HashMap<String, LpDelta>,
+    next_lsn: u64,
+    now: u64,
+    default_ttl: Option<i64>,
+}
+
+impl Txn<'_> {
+    pub fn container(&self) -> &Container {
+        self.c
+    }
+
+    pub fn now(&self) -> u64 {
+        self.now
+    }
+
+    /// The current version, including an expired one that has not been purged yet.
+    pub fn get_raw(&self, epk: &str, id: &str) -> Result<Option<StoredItem>, StoreError> {
+        if let Some(v) = self.staged.get(&(epk.to_string(), id.to_string())) {
+            return Ok(v.clone());
+        }
+        let key = keys::item_key(self.c.cid, epk, id);
+        match self.c.engine.get(Space::Items, &key)? {
+            None => Ok(None),
+            Some(raw) => StoredItem::decode(raw).map(Some).ok_or_else(|| {
+                StoreError::Corrupt(format!("item '{id}' has an unreadable record"))
+            }),
+        }
+    }
+
+    /// The live version (expired items are absent).
+    pub fn get(&self, epk: &str, id: &str) -> Result<Option<StoredItem>, StoreError> {
+        Ok(self
+            .get_raw(epk, id)?
+            .filter(|i| !i.is_expired(self.default_ttl, self.now)))
+    }
+
+    /// Size of a logical partition as of this transaction.
+    fn lp_size(&self, epk: &str) -> Result<(u64, u64), StoreError> {
+        if let Some(d) = self.lp_delta.get(epk) {
+            return Ok(d.total);
+        }
+        let key = keys::partition_key(self.c.cid, epk);
+        Ok(self
+            .c
+            .engine
+            .get(Space::Partitions, &key)?
+            .map(|v| decode_lp(&v))
+            .unwrap_or((0, 0)))
+    }
+
+    fn account(&mut self, epk: &str, bytes: i64, count: i64) -> Result<(), StoreError> {
+        let (b, c) = self.lp_size(epk)?;
+        let nb = (b as i64 + bytes).max(0) as u64;
+        let nc = (c as i64 + count).max(0) as u64;
+        if bytes > 0 && nb > self.c.limits.logical_partition_limit_bytes {
+            return Err(StoreError::PartitionKeyFull(format!(
+                "Partition key reached maximum size of {} bytes: the logical partition would hold {nb} bytes. Spread the data over more partition key values.",
+                self.c.limits.logical_partition_limit_bytes
+            )));
+        }
+        let e = self.lp_delta.entry(epk.to_string()).or_default();
+        e.bytes += bytes;
+        e.count += count;
+        e.total = (nb, nc);
+        Ok(())
+    }
+
+    /// Writes a new version of an item. `doc` is the user's document (system properties are
+    /// replaced); `previous` is the version being replaced, if any (from [`Txn::get_raw`]).
+    pub fn put(
+        &mut self,
+        epk: &str,
+        id: &str,
+        mut doc: Map<String, Value>,
+        previous: Option<&StoredItem>,
+    ) -> Result<Written, StoreError> {
+        let lsn = self.next_lsn;
+        let c = self.c;
+        let doc_seq = match previous {
+            Some(p) => p.doc_seq,
+            None => lsn,
+        };
+        let ttl = match doc.get("ttl") {
+            None | Some(Value::Null) => None,
+            Some(Value::Number(n)) => match n.as_i64() {
+                Some(t) if t == -1 || t > 0 => Some(t),
+                _ => {
+                    return Err(StoreError::BadRequest(format!(
+                        "The 'ttl' value {n} is invalid: it must be -1 (never expire) or a positive whole number of seconds."
+                    )))
+                }
+            },
+            Some(_) => {
+                return Err(StoreError::BadRequest(
+                    "The 'ttl' property must be a number: -1 (never expire) or a positive whole number of seconds.".into(),
+                ))
+            }
+        };
+        for k in ["_rid", "_self", "_etag", "_attachments", "_ts", "_lsn"] {
+            doc.remove(k);
+        }
+        let rid = catalog::doc_rid(c.db_seq, c.cid, doc_seq);
+        doc.insert("_rid".into(), Value::String(rid.clone()));
+        doc.insert(
+            "_self".into(),
+            Value::String(format!("dbs/{}/colls/{}/docs/{}/", c.db_rid, c.rid, rid)),
+        );
+        doc.insert("_etag".into(), Value::String(catalog::etag(c.cid, lsn)));
+        doc.insert("_attachments".into(), Value::String("attachments/".into()));
+        doc.insert("_ts".into(), Value::from(self.now));
+        let json = serde_json::to_vec(&doc)
+            .map_err(|e| StoreError::BadRequest(format!("The document cannot be stored: {e}")))?;
+        let item = StoredItem {
+            lsn,
+            ts: self.now,
+            ttl,
+            doc_seq,
+            json: Bytes::from(json),
+        };
+        let key = keys::item_key(c.cid, epk, id);
+        let new_size = item.stored_size(key.len()) as i64;
+        let (old_size, old_count) = match previous {
+            Some(p) => (p.stored_size(key.len()) as i64, 1),
+            None => (0, 0),
+        };
+        self.account(epk, new_size - old_size, 1 - old_count)?;
+        if let Some(p) = previous {
+            self.ops
+                .push(Op::Delete(Space::Feed, keys::feed_key(c.cid, p.lsn)));
+        }
+        self.ops.push(Op::Put(
+            Space::Feed,
+            keys::feed_key(c.cid, lsn),
+            key[4..].to_vec(),
+        ));
+        self.ops.push(Op::Put(Space::Items, key, item.encode()));
+        self.next_lsn += 1;
+        let created = previous
+            .map(|p| p.is_expired(self.default_ttl, self.now))
+            .unwrap_or(true);
+        self.staged
+            .insert((epk.to_string(), id.to_string()), Some(item.clone()));
+        Ok(Written {
+            item,
+            range_id: c.range_id_of(epk),
+            created,
+        })
+    }
+
+    /// Deletes the given version of an item.
+    pub fn delete(&mut self, epk: &str, id: &str, previous: &StoredItem) -> Result<(), StoreError> {
+        let c = self.c;
+        let key = keys::item_key(c.cid, epk, id);
+        self.account(epk, -(previous.stored_size(key.len()) as i64), -1)?;
+        self.ops
+            .push(Op::Delete(Space::Feed, keys::feed_key(c.cid, previous.lsn)));
+        self.ops.push(Op::Delete(Space::Items, key));
+        // A delete consumes an LSN too, so session tokens and range LSNs move forward.
+        self.next_lsn += 1;
+        self.staged.insert((epk.to_string(), id.to_string()), None);
+        Ok(())
+    }
+}
+
+pub fn encode_lp(bytes: u64, count: u64) -> Vec<u8> {
+    let mut v = Vec::with_capacity(16);
+    v.extend_from_slice(&bytes.to_be_bytes());
+    v.extend_from_slice(&count.to_be_bytes());
+    v
+}
+
+pub fn decode_lp(v: &[u8]) -> (u64, u64) {
+    if v.len() < 16 {
+        return (0, 0);
+    }
+    (
+        u64::from_be_bytes(v[..8].try_into().expect("8 bytes")),
+        u64::from_be_bytes(v[8..16].try_into().expect("8 bytes")),
+    )
+}
+
+pub fn read<T>(l: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    l.read().unwrap_or_else(|p| p.into_inner())
+}
+
+pub fn write<T>(l: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    l.write().unwrap_or_else(|p| p.into_inner())
+}

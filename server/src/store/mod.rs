@@ -1,0 +1,547 @@
+//! Everything durable: the catalog of databases and containers, the items, and the engine.
+//!
+//! [`Store`] is the one cheap handle the API layer holds. Catalog changes (creating or deleting
+//! databases and containers, splits) are rare and serialized; item writes go through
+//! [`Container::write`] and are serialized per container only.
+
+pub mod catalog;
+pub mod container;
+pub mod engine;
+pub mod item;
+pub mod keys;
+
+use catalog::{
+    ContainerRecord, Counters, DatabaseRecord, RangeRecord, Throughput, ThroughputRequest,
+};
+use container::{read, write, Container, Limits};
+use engine::{Engine, EngineError, Op, Space};
+use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, RwLock};
+use strata_query::pk::PartitionKeyDefinition;
+
+/// Store-level failures; the API maps each to a Cosmos status code.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("{0}")]
+    NotFound(String),
+    #[error("{0}")]
+    Conflict(String),
+    #[error("{0}")]
+    PreconditionFailed(String),
+    #[error("{0}")]
+    BadRequest(String),
+    /// A logical partition would exceed its size limit (403, sub-status 1014).
+    #[error("{0}")]
+    PartitionKeyFull(String),
+    /// A partition key range id that no longer exists (410, sub-status 1002).
+    #[error("{0}")]
+    RangeGone(String),
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    #[error("{0}")]
+    Corrupt(String),
+}
+
+/// How the store is set up.
+#[derive(Debug, Clone, Default)]
+pub struct StoreConfig {
+    /// Where data lives; `None` keeps everything in memory.
+    pub data_dir: Option<PathBuf>,
+    pub limits: Limits,
+}
+
+/// The store handle (cheap to clone).
+#[derive(Clone)]
+pub struct Store {
+    inner: Arc<StoreInner>,
+}
+
+struct StoreInner {
+    engine: Engine,
+    limits: Limits,
+    catalog: RwLock<Catalog>,
+    /// Serializes catalog changes, which await durability while holding it.
+    ddl: tokio::sync::Mutex<()>,
+    counters: Mutex<Counters>,
+}
+
+#[derive(Default)]
+struct Catalog {
+    dbs: BTreeMap<String, DatabaseRecord>,
+    /// By (database id, container id).
+    containers: BTreeMap<(String, String), Arc<Container>>,
+}
+
+impl Store {
+    /// Opens the store: recovers the catalog and resumes unfinished purges.
+    pub fn open(cfg: StoreConfig) -> Result<Self, StoreError> {
+        let engine = match &cfg.data_dir {
+            Some(dir) => Engine::open(dir)?,
+            None => Engine::memory(),
+        };
+        let counters = match engine.get(Space::Catalog, keys::CATALOG_COUNTERS)? {
+            Some(v) => serde_json::from_slice(&v)
+                .map_err(|e| StoreError::Corrupt(format!("catalog counters: {e}")))?,
+            None => Counters::default(),
+        };
+        let mut cat = Catalog::default();
+        for (_, v) in scan_prefix(&engine, Space::Catalog, b"db/")? {
+            let rec: DatabaseRecord = serde_json::from_slice(&v)
+                .map_err(|e| StoreError::Corrupt(format!("database record: {e}")))?;
+            cat.dbs.insert(rec.id.clone(), rec);
+        }
+        for (_, v) in scan_prefix(&engine, Space::Catalog, b"coll/")? {
+            let rec: ContainerRecord = serde_json::from_slice(&v)
+                .map_err(|e| StoreError::Corrupt(format!("container record: {e}")))?;
+            let lsn = engine
+                .get(Space::Catalog, &keys::catalog_lsn(rec.cid))?
+                .and_then(|v| v[..].try_into().ok().map(u64::from_be_bytes))
+                .unwrap_or(0);
+            let key = (rec.db.clone(), rec.id.clone());
+            let c = Container::load(rec, lsn, engine.clone(), cfg.limits.clone())?;
+            cat.containers.insert(key, Arc::new(c));
+        }
+        let pending: Vec<u32> = scan_prefix(&engine, Space::Catalog, b"purge/")?
+            .into_iter()
+            .filter_map(|(k, _)| k[6..].try_into().ok().map(u32::from_be_bytes))
+            .collect();
+        let store = Self {
+            inner: Arc::new(StoreInner {
+                engine,
+                limits: cfg.limits,
+                catalog: RwLock::new(cat),
+                ddl: tokio::sync::Mutex::new(()),
+                counters: Mutex::new(counters),
+            }),
+        };
+        for cid in pending {
+            store.spawn_purge(cid);
+        }
+        Ok(store)
+    }
+
+    pub fn engine(&self) -> &Engine {
+        &self.inner.engine
+    }
+
+    pub fn limits(&self) -> &Limits {
+        &self.inner.limits
+    }
+
+    /// Flushes and stops the engine (clean shutdown).
+    pub fn shutdown(&self) -> Result<(), StoreError> {
+        Ok(self.inner.engine.shutdown()?)
+    }
+
+    fn next_counters(&self, f: impl FnOnce(&mut Counters)) -> (Counters, Op) {
+        let mut c = self
+            .inner
+            .counters
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        f(&mut c);
+        let op = Op::Put(
+            Space::Catalog,
+            keys::CATALOG_COUNTERS.to_vec(),
+            serde_json::to_vec(&*c).unwrap_or_default(),
+        );
+        (c.clone(), op)
+    }
+
+    /// A fresh etag sequence number (for database, container and offer etags).
+    pub fn next_etag_seq(&self) -> (u64, Op) {
+        let (c, op) = self.next_counters(|c| c.next_etag_seq += 1);
+        (c.next_etag_seq, op)
+    }
+
+    // ---- databases -------------------------------------------------------------------------
+
+    pub fn list_databases(&self) -> Vec<DatabaseRecord> {
+        read(&self.inner.catalog).dbs.values().cloned().collect()
+    }
+
+    /// Finds a database by id, or by `_rid` (rid-based links).
+    pub fn database(&self, id: &str) -> Result<DatabaseRecord, StoreError> {
+        let cat = read(&self.inner.catalog);
+        if let Some(d) = cat.dbs.get(id) {
+            return Ok(d.clone());
+        }
+        cat.dbs
+            .values()
+            .find(|d| catalog::db_rid(d.seq) == id)
+            .cloned()
+            .ok_or_else(|| {
+                StoreError::NotFound(format!(
+                    "Database '{id}' does not exist (resource not found)."
+                ))
+            })
+    }
+
+    pub async fn create_database(
+        &self,
+        id: &str,
+        throughput: Option<ThroughputRequest>,
+    ) -> Result<DatabaseRecord, StoreError> {
+        let _ddl = self.inner.ddl.lock().await;
+        if read(&self.inner.catalog).dbs.contains_key(id) {
+            return Err(StoreError::Conflict(format!(
+                "Database '{id}' already exists: the id must be unique within the account."
+            )));
+        }
+        let (c, counter_op) = self.next_counters(|c| {
+            c.next_db_seq += 1;
+            c.next_etag_seq += 1;
+            if throughput.is_some() {
+                c.next_offer_seq += 1;
+            }
+        });
+        let now = catalog::now_secs();
+        let rec = DatabaseRecord {
+            id: id.to_string(),
+            seq: c.next_db_seq,
+            ts: now,
+            etag_seq: c.next_etag_seq,
+            throughput: throughput.map(|t| Throughput {
+                manual: t.manual,
+                autoscale_max: t.autoscale_max,
+                offer_seq: c.next_offer_seq,
+                ts: now,
+                etag_seq: c.next_etag_seq,
+            }),
+        };
+        let body = serde_json::to_vec(&rec).unwrap_or_default();
+        self.inner
+            .engine
+            .write_durable(vec![
+                counter_op,
+                Op::Put(Space::Catalog, keys::catalog_database(id), body),
+            ])
+            .await?;
+        write(&self.inner.catalog)
+            .dbs
+            .insert(id.to_string(), rec.clone());
+        Ok(rec)
+    }
+
+    /// Deletes a database and all its containers (their items are purged in the background).
+    pub async fn delete_database(&self, id: &str) -> Result<(), StoreError> {
+        let _ddl = self.inner.ddl.lock().await;
+        let db = self.database(id)?;
+        let doomed: Vec<Arc<Container>> = read(&self.inner.catalog)
+            .containers
+            .iter()
+            .filter(|((d, _), _)| *d == db.id)
+            .map(|(_, c)| Arc::clone(c))
+            .collect();
+        let mut ops = vec![Op::Delete(Space::Catalog, keys::catalog_database(&db.id))];
+        for c in &doomed {
+            ops.push(Op::Delete(Space::Catalog, keys::catalog_container(c.cid)));
+            ops.push(Op::Put(
+                Space::Catalog,
+                keys::catalog_purge(c.cid),
+                Vec::new(),
+            ));
+        }
+        self.inner.engine.write_durable(ops).await?;
+        {
+            let mut cat = write(&self.inner.catalog);
+            cat.dbs.remove(&db.id);
+            cat.containers.retain(|(d, _), _| *d != db.id);
+        }
+        for c in doomed {
+            c.deleted.store(true, Ordering::Release);
+            self.spawn_purge(c.cid);
+        }
+        Ok(())
+    }
+
+    /// Replaces a database's shared throughput record.
+    pub async fn set_database_throughput(
+        &self,
+        id: &str,
+        t: Option<Throughput>,
+    ) -> Result<DatabaseRecord, StoreError> {
+        let _ddl = self.inner.ddl.lock().await;
+        let mut db = self.database(id)?;
+        db.throughput = t;
+        let body = serde_json::to_vec(&db).unwrap_or_default();
+        self.inner
+            .engine
+            .write_durable(vec![Op::Put(
+                Space::Catalog,
+                keys::catalog_database(&db.id),
+                body,
+            )])
+            .await?;
+        write(&self.inner.catalog)
+            .dbs
+            .insert(db.id.clone(), db.clone());
+        Ok(db)
+    }
+
+    // ---- containers ------------------------------------------------------------------------
+
+    pub fn list_containers(&self, db: &str) -> Result<Vec<Arc<Container>>, StoreError> {
+        let db = self.database(db)?;
+        Ok(read(&self.inner.catalog)
+            .containers
+            .iter()
+            .filter(|((d, _), _)| *d == db.id)
+            .map(|(_, c)| Arc::clone(c))
+            .collect())
+    }
+
+    /// Every container of every database.
+    pub fn all_containers(&self) -> Vec<Arc<Container>> {
+        read(&self.inner.catalog)
+            .containers
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    /// Finds a container by database and container id (or `_rid`s).
+    pub fn container(&self, db: &str, id: &str) -> Result<Arc<Container>, StoreError> {
+        let dbrec = self.database(db)?;
+        let cat = read(&self.inner.catalog);
+        if let Some(c) = cat.containers.get(&(dbrec.id.clone(), id.to_string())) {
+            return Ok(Arc::clone(c));
+        }
+        cat.containers
+            .iter()
+            .find(|((d, _), c)| *d == dbrec.id && c.rid == id)
+            .map(|(_, c)| Arc::clone(c))
+            .ok_or_else(|| {
+                StoreError::NotFound(format!(
+                    "Container '{id}' does not exist in database '{}' (resource not found).",
+                    dbrec.id
+                ))
+            })
+    }
+
+    /// Finds a container by its `_rid` alone (offers link containers by rid).
+    pub fn container_by_rid(&self, rid: &str) -> Option<Arc<Container>> {
+        read(&self.inner.catalog)
+            .containers
+            .values()
+            .find(|c| c.rid == rid)
+            .cloned()
+    }
+
+    pub async fn create_container(
+        &self,
+        db: &str,
+        id: &str,
+        pk: PartitionKeyDefinition,
+        mut props: Map<String, Value>,
+        throughput: Option<ThroughputRequest>,
+    ) -> Result<Arc<Container>, StoreError> {
+        let _ddl = self.inner.ddl.lock().await;
+        let dbrec = self.database(db)?;
+        if read(&self.inner.catalog)
+            .containers
+            .contains_key(&(dbrec.id.clone(), id.to_string()))
+        {
+            return Err(StoreError::Conflict(format!(
+                "Container '{id}' already exists in database '{}'.",
+                dbrec.id
+            )));
+        }
+        catalog::default_container_props(&mut props);
+        let (c, counter_op) = self.next_counters(|c| {
+            c.next_cid += 1;
+            c.next_etag_seq += 1;
+            if throughput.is_some() {
+                c.next_offer_seq += 1;
+            }
+        });
+        let now = catalog::now_secs();
+        let t = throughput.map(|t| Throughput {
+            manual: t.manual,
+            autoscale_max: t.autoscale_max,
+            offer_seq: c.next_offer_seq,
+            ts: now,
+            etag_seq: c.next_etag_seq,
+        });
+        let n = match self.inner.limits.initial_partitions {
+            Some(n) => n.max(1) as usize,
+            None => {
+                let ru = t.as_ref().map(Throughput::max_ru).unwrap_or(400);
+                ru.div_ceil(10_000).max(1) as usize
+            }
+        };
+        let bounds = strata_query::pk::epk::even_boundaries(&pk, n);
+        let mut ranges = Vec::with_capacity(n);
+        let mut lo = String::new();
+        for (i, hi) in bounds
+            .into_iter()
+            .chain(std::iter::once("FF".to_string()))
+            .enumerate()
+        {
+            ranges.push(RangeRecord {
+                id: i as u32,
+                min: std::mem::replace(&mut lo, hi.clone()),
+                max: hi,
+                parents: Vec::new(),
+                created_lsn: 0,
+            });
+        }
+        let rec = ContainerRecord {
+            cid: c.next_cid,
+            db: dbrec.id.clone(),
+            db_seq: dbrec.seq,
+            id: id.to_string(),
+            partition_key: pk.to_json(),
+            props,
+            ts: now,
+            etag_seq: c.next_etag_seq,
+            throughput: t,
+            next_range_id: n as u32,
+            ranges,
+            ranges_generation: 1,
+        };
+        let body = serde_json::to_vec(&rec).unwrap_or_default();
+        self.inner
+            .engine
+            .write_durable(vec![
+                counter_op,
+                Op::Put(Space::Catalog, keys::catalog_container(rec.cid), body),
+            ])
+            .await?;
+        let container = Arc::new(Container::load(
+            rec,
+            0,
+            self.inner.engine.clone(),
+            self.inner.limits.clone(),
+        )?);
+        write(&self.inner.catalog)
+            .containers
+            .insert((dbrec.id, id.to_string()), Arc::clone(&container));
+        Ok(container)
+    }
+
+    /// Persists a container's current record (after property, throughput or range changes).
+    pub async fn persist_container(&self, c: &Container) -> Result<(), StoreError> {
+        let body = serde_json::to_vec(&c.record()).unwrap_or_default();
+        self.inner
+            .engine
+            .write_durable(vec![Op::Put(
+                Space::Catalog,
+                keys::catalog_container(c.cid),
+                body,
+            )])
+            .await?;
+        Ok(())
+    }
+
+    /// Replaces a container's user-settable properties (the partition key cannot change).
+    pub async fn replace_container(
+        &self,
+        c: &Arc<Container>,
+        mut props: Map<String, Value>,
+    ) -> Result<(), StoreError> {
+        let _ddl = self.inner.ddl.lock().await;
+        catalog::default_container_props(&mut props);
+        let (etag_seq, counter_op) = self.next_etag_seq();
+        {
+            let mut m = write(&c.meta);
+            m.props = props;
+            m.ts = catalog::now_secs();
+            m.etag_seq = etag_seq;
+        }
+        let body = serde_json::to_vec(&c.record()).unwrap_or_default();
+        self.inner
+            .engine
+            .write_durable(vec![
+                counter_op,
+                Op::Put(Space::Catalog, keys::catalog_container(c.cid), body),
+            ])
+            .await?;
+        Ok(())
+    }
+
+    pub async fn delete_container(&self, db: &str, id: &str) -> Result<(), StoreError> {
+        let _ddl = self.inner.ddl.lock().await;
+        let c = self.container(db, id)?;
+        self.inner
+            .engine
+            .write_durable(vec![
+                Op::Delete(Space::Catalog, keys::catalog_container(c.cid)),
+                Op::Put(Space::Catalog, keys::catalog_purge(c.cid), Vec::new()),
+            ])
+            .await?;
+        write(&self.inner.catalog)
+            .containers
+            .remove(&(c.db.clone(), c.id.clone()));
+        c.deleted.store(true, Ordering::Release);
+        self.spawn_purge(c.cid);
+        Ok(())
+    }
+
+    /// Removes a deleted container's data in the background, in bounded chunks, then its purge
+    /// marker. Resumed at startup if the process stopped half way.
+    fn spawn_purge(&self, cid: u32) {
+        let engine = self.inner.engine.clone();
+        let run = move || -> Result<u64, StoreError> {
+            let prefix = keys::container_prefix(cid);
+            let end = engine::prefix_end(&prefix).unwrap_or_default();
+            let mut removed = 0u64;
+            for space in [Space::Items, Space::Feed, Space::Partitions] {
+                loop {
+                    let chunk = engine.scan(
+                        space,
+                        Bound::Included(&prefix),
+                        Bound::Excluded(&end),
+                        1000,
+                        false,
+                    )?;
+                    if chunk.is_empty() {
+                        break;
+                    }
+                    removed += chunk.len() as u64;
+                    engine.write(
+                        chunk
+                            .into_iter()
+                            .map(|(k, _)| Op::Delete(space, k))
+                            .collect(),
+                    )?;
+                }
+            }
+            engine.write(vec![
+                Op::Delete(Space::Catalog, keys::catalog_purge(cid)),
+                Op::Delete(Space::Catalog, keys::catalog_lsn(cid)),
+            ])?;
+            Ok(removed)
+        };
+        let task = move || match run() {
+            Ok(n) => tracing::info!(cid, keys = n, "purged deleted container data"),
+            Err(e) => tracing::error!(cid, error = %e, "purging deleted container data failed"),
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(h) => {
+                h.spawn_blocking(task);
+            }
+            Err(_) => task(),
+        }
+    }
+}
+
+/// Every entry whose key starts with `prefix`.
+fn scan_prefix(
+    engine: &Engine,
+    space: Space,
+    prefix: &[u8],
+) -> Result<Vec<(Vec<u8>, bytes::Bytes)>, StoreError> {
+    let end = engine::prefix_end(prefix).unwrap_or_default();
+    Ok(engine.scan(
+        space,
+        Bound::Included(prefix),
+        Bound::Excluded(&end),
+        usize::MAX,
+        false,
+    )?)
+}
