@@ -5,3 +5,4 @@
 //! * [`sql`]: the Cosmos SQL dialect: parse, plan (partition routing), evaluate and merge.
 
 pub mod pk;
+pub mod sql;

@@ -1,0 +1,981 @@
+//! Evaluating bound queries over JSON documents.
+//!
+//! Rows are environments: a linked list of (slot, value) bindings on the stack, so a row that
+//! joins `c` with an element of `c.tags` borrows both from the document without copying.
+//! Expressions evaluate to [`Val`]: undefined, a borrowed value, or a computed one.
+
+use super::ast::*;
+use super::error::QueryError;
+use super::functions;
+use super::value::{self, canonical, canonical_opt, compare, equals, order_cmp, Val};
+use serde_json::{Map, Value};
+use std::cmp::Ordering;
+use std::collections::HashMap;
+
+pub type R<T> = Result<T, QueryError>;
+
+/// One binding of a row.
+pub struct Env<'a> {
+    pub slot: Slot,
+    pub value: &'a Value,
+    pub parent: Option<&'a Env<'a>>,
+}
+
+pub type EnvRef<'a> = Option<&'a Env<'a>>;
+
+fn lookup<'a>(mut env: EnvRef<'a>, slot: Slot) -> Option<&'a Value> {
+    while let Some(e) = env {
+        if e.slot == slot {
+            return Some(e.value);
+        }
+        env = e.parent;
+    }
+    None
+}
+
+/// Whether to keep iterating rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flow {
+    Continue,
+    Stop,
+}
+
+/// Evaluation context: the current group (under GROUP BY / aggregates) and the query's clock.
+#[derive(Clone, Default)]
+pub struct Ctx {
+    /// Milliseconds since the epoch, fixed for the whole query (the `...Static` functions).
+    pub now_millis: i64,
+    pub group: Option<GroupView>,
+}
+
+#[derive(Clone, Default)]
+pub struct GroupView {
+    pub keys: Vec<Option<Value>>,
+    pub aggs: Vec<Option<Value>>,
+}
+
+impl Ctx {
+    pub fn new(now_millis: i64) -> Self {
+        Self {
+            now_millis,
+            group: None,
+        }
+    }
+
+    fn for_subquery(&self) -> Ctx {
+        Ctx {
+            now_millis: self.now_millis,
+            group: None,
+        }
+    }
+}
+
+fn bool_val<'a>(b: Option<bool>) -> Val<'a> {
+    match b {
+        Some(b) => Val::Own(Value::Bool(b)),
+        None => Val::Undef,
+    }
+}
+
+fn num_val<'a>(f: f64) -> Val<'a> {
+    Val::from_opt(value::number(f))
+}
+
+/// JavaScript's ToInt32, which Cosmos's bitwise operators follow.
+fn to_i32(f: f64) -> Option<i32> {
+    if !f.is_finite() {
+        return Some(0);
+    }
+    let t = f.trunc();
+    let m = t.rem_euclid(4_294_967_296.0);
+    Some(m as u64 as u32 as i32)
+}
+
+pub fn eval<'e>(e: &'e Expr, env: EnvRef<'e>, cx: &Ctx) -> R<Val<'e>> {
+    Ok(match e {
+        Expr::Lit(v) => Val::Ref(v),
+        Expr::Undefined => Val::Undef,
+        Expr::Slot(s, _) => lookup(env, *s).map(Val::Ref).unwrap_or(Val::Undef),
+        Expr::Member(b, name) => eval(b, env, cx)?.member(name),
+        Expr::Index(b, i) => {
+            let base = eval(b, env, cx)?;
+            let idx = eval(i, env, cx)?;
+            match idx.get() {
+                Some(iv) => {
+                    let iv = iv.clone();
+                    base.index(&iv)
+                }
+                None => Val::Undef,
+            }
+        }
+        Expr::Array(items) => {
+            let mut out = Vec::with_capacity(items.len());
+            for it in items {
+                if let Some(v) = eval(it, env, cx)?.into_owned() {
+                    out.push(v);
+                }
+            }
+            Val::Own(Value::Array(out))
+        }
+        Expr::Object(props) => {
+            let mut m = Map::new();
+            for (k, it) in props {
+                if let Some(v) = eval(it, env, cx)?.into_owned() {
+                    m.insert(k.clone(), v);
+                }
+            }
+            Val::Own(Value::Object(m))
+        }
+        Expr::Unary(op, x) => {
+            let v = eval(x, env, cx)?;
+            match op {
+                UnOp::Not => bool_val(v.as_bool().map(|b| !b)),
+                UnOp::Neg => v.as_f64().map(|f| num_val(-f)).unwrap_or(Val::Undef),
+                UnOp::Plus => match v.as_f64() {
+                    Some(_) => v,
+                    None => Val::Undef,
+                },
+                UnOp::BitNot => v
+                    .as_f64()
+                    .and_then(to_i32)
+                    .map(|i| num_val(!i as f64))
+                    .unwrap_or(Val::Undef),
+            }
+        }
+        Expr::Binary(op, a, b) => binary(*op, a, b, env, cx)?,
+        Expr::Between {
+            expr,
+            low,
+            high,
+            negated,
+        } => {
+            let v = eval(expr, env, cx)?;
+            let lo = eval(low, env, cx)?;
+            let hi = eval(high, env, cx)?;
+            let r = match (v.get(), lo.get(), hi.get()) {
+                (Some(v), Some(lo), Some(hi)) => match (compare(v, lo), compare(v, hi)) {
+                    (Some(a), Some(b)) => Some(a != Ordering::Less && b != Ordering::Greater),
+                    _ => None,
+                },
+                _ => None,
+            };
+            bool_val(r.map(|b| b != *negated))
+        }
+        Expr::In {
+            expr,
+            list,
+            negated,
+        } => {
+            let v = eval(expr, env, cx)?;
+            let Some(v) = v.get() else {
+                return Ok(Val::Undef);
+            };
+            let mut found = false;
+            for it in list {
+                if let Some(x) = eval(it, env, cx)?.get() {
+                    if equals(v, x) == Some(true) {
+                        found = true;
+                        break;
+                    }
+                }
+            }
+            bool_val(Some(found != *negated))
+        }
+        Expr::Like {
+            expr,
+            pattern,
+            escape,
+            negated,
+        } => {
+            let v = eval(expr, env, cx)?;
+            let p = eval(pattern, env, cx)?;
+            let esc = match escape {
+                Some(x) => match eval(x, env, cx)?.as_str() {
+                    Some(s) if s.chars().count() == 1 => s.chars().next(),
+                    Some(_) => {
+                        return Err(QueryError::semantic(
+                            "The ESCAPE value of LIKE must be a single character.",
+                        ))
+                    }
+                    None => return Ok(Val::Undef),
+                },
+                None => None,
+            };
+            match (v.as_str(), p.as_str()) {
+                (Some(s), Some(p)) => bool_val(Some(like(s, p, esc) != *negated)),
+                _ => Val::Undef,
+            }
+        }
+        Expr::Ternary(c, a, b) => {
+            if eval(c, env, cx)?.as_bool() == Some(true) {
+                eval(a, env, cx)?
+            } else {
+                eval(b, env, cx)?
+            }
+        }
+        Expr::Coalesce(a, b) => {
+            let v = eval(a, env, cx)?;
+            if v.is_undefined() {
+                eval(b, env, cx)?
+            } else {
+                v
+            }
+        }
+        Expr::Call(name, args) => {
+            let mut vals = Vec::with_capacity(args.len());
+            for a in args {
+                vals.push(eval(a, env, cx)?);
+            }
+            functions::call(name, vals, cx)?
+        }
+        Expr::Udf(name, _) => {
+            return Err(QueryError::Unsupported(format!(
+                "User-defined functions are not supported by strata (udf.{name})."
+            )))
+        }
+        Expr::Agg { index, .. } => match &cx.group {
+            Some(g) => Val::from_opt(g.aggs.get(*index).cloned().flatten()),
+            None => {
+                return Err(QueryError::semantic(
+                    "An aggregate function was used outside an aggregate query.",
+                ))
+            }
+        },
+        Expr::GroupKey(i) => match &cx.group {
+            Some(g) => Val::from_opt(g.keys.get(*i).cloned().flatten()),
+            None => Val::Undef,
+        },
+        Expr::Exists(q) => {
+            let rows = run_all(q, env, &cx.for_subquery(), Some(1))?;
+            Val::Own(Value::Bool(!rows.is_empty()))
+        }
+        Expr::ArraySub(q) => Val::Own(Value::Array(run_all(q, env, &cx.for_subquery(), None)?)),
+        Expr::Scalar(q) => {
+            let rows = run_all(q, env, &cx.for_subquery(), Some(1))?;
+            Val::from_opt(rows.into_iter().next())
+        }
+        Expr::Param(p) => {
+            return Err(QueryError::semantic(format!(
+                "The parameter @{p} was not bound."
+            )))
+        }
+        Expr::Ident(n) => {
+            return Err(QueryError::semantic(format!(
+                "Identifier '{n}' could not be resolved."
+            )))
+        }
+    })
+}
+
+fn binary<'e>(op: BinOp, a: &'e Expr, b: &'e Expr, env: EnvRef<'e>, cx: &Ctx) -> R<Val<'e>> {
+    match op {
+        BinOp::And => {
+            let x = eval(a, env, cx)?.as_bool();
+            if x == Some(false) {
+                return Ok(bool_val(Some(false)));
+            }
+            let y = eval(b, env, cx)?.as_bool();
+            return Ok(match (x, y) {
+                (_, Some(false)) => bool_val(Some(false)),
+                (Some(true), Some(true)) => bool_val(Some(true)),
+                _ => Val::Undef,
+            });
+        }
+        BinOp::Or => {
+            let x = eval(a, env, cx)?.as_bool();
+            if x == Some(true) {
+                return Ok(bool_val(Some(true)));
+            }
+            let y = eval(b, env, cx)?.as_bool();
+            return Ok(match (x, y) {
+                (_, Some(true)) => bool_val(Some(true)),
+                (Some(false), Some(false)) => bool_val(Some(false)),
+                _ => Val::Undef,
+            });
+        }
+        _ => {}
+    }
+    let x = eval(a, env, cx)?;
+    let y = eval(b, env, cx)?;
+    let (Some(xv), Some(yv)) = (x.get(), y.get()) else {
+        return Ok(Val::Undef);
+    };
+    Ok(match op {
+        BinOp::Eq => bool_val(equals(xv, yv)),
+        BinOp::Neq => bool_val(equals(xv, yv).map(|b| !b)),
+        BinOp::Lt => bool_val(compare(xv, yv).map(|o| o == Ordering::Less)),
+        BinOp::Gt => bool_val(compare(xv, yv).map(|o| o == Ordering::Greater)),
+        BinOp::Le => bool_val(compare(xv, yv).map(|o| o != Ordering::Greater)),
+        BinOp::Ge => bool_val(compare(xv, yv).map(|o| o != Ordering::Less)),
+        BinOp::Concat => match (xv, yv) {
+            (Value::String(p), Value::String(q)) => Val::Own(Value::String(format!("{p}{q}"))),
+            _ => Val::Undef,
+        },
+        _ => {
+            let (Some(p), Some(q)) = (value::as_number(xv), value::as_number(yv)) else {
+                return Ok(Val::Undef);
+            };
+            match op {
+                BinOp::Add => num_val(p + q),
+                BinOp::Sub => num_val(p - q),
+                BinOp::Mul => num_val(p * q),
+                BinOp::Div => num_val(p / q),
+                BinOp::Mod => num_val(p % q),
+                _ => {
+                    let (Some(i), Some(j)) = (to_i32(p), to_i32(q)) else {
+                        return Ok(Val::Undef);
+                    };
+                    let sh = (j as u32) & 31;
+                    match op {
+                        BinOp::BitAnd => num_val((i & j) as f64),
+                        BinOp::BitOr => num_val((i | j) as f64),
+                        BinOp::BitXor => num_val((i ^ j) as f64),
+                        BinOp::Shl => num_val(i.wrapping_shl(sh) as f64),
+                        BinOp::Shr => num_val(i.wrapping_shr(sh) as f64),
+                        BinOp::ShrZero => num_val((i as u32).wrapping_shr(sh) as f64),
+                        _ => Val::Undef,
+                    }
+                }
+            }
+        }
+    })
+}
+
+/// SQL LIKE with `%`, `_`, `[abc]`, `[a-z]`, `[^...]` and an optional escape character.
+pub fn like(s: &str, pattern: &str, escape: Option<char>) -> bool {
+    #[derive(Debug)]
+    enum P {
+        Any,
+        One,
+        Lit(char),
+        Class(Vec<(char, char)>, bool),
+    }
+    let mut pat = Vec::new();
+    let mut it = pattern.chars().peekable();
+    while let Some(c) = it.next() {
+        if Some(c) == escape {
+            if let Some(n) = it.next() {
+                pat.push(P::Lit(n));
+            }
+            continue;
+        }
+        match c {
+            '%' => pat.push(P::Any),
+            '_' => pat.push(P::One),
+            '[' => {
+                let mut set = Vec::new();
+                let mut neg = false;
+                if it.peek() == Some(&'^') {
+                    neg = true;
+                    it.next();
+                }
+                let mut closed = false;
+                while let Some(x) = it.next() {
+                    if x == ']' {
+                        closed = true;
+                        break;
+                    }
+                    if it.peek() == Some(&'-') {
+                        let mut look = it.clone();
+                        look.next();
+                        if let Some(&hi) = look.peek() {
+                            if hi != ']' {
+                                it.next();
+                                it.next();
+                                set.push((x, hi));
+                                continue;
+                            }
+                        }
+                    }
+                    set.push((x, x));
+                }
+                if closed {
+                    pat.push(P::Class(set, neg));
+                } else {
+                    pat.push(P::Lit('['));
+                }
+            }
+            c => pat.push(P::Lit(c)),
+        }
+    }
+    let chars: Vec<char> = s.chars().collect();
+    // Iterative wildcard matching with backtracking to the last '%'.
+    let (mut i, mut j) = (0usize, 0usize);
+    let mut star: Option<(usize, usize)> = None;
+    while i < chars.len() {
+        let step = match pat.get(j) {
+            Some(P::One) => true,
+            Some(P::Lit(c)) => *c == chars[i],
+            Some(P::Class(set, neg)) => {
+                set.iter()
+                    .any(|(lo, hi)| *lo <= chars[i] && chars[i] <= *hi)
+                    != *neg
+            }
+            _ => false,
+        };
+        if step {
+            i += 1;
+            j += 1;
+        } else if let Some(P::Any) = pat.get(j) {
+            star = Some((j, i));
+            j += 1;
+        } else if let Some((sj, si)) = star {
+            j = sj + 1;
+            i = si + 1;
+            star = Some((sj, si + 1));
+        } else {
+            return false;
+        }
+    }
+    while let Some(P::Any) = pat.get(j) {
+        j += 1;
+    }
+    j == pat.len()
+}
+
+// ---- rows ------------------------------------------------------------------------------------
+
+/// Calls `f` for every row the FROM clause produces under `env` (without WHERE).
+pub fn for_each_row<'e>(
+    from: &'e From,
+    env: EnvRef<'e>,
+    cx: &Ctx,
+    f: &mut dyn for<'x> FnMut(EnvRef<'x>) -> R<Flow>,
+) -> R<Flow> {
+    let mut sources: Vec<&'e Source> = Vec::with_capacity(1 + from.joins.len());
+    sources.push(&from.first);
+    sources.extend(from.joins.iter());
+    iterate(&sources, env, cx, f)
+}
+
+fn iterate<'e>(
+    sources: &[&'e Source],
+    env: EnvRef<'e>,
+    cx: &Ctx,
+    f: &mut dyn for<'x> FnMut(EnvRef<'x>) -> R<Flow>,
+) -> R<Flow> {
+    let Some((s, rest)) = sources.split_first() else {
+        return f(env);
+    };
+    match &s.kind {
+        SourceKind::Value(e) => match eval(e, env, cx)? {
+            Val::Undef => Ok(Flow::Continue),
+            Val::Ref(v) => {
+                let ne = Env {
+                    slot: s.slot,
+                    value: v,
+                    parent: env,
+                };
+                iterate(rest, Some(&ne), cx, f)
+            }
+            Val::Own(v) => {
+                let ne = Env {
+                    slot: s.slot,
+                    value: &v,
+                    parent: env,
+                };
+                iterate(rest, Some(&ne), cx, f)
+            }
+        },
+        SourceKind::Iterate(e) => {
+            let v = eval(e, env, cx)?;
+            let owned;
+            let arr: &[Value] = match &v {
+                Val::Ref(Value::Array(a)) => a,
+                Val::Own(Value::Array(_)) => {
+                    owned = v;
+                    match &owned {
+                        Val::Own(Value::Array(a)) => a,
+                        _ => return Ok(Flow::Continue),
+                    }
+                }
+                _ => return Ok(Flow::Continue),
+            };
+            for item in arr {
+                let ne = Env {
+                    slot: s.slot,
+                    value: item,
+                    parent: env,
+                };
+                if iterate(rest, Some(&ne), cx, f)? == Flow::Stop {
+                    return Ok(Flow::Stop);
+                }
+            }
+            Ok(Flow::Continue)
+        }
+        SourceKind::Subquery(q) => {
+            let rows = run_all(q, env, &cx.for_subquery(), None)?;
+            for item in &rows {
+                let ne = Env {
+                    slot: s.slot,
+                    value: item,
+                    parent: env,
+                };
+                if iterate(rest, Some(&ne), cx, f)? == Flow::Stop {
+                    return Ok(Flow::Stop);
+                }
+            }
+            Ok(Flow::Continue)
+        }
+    }
+}
+
+/// Whether a row passes the WHERE clause (only `true` passes).
+pub fn passes(q: &Query, env: EnvRef<'_>, cx: &Ctx) -> R<bool> {
+    match &q.where_ {
+        None => Ok(true),
+        Some(w) => Ok(eval(w, env, cx)?.as_bool() == Some(true)),
+    }
+}
+
+/// The name of an unaliased select item: the last property of a path, else `$1`, `$2`, ...
+pub fn item_names(items: &[SelectItem]) -> Vec<String> {
+    let mut n = 0;
+    items
+        .iter()
+        .map(|it| {
+            if let Some(a) = &it.alias {
+                return a.clone();
+            }
+            match &it.expr {
+                Expr::Member(_, name) => name.clone(),
+                Expr::Slot(_, name) => name.clone(),
+                _ => {
+                    n += 1;
+                    format!("${n}")
+                }
+            }
+        })
+        .collect()
+}
+
+/// The projected value of a row; `None` when it produces nothing (VALUE of undefined).
+pub fn project(q: &Query, env: EnvRef<'_>, cx: &Ctx) -> R<Option<Value>> {
+    match &q.select.projection {
+        Projection::Star => {
+            let slot = q.from.as_ref().map(|f| f.first.slot).unwrap_or(DOC_SLOT);
+            Ok(lookup(env, slot).cloned())
+        }
+        Projection::Value(e) => Ok(eval(e, env, cx)?.into_owned()),
+        Projection::List(items) => {
+            let names = item_names(items);
+            let mut m = Map::new();
+            for (it, name) in items.iter().zip(names) {
+                if let Some(v) = eval(&it.expr, env, cx)?.into_owned() {
+                    m.insert(name, v);
+                }
+            }
+            Ok(Some(Value::Object(m)))
+        }
+    }
+}
+
+/// ORDER BY key values of a row (RANK scores sort descending).
+pub fn order_keys(q: &Query, env: EnvRef<'_>, cx: &Ctx) -> R<Vec<Option<Value>>> {
+    match &q.order_by {
+        None => Ok(Vec::new()),
+        Some(OrderBy::Items(items)) => items
+            .iter()
+            .map(|it| Ok(eval(&it.expr, env, cx)?.into_owned()))
+            .collect(),
+        Some(OrderBy::Rank(e)) => Ok(vec![eval(e, env, cx)?.into_owned()]),
+    }
+}
+
+/// Direction of each ORDER BY key (true = descending).
+pub fn order_directions(q: &Query) -> Vec<bool> {
+    match &q.order_by {
+        None => Vec::new(),
+        Some(OrderBy::Items(items)) => items.iter().map(|i| i.descending).collect(),
+        Some(OrderBy::Rank(_)) => vec![true],
+    }
+}
+
+/// Compares two ORDER BY key tuples.
+pub fn cmp_keys(a: &[Option<Value>], b: &[Option<Value>], desc: &[bool]) -> Ordering {
+    for (i, (x, y)) in a.iter().zip(b).enumerate() {
+        let o = order_cmp(x.as_ref(), y.as_ref());
+        let o = if desc.get(i).copied().unwrap_or(false) {
+            o.reverse()
+        } else {
+            o
+        };
+        if o != Ordering::Equal {
+            return o;
+        }
+    }
+    Ordering::Equal
+}
+
+// ---- aggregates -----------------------------------------------------------------------------
+
+/// A partial aggregate; partials from several partitions merge.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Acc {
+    Count(u64),
+    /// Sum and count of numbers seen; `invalid` once a non-number was seen.
+    Sum {
+        sum: f64,
+        n: u64,
+        invalid: bool,
+    },
+    Avg {
+        sum: f64,
+        n: u64,
+        invalid: bool,
+    },
+    Min {
+        best: Option<Value>,
+        invalid: bool,
+    },
+    Max {
+        best: Option<Value>,
+        invalid: bool,
+    },
+}
+
+impl Acc {
+    pub fn new(f: AggFunc) -> Self {
+        match f {
+            AggFunc::Count | AggFunc::CountIf => Acc::Count(0),
+            AggFunc::Sum => Acc::Sum {
+                sum: 0.0,
+                n: 0,
+                invalid: false,
+            },
+            AggFunc::Avg => Acc::Avg {
+                sum: 0.0,
+                n: 0,
+                invalid: false,
+            },
+            AggFunc::Min => Acc::Min {
+                best: None,
+                invalid: false,
+            },
+            AggFunc::Max => Acc::Max {
+                best: None,
+                invalid: false,
+            },
+        }
+    }
+
+    fn add(&mut self, f: AggFunc, v: Option<&Value>) {
+        match self {
+            Acc::Count(c) => match f {
+                AggFunc::CountIf => {
+                    if v == Some(&Value::Bool(true)) {
+                        *c += 1
+                    }
+                }
+                _ => {
+                    if v.is_some() {
+                        *c += 1
+                    }
+                }
+            },
+            Acc::Sum { sum, n, invalid } | Acc::Avg { sum, n, invalid } => match v {
+                None => {}
+                Some(Value::Number(x)) => {
+                    *sum += x.as_f64().unwrap_or(0.0);
+                    *n += 1;
+                }
+                Some(_) => *invalid = true,
+            },
+            Acc::Min { best, invalid } | Acc::Max { best, invalid } => {
+                let want = if f == AggFunc::Min {
+                    Ordering::Less
+                } else {
+                    Ordering::Greater
+                };
+                match v {
+                    None => {}
+                    Some(Value::Array(_)) | Some(Value::Object(_)) => *invalid = true,
+                    Some(x)
+                        if best
+                            .as_ref()
+                            .is_none_or(|b| order_cmp(Some(x), Some(b)) == want) =>
+                    {
+                        *best = Some(x.clone());
+                    }
+                    Some(_) => {}
+                }
+            }
+        }
+    }
+
+    /// Folds another partial of the same aggregate into this one.
+    pub fn merge(&mut self, other: &Acc) {
+        match (self, other) {
+            (Acc::Count(a), Acc::Count(b)) => *a += b,
+            (
+                Acc::Sum { sum, n, invalid },
+                Acc::Sum {
+                    sum: s2,
+                    n: n2,
+                    invalid: i2,
+                },
+            )
+            | (
+                Acc::Avg { sum, n, invalid },
+                Acc::Avg {
+                    sum: s2,
+                    n: n2,
+                    invalid: i2,
+                },
+            ) => {
+                *sum += s2;
+                *n += n2;
+                *invalid |= i2;
+            }
+            (
+                Acc::Min { best, invalid },
+                Acc::Min {
+                    best: b2,
+                    invalid: i2,
+                },
+            ) => {
+                *invalid |= i2;
+                if let Some(x) = b2 {
+                    if best
+                        .as_ref()
+                        .is_none_or(|b| order_cmp(Some(x), Some(b)) == Ordering::Less)
+                    {
+                        *best = Some(x.clone());
+                    }
+                }
+            }
+            (
+                Acc::Max { best, invalid },
+                Acc::Max {
+                    best: b2,
+                    invalid: i2,
+                },
+            ) => {
+                *invalid |= i2;
+                if let Some(x) = b2 {
+                    if best
+                        .as_ref()
+                        .is_none_or(|b| order_cmp(Some(x), Some(b)) == Ordering::Greater)
+                    {
+                        *best = Some(x.clone());
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The final value (undefined for AVG/SUM/MIN/MAX of nothing, or of invalid input).
+    pub fn result(&self) -> Option<Value> {
+        match self {
+            Acc::Count(c) => Some(Value::from(*c)),
+            Acc::Sum { sum, n, invalid } => {
+                (!invalid && *n > 0).then(|| value::number(*sum)).flatten()
+            }
+            Acc::Avg { sum, n, invalid } => (!invalid && *n > 0)
+                .then(|| value::number(sum / *n as f64))
+                .flatten(),
+            Acc::Min { best, invalid } | Acc::Max { best, invalid } => {
+                if *invalid {
+                    None
+                } else {
+                    best.clone()
+                }
+            }
+        }
+    }
+}
+
+/// One group: its key values and aggregate partials.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Group {
+    pub keys: Vec<Option<Value>>,
+    pub accs: Vec<Acc>,
+}
+
+/// Groups of an aggregate query, by canonical key.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Groups {
+    pub map: HashMap<String, Group>,
+}
+
+impl Groups {
+    /// Adds one row.
+    pub fn add(&mut self, q: &Query, env: EnvRef<'_>, cx: &Ctx) -> R<()> {
+        let mut keys = Vec::with_capacity(q.group_by.len());
+        for g in &q.group_by {
+            keys.push(eval(g, env, cx)?.into_owned());
+        }
+        let id = keys
+            .iter()
+            .map(|k| canonical_opt(k.as_ref()))
+            .collect::<Vec<_>>()
+            .join("\u{1}");
+        let group = self.map.entry(id).or_insert_with(|| Group {
+            keys,
+            accs: q.aggregates.iter().map(|(f, _)| Acc::new(*f)).collect(),
+        });
+        for (i, (f, arg)) in q.aggregates.iter().enumerate() {
+            let v = eval(arg, env, cx)?;
+            group.accs[i].add(*f, v.get());
+        }
+        Ok(())
+    }
+
+    pub fn merge(&mut self, other: Groups) {
+        for (id, g) in other.map {
+            match self.map.get_mut(&id) {
+                Some(mine) => {
+                    for (a, b) in mine.accs.iter_mut().zip(&g.accs) {
+                        a.merge(b);
+                    }
+                }
+                None => {
+                    self.map.insert(id, g);
+                }
+            }
+        }
+    }
+
+    /// Final rows, groups ordered by key for a stable result. Without GROUP BY an aggregate
+    /// query has exactly one group, even over no rows.
+    pub fn finish(mut self, q: &Query, cx: &Ctx) -> R<Vec<Value>> {
+        if q.group_by.is_empty() && self.map.is_empty() {
+            self.map.insert(
+                String::new(),
+                Group {
+                    keys: Vec::new(),
+                    accs: q.aggregates.iter().map(|(f, _)| Acc::new(*f)).collect(),
+                },
+            );
+        }
+        let mut groups: Vec<Group> = self.map.into_values().collect();
+        groups.sort_by(|a, b| cmp_keys(&a.keys, &b.keys, &[]));
+        let mut out = Vec::with_capacity(groups.len());
+        for g in groups {
+            let gcx = Ctx {
+                now_millis: cx.now_millis,
+                group: Some(GroupView {
+                    aggs: g.accs.iter().map(Acc::result).collect(),
+                    keys: g.keys,
+                }),
+            };
+            if let Some(v) = project(q, None, &gcx)? {
+                out.push(v);
+            }
+        }
+        Ok(out)
+    }
+}
+
+pub fn is_aggregate(q: &Query) -> bool {
+    !q.aggregates.is_empty() || !q.group_by.is_empty()
+}
+
+// ---- whole (sub)queries ------------------------------------------------------------------
+
+/// Runs a query completely under `env` (subqueries, and queries without FROM). `cap` stops
+/// early once that many rows exist (when the query's shape allows it).
+pub fn run_all(q: &Query, env: EnvRef<'_>, cx: &Ctx, cap: Option<usize>) -> R<Vec<Value>> {
+    let aggregate = is_aggregate(q);
+    let mut groups = Groups::default();
+    let mut rows: Vec<(Vec<Option<Value>>, Value)> = Vec::new();
+    let early_cap = if q.order_by.is_none() && !q.select.distinct && !aggregate {
+        let skip = q.offset.as_ref().map(lit_usize).unwrap_or(0);
+        let mut lim = cap.unwrap_or(usize::MAX);
+        if let Some(t) = &q.select.top {
+            lim = lim.min(lit_usize(t));
+        }
+        if let Some(l) = &q.limit {
+            lim = lim.min(lit_usize(l));
+        }
+        Some(skip.saturating_add(lim))
+    } else {
+        None
+    };
+    let mut visit = |row: EnvRef<'_>| -> R<Flow> {
+        if !passes(q, row, cx)? {
+            return Ok(Flow::Continue);
+        }
+        if aggregate {
+            groups.add(q, row, cx)?;
+            return Ok(Flow::Continue);
+        }
+        if let Some(v) = project(q, row, cx)? {
+            rows.push((order_keys(q, row, cx)?, v));
+        }
+        Ok(match early_cap {
+            Some(c) if rows.len() >= c => Flow::Stop,
+            _ => Flow::Continue,
+        })
+    };
+    match &q.from {
+        Some(from) => {
+            for_each_row(from, env, cx, &mut visit)?;
+        }
+        None => {
+            visit(env)?;
+        }
+    }
+    let values = if aggregate {
+        groups.finish(q, cx)?
+    } else {
+        if q.order_by.is_some() {
+            let desc = order_directions(q);
+            rows.sort_by(|a, b| cmp_keys(&a.0, &b.0, &desc));
+        }
+        rows.into_iter().map(|(_, v)| v).collect()
+    };
+    Ok(finish_rows(q, values))
+}
+
+/// DISTINCT, OFFSET/LIMIT and TOP over complete, ordered results.
+pub fn finish_rows(q: &Query, mut values: Vec<Value>) -> Vec<Value> {
+    if q.select.distinct {
+        let mut seen = std::collections::HashSet::new();
+        values.retain(|v| seen.insert(canonical(v)));
+    }
+    let skip = q.offset.as_ref().map(lit_usize).unwrap_or(0);
+    let mut take = usize::MAX;
+    if let Some(l) = &q.limit {
+        take = lit_usize(l);
+    }
+    if let Some(t) = &q.select.top {
+        take = take.min(lit_usize(t));
+    }
+    values.into_iter().skip(skip).take(take).collect()
+}
+
+/// The value of a bound TOP/OFFSET/LIMIT literal.
+pub fn lit_usize(e: &Expr) -> usize {
+    match e {
+        Expr::Lit(Value::Number(n)) => n.as_f64().map(|f| f as usize).unwrap_or(0),
+        _ => 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn like_patterns() {
+        assert!(like("screwdriver", "%driver%", None));
+        assert!(like("winter coat", "%coat", Some('^')));
+        assert!(like("20% off", "%20^%%", Some('^')));
+        assert!(!like("20 off", "%20^%%", Some('^')));
+        assert!(like("gear", "ge%", None));
+        assert!(like("abc", "a_c", None));
+        assert!(like("b", "[a-c]", None));
+        assert!(!like("d", "[a-c]", None));
+        assert!(like("d", "[^a-c]", None));
+        assert!(like("", "%", None));
+        assert!(!like("abc", "ab", None));
+    }
+
+    #[test]
+    fn int32_semantics() {
+        assert_eq!(to_i32(4294967295.0), Some(-1));
+        assert_eq!(to_i32(-1.5), Some(-1));
+    }
+}

@@ -1,0 +1,345 @@
+//! Cosmos SQL: parse, bind, plan and evaluate.
+//!
+//! [`prepare`] turns query text and parameters into a [`PreparedQuery`]: the bound query, its
+//! [`Routing`] (which partitions can hold matches) and its [`Mode`] (how partial results from
+//! several partitions combine). The server scans partitions and feeds documents to
+//! [`PreparedQuery::eval_doc`] or [`PreparedQuery::accumulate_doc`]; this crate does no I/O.
+
+pub mod ast;
+pub mod bind;
+pub mod datetime;
+pub mod error;
+pub mod eval;
+pub mod functions;
+pub mod lexer;
+pub mod parser;
+pub mod plan;
+pub mod sdkplan;
+pub mod spatial;
+pub mod token;
+pub mod value;
+
+pub use ast::Query;
+pub use error::QueryError;
+pub use eval::{Ctx, Flow, Groups};
+pub use plan::{Mode, Routing};
+
+use crate::pk::PartitionKeyDefinition;
+use ast::{Expr, Projection, SourceKind, DOC_SLOT};
+use eval::{Env, R};
+use serde_json::Value;
+use std::collections::HashMap;
+
+/// A query ready to run.
+#[derive(Debug, Clone)]
+pub struct PreparedQuery {
+    /// The query as written (parameters unbound), for rewriting into SDK query plans.
+    pub parsed: Query,
+    /// The bound query that is evaluated.
+    pub query: Query,
+    pub mode: Mode,
+    pub routing: Routing,
+    /// Identifies query text + parameters (continuation tokens carry it).
+    pub fingerprint: String,
+    /// `SELECT * FROM c` without joins: rows are the stored documents themselves.
+    pub raw_documents: bool,
+    /// OFFSET (0 when absent).
+    pub offset: u64,
+    /// The smaller of TOP and LIMIT, if any.
+    pub limit: Option<u64>,
+}
+
+/// One output row of a document.
+#[derive(Debug, Clone)]
+pub struct Row {
+    /// The projected value; `None` means the document itself (see `raw_documents`).
+    pub value: Option<Value>,
+    /// ORDER BY keys.
+    pub keys: Vec<Option<Value>>,
+}
+
+/// Parses, binds and plans `sql`. Parameter names are given without `@`. Without a partition
+/// key definition (catalog queries) the routing is always fan-out.
+pub fn prepare(
+    sql: &str,
+    params: &[(String, Value)],
+    pk: Option<&PartitionKeyDefinition>,
+) -> Result<PreparedQuery, QueryError> {
+    let parsed = parser::parse(sql)?;
+    let map: HashMap<String, Value> = params.iter().cloned().collect();
+    let query = bind::bind(parsed.clone(), &map)?;
+    let mode = Mode::of(&query);
+    let routing = match pk {
+        Some(def) => plan::route(&query, def),
+        None => Routing::FanOut,
+    };
+    let mut fp_input = sql.to_string();
+    let mut sorted: Vec<&(String, Value)> = params.iter().collect();
+    sorted.sort_by(|a, b| a.0.cmp(&b.0));
+    for (k, v) in sorted {
+        fp_input.push('\u{1}');
+        fp_input.push_str(k);
+        fp_input.push('=');
+        fp_input.push_str(&v.to_string());
+    }
+    let fingerprint = format!("{:016x}", xxhash_rust::xxh3::xxh3_64(fp_input.as_bytes()));
+    let raw_documents = matches!(query.select.projection, Projection::Star)
+        && query.from.as_ref().is_some_and(|f| {
+            f.joins.is_empty() && matches!(f.first.kind, SourceKind::Value(Expr::Slot(DOC_SLOT, _)))
+        });
+    let offset = query.offset.as_ref().map(eval::lit_usize).unwrap_or(0) as u64;
+    let mut limit = query.limit.as_ref().map(|e| eval::lit_usize(e) as u64);
+    if let Some(t) = &query.select.top {
+        let t = eval::lit_usize(t) as u64;
+        limit = Some(limit.map_or(t, |l| l.min(t)));
+    }
+    Ok(PreparedQuery {
+        parsed,
+        query,
+        mode,
+        routing,
+        fingerprint,
+        raw_documents,
+        offset,
+        limit,
+    })
+}
+
+/// Parameters as the SDKs send them: `[{"name": "@x", "value": ...}]`.
+pub fn parse_parameters(v: Option<&Value>) -> Result<Vec<(String, Value)>, QueryError> {
+    let Some(v) = v else { return Ok(Vec::new()) };
+    let arr =
+        match v {
+            Value::Array(a) => a,
+            Value::Null => return Ok(Vec::new()),
+            _ => return Err(QueryError::semantic(
+                "The query 'parameters' must be an array of {\"name\": \"@p\", \"value\": ...}.",
+            )),
+        };
+    let mut out = Vec::with_capacity(arr.len());
+    for p in arr {
+        let name = p.get("name").and_then(Value::as_str).ok_or_else(|| {
+            QueryError::semantic("Every query parameter needs a string 'name' such as \"@p\".")
+        })?;
+        let name = name.strip_prefix('@').ok_or_else(|| {
+            QueryError::semantic(format!(
+                "The query parameter name '{name}' must start with '@'."
+            ))
+        })?;
+        match p.get("value") {
+            Some(v) => out.push((name.to_string(), v.clone())),
+            None => {
+                return Err(QueryError::semantic(format!(
+                    "The query parameter @{name} has no 'value'."
+                )))
+            }
+        }
+    }
+    Ok(out)
+}
+
+impl PreparedQuery {
+    /// Evaluates one document: calls `sink` with every row it contributes.
+    pub fn eval_doc(&self, doc: &Value, cx: &Ctx, sink: &mut dyn FnMut(Row) -> R<Flow>) -> R<Flow> {
+        let q = &self.query;
+        let Some(from) = &q.from else {
+            return Ok(Flow::Continue);
+        };
+        let root = Env {
+            slot: DOC_SLOT,
+            value: doc,
+            parent: None,
+        };
+        let raw = self.raw_documents;
+        eval::for_each_row(from, Some(&root), cx, &mut |row| {
+            if !eval::passes(q, row, cx)? {
+                return Ok(Flow::Continue);
+            }
+            let keys = eval::order_keys(q, row, cx)?;
+            if raw {
+                return sink(Row { value: None, keys });
+            }
+            match eval::project(q, row, cx)? {
+                Some(v) => sink(Row {
+                    value: Some(v),
+                    keys,
+                }),
+                None => Ok(Flow::Continue),
+            }
+        })
+    }
+
+    /// Whether a document matches the WHERE clause at all (patch conditions).
+    pub fn matches(&self, doc: &Value, cx: &Ctx) -> R<bool> {
+        let mut any = false;
+        self.eval_doc(doc, cx, &mut |_| {
+            any = true;
+            Ok(Flow::Stop)
+        })?;
+        Ok(any)
+    }
+
+    /// Adds one document's rows to the partial aggregates.
+    pub fn accumulate_doc(&self, doc: &Value, cx: &Ctx, groups: &mut Groups) -> R<()> {
+        let q = &self.query;
+        let Some(from) = &q.from else { return Ok(()) };
+        let root = Env {
+            slot: DOC_SLOT,
+            value: doc,
+            parent: None,
+        };
+        eval::for_each_row(from, Some(&root), cx, &mut |row| {
+            if eval::passes(q, row, cx)? {
+                groups.add(q, row, cx)?;
+            }
+            Ok(Flow::Continue)
+        })?;
+        Ok(())
+    }
+
+    /// Final rows of an aggregate query from merged partials (TOP/OFFSET applied).
+    pub fn finish_groups(&self, groups: Groups, cx: &Ctx) -> R<Vec<Value>> {
+        let rows = groups.finish(&self.query, cx)?;
+        Ok(eval::finish_rows(&self.query, rows))
+    }
+
+    /// The result of a query without FROM.
+    pub fn run_constant(&self, cx: &Ctx) -> R<Vec<Value>> {
+        eval::run_all(&self.query, None, cx, None)
+    }
+
+    /// DISTINCT/OFFSET/LIMIT/TOP over complete, ordered rows.
+    pub fn finish_rows(&self, rows: Vec<Value>) -> Vec<Value> {
+        eval::finish_rows(&self.query, rows)
+    }
+
+    /// Sort directions of the ORDER BY keys (true = descending).
+    pub fn order_directions(&self) -> Vec<bool> {
+        eval::order_directions(&self.query)
+    }
+
+    /// Runs the query over in-memory documents (catalog queries: databases, containers, offers).
+    pub fn run_over(&self, docs: &[Value], cx: &Ctx) -> R<Vec<Value>> {
+        match self.mode {
+            Mode::NoFrom => return self.run_constant(cx),
+            Mode::Aggregate => {
+                let mut g = Groups::default();
+                for d in docs {
+                    self.accumulate_doc(d, cx, &mut g)?;
+                }
+                return self.finish_groups(g, cx);
+            }
+            _ => {}
+        }
+        let mut rows: Vec<(Vec<Option<Value>>, usize, Value)> = Vec::new();
+        for (i, d) in docs.iter().enumerate() {
+            self.eval_doc(d, cx, &mut |r| {
+                rows.push((r.keys, i, r.value.unwrap_or_else(|| d.clone())));
+                Ok(Flow::Continue)
+            })?;
+        }
+        if self.query.order_by.is_some() {
+            let desc = self.order_directions();
+            rows.sort_by(|a, b| eval::cmp_keys(&a.0, &b.0, &desc).then(a.1.cmp(&b.1)));
+        }
+        Ok(self.finish_rows(rows.into_iter().map(|r| r.2).collect()))
+    }
+}
+
+/// Compiles a patch condition (`FROM c WHERE ...`, or a bare `WHERE ...`/expression).
+pub fn prepare_condition(text: &str) -> Result<PreparedQuery, QueryError> {
+    let t = text.trim();
+    let lower = t.to_ascii_lowercase();
+    let sql = if lower.starts_with("select") {
+        t.to_string()
+    } else if lower.starts_with("from") {
+        format!("SELECT VALUE 1 {t}")
+    } else if lower.starts_with("where") {
+        format!("SELECT VALUE 1 FROM c {t}")
+    } else {
+        format!("SELECT VALUE 1 FROM c WHERE {t}")
+    };
+    prepare(&sql, &[], None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn run(sql: &str, docs: &[Value]) -> Vec<Value> {
+        let p = prepare(sql, &[], None).unwrap();
+        p.run_over(docs, &Ctx::new(0)).unwrap()
+    }
+
+    #[test]
+    fn end_to_end_over_documents() {
+        let docs = vec![
+            json!({"id": "1", "n": 3, "tags": ["a", "b"], "g": "x"}),
+            json!({"id": "2", "n": 1, "tags": ["b"], "g": "y"}),
+            json!({"id": "3", "tags": [], "g": "x"}),
+        ];
+        assert_eq!(
+            run("SELECT VALUE c.id FROM c WHERE c.n > 1", &docs),
+            vec![json!("1")]
+        );
+        assert_eq!(
+            run("SELECT VALUE c.id FROM c ORDER BY c.n", &docs),
+            vec![json!("3"), json!("2"), json!("1")]
+        );
+        assert_eq!(
+            run(
+                "SELECT c.id, t FROM c JOIN t IN c.tags WHERE t = 'b'",
+                &docs
+            ),
+            vec![json!({"id": "1", "t": "b"}), json!({"id": "2", "t": "b"})]
+        );
+        assert_eq!(run("SELECT VALUE COUNT(1) FROM c", &docs), vec![json!(3)]);
+        assert_eq!(
+            run("SELECT c.g, COUNT(1) AS n FROM c GROUP BY c.g", &docs),
+            vec![json!({"g": "x", "n": 2}), json!({"g": "y", "n": 1})]
+        );
+        assert_eq!(run("SELECT VALUE AVG(c.n) FROM c", &docs), vec![json!(2)]);
+        assert_eq!(
+            run("SELECT DISTINCT VALUE c.g FROM c", &docs),
+            vec![json!("x"), json!("y")]
+        );
+        assert_eq!(
+            run("SELECT TOP 1 VALUE c.id FROM c", &docs),
+            vec![json!("1")]
+        );
+        assert_eq!(
+            run(
+                "SELECT VALUE c.id FROM c ORDER BY c.id DESC OFFSET 1 LIMIT 1",
+                &docs
+            ),
+            vec![json!("2")]
+        );
+        assert_eq!(
+            run("SELECT c.id, ARRAY_LENGTH(c.tags) AS n FROM c WHERE EXISTS(SELECT VALUE t FROM t IN c.tags WHERE t = 'a')", &docs),
+            vec![json!({"id": "1", "n": 2})]
+        );
+        assert_eq!(run("SELECT VALUE 1 + 2", &docs), vec![json!(3)]);
+        assert_eq!(
+            run("SELECT * FROM c WHERE c.id = '3'", &docs),
+            vec![docs[2].clone()]
+        );
+    }
+
+    #[test]
+    fn semantic_errors() {
+        for bad in [
+            "SELECT x.id FROM c",
+            "SELECT * FROM c JOIN t IN c.tags",
+            "SELECT c.id, COUNT(1) FROM c",
+            "SELECT * FROM c WHERE COUNT(1) > 1",
+            "SELECT NOSUCH(1)",
+            "SELECT udf.f(1)",
+            "SELECT * FROM c WHERE c.x = @missing",
+            "SELECT TOP -1 * FROM c",
+            "SELECT * FROM c ORDER BY c.a + 1",
+        ] {
+            assert!(prepare(bad, &[], None).is_err(), "{bad}");
+        }
+    }
+}

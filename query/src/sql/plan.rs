@@ -1,0 +1,328 @@
+//! Planning: which partitions a query must visit, and how its results are produced.
+//!
+//! Routing looks at the WHERE clause after parameters are bound. Equality (`=`) and `IN`
+//! conjuncts on the container's partition key paths, combined through AND and OR, give a set
+//! of full keys or key prefixes; their EPK ranges are the only ones that can hold matches.
+//! A filter that does not pin the first level (say, `UserId` alone) routes everywhere.
+
+use super::ast::*;
+use crate::pk::epk::{effective_partition_key, epk_range};
+use crate::pk::{EpkRange, PartitionKey, PartitionKeyDefinition, PkComponent};
+use serde_json::Value;
+use std::fmt;
+
+/// The most keys routing will enumerate before giving up and fanning out.
+const MAX_KEYS: usize = 1000;
+
+/// Where a query must look.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Routing {
+    /// Every partition.
+    FanOut,
+    /// Only these EPK ranges (sorted, possibly overlapping). `full_keys` is true when every
+    /// range is a single full key (one logical partition each).
+    Keys {
+        ranges: Vec<EpkRange>,
+        full_keys: bool,
+        /// The EPKs of the full keys, for exact matching.
+        epks: Vec<String>,
+    },
+}
+
+impl Routing {
+    /// One full key: a single-partition query.
+    pub fn is_single(&self) -> bool {
+        matches!(self, Routing::Keys { full_keys: true, epks, .. } if epks.len() == 1)
+    }
+}
+
+impl fmt::Display for Routing {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Routing::FanOut => {
+                f.write_str("fan-out (no partition key constraint on the first level)")
+            }
+            Routing::Keys {
+                ranges, full_keys, ..
+            } => write!(
+                f,
+                "{} {} ({} EPK range{})",
+                ranges.len(),
+                if *full_keys {
+                    "full key(s)"
+                } else {
+                    "key prefix(es)"
+                },
+                ranges.len(),
+                if ranges.len() == 1 { "" } else { "s" }
+            ),
+        }
+    }
+}
+
+/// Per partition key level: the values a term allows (None = unconstrained).
+type Term = Vec<Option<Vec<PkComponent>>>;
+
+/// Derives the routing of a bound query over a container with definition `def`.
+pub fn route(q: &Query, def: &PartitionKeyDefinition) -> Routing {
+    let Some(from) = &q.from else {
+        return Routing::FanOut;
+    };
+    // Only `FROM c` (the document itself) exposes the partition key paths.
+    if !matches!(&from.first.kind, SourceKind::Value(Expr::Slot(DOC_SLOT, _))) {
+        return Routing::FanOut;
+    }
+    let Some(w) = &q.where_ else {
+        return Routing::FanOut;
+    };
+    let levels = def.levels();
+    let Some(terms) = terms(w, from.first.slot, def, levels) else {
+        return Routing::FanOut;
+    };
+    let mut ranges = Vec::new();
+    let mut epks = Vec::new();
+    let mut full_keys = true;
+    for t in terms {
+        let known = t.iter().take_while(|l| l.is_some()).count();
+        if known == 0 {
+            return Routing::FanOut;
+        }
+        // Cross product of the known leading levels.
+        let mut prefixes: Vec<Vec<PkComponent>> = vec![Vec::new()];
+        for level in t.iter().take(known).flatten() {
+            let mut next = Vec::new();
+            for p in &prefixes {
+                for v in level {
+                    let mut q = p.clone();
+                    q.push(v.clone());
+                    next.push(q);
+                }
+            }
+            if next.len() > MAX_KEYS {
+                return Routing::FanOut;
+            }
+            prefixes = next;
+        }
+        for p in prefixes {
+            let pk = PartitionKey(p);
+            if known == levels {
+                match effective_partition_key(def, &pk) {
+                    Ok(e) => {
+                        ranges.push(EpkRange::point(&e));
+                        epks.push(e);
+                    }
+                    Err(_) => return Routing::FanOut,
+                }
+            } else {
+                full_keys = false;
+                match epk_range(def, &pk) {
+                    Ok(r) => ranges.push(r),
+                    Err(_) => return Routing::FanOut,
+                }
+            }
+        }
+    }
+    ranges.sort();
+    ranges.dedup();
+    epks.sort();
+    epks.dedup();
+    Routing::Keys {
+        ranges,
+        full_keys,
+        epks,
+    }
+}
+
+/// Which partition key level (if any) an expression is, for alias `slot`.
+fn level_of(e: &Expr, slot: Slot, def: &PartitionKeyDefinition) -> Option<usize> {
+    let (s, path) = e.as_path()?;
+    if s != slot {
+        return None;
+    }
+    def.segments
+        .iter()
+        .position(|segs| segs.len() == path.len() && segs.iter().zip(&path).all(|(a, b)| a == b))
+}
+
+fn component(e: &Expr) -> Option<PkComponent> {
+    match e {
+        Expr::Lit(v @ (Value::String(_) | Value::Number(_) | Value::Bool(_) | Value::Null)) => {
+            PkComponent::from_json(v)
+        }
+        _ => None,
+    }
+}
+
+/// The disjunction of conjunctive terms an expression implies, or None (no constraint).
+fn terms(e: &Expr, slot: Slot, def: &PartitionKeyDefinition, levels: usize) -> Option<Vec<Term>> {
+    match e {
+        Expr::Binary(BinOp::Eq, a, b) => {
+            let (level, value) = match (level_of(a, slot, def), level_of(b, slot, def)) {
+                (Some(l), _) => (l, component(b)?),
+                (None, Some(l)) => (l, component(a)?),
+                _ => return None,
+            };
+            let mut t: Term = vec![None; levels];
+            t[level] = Some(vec![value]);
+            Some(vec![t])
+        }
+        Expr::In {
+            expr,
+            list,
+            negated: false,
+        } => {
+            let level = level_of(expr, slot, def)?;
+            let values: Option<Vec<PkComponent>> = list.iter().map(component).collect();
+            let mut t: Term = vec![None; levels];
+            t[level] = Some(values?);
+            Some(vec![t])
+        }
+        Expr::Binary(BinOp::And, a, b) => {
+            match (terms(a, slot, def, levels), terms(b, slot, def, levels)) {
+                (None, x) | (x, None) => x,
+                (Some(x), Some(y)) => {
+                    if x.len() * y.len() > MAX_KEYS {
+                        // Either side alone is a valid (looser) constraint.
+                        return Some(if x.len() <= y.len() { x } else { y });
+                    }
+                    let mut out = Vec::new();
+                    for p in &x {
+                        for q in &y {
+                            if let Some(m) = merge(p, q) {
+                                out.push(m);
+                            }
+                        }
+                    }
+                    Some(out)
+                }
+            }
+        }
+        Expr::Binary(BinOp::Or, a, b) => {
+            let mut x = terms(a, slot, def, levels)?;
+            let y = terms(b, slot, def, levels)?;
+            x.extend(y);
+            (x.len() <= MAX_KEYS).then_some(x)
+        }
+        _ => None,
+    }
+}
+
+/// The conjunction of two terms; None when they contradict (no key satisfies both).
+fn merge(a: &Term, b: &Term) -> Option<Term> {
+    let mut out = Vec::with_capacity(a.len());
+    for (x, y) in a.iter().zip(b) {
+        out.push(match (x, y) {
+            (None, v) | (v, None) => v.clone(),
+            (Some(p), Some(q)) => {
+                let both: Vec<PkComponent> = p.iter().filter(|v| q.contains(v)).cloned().collect();
+                if both.is_empty() {
+                    return None;
+                }
+                Some(both)
+            }
+        });
+    }
+    Some(out)
+}
+
+/// How results are produced across partitions and pages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// No FROM: one evaluation, independent of documents.
+    NoFrom,
+    /// Rows in key order, resumable after any row.
+    Streaming,
+    /// ORDER BY: a k-way merge of sorted partition results, resumable after the last row.
+    Ordered,
+    /// Aggregates / GROUP BY: partial aggregates per partition, combined.
+    Aggregate,
+    /// DISTINCT (and anything else needing complete results): computed whole, then paged.
+    Materialized,
+}
+
+impl Mode {
+    pub fn of(q: &Query) -> Mode {
+        if q.from.is_none() {
+            Mode::NoFrom
+        } else if super::eval::is_aggregate(q) {
+            Mode::Aggregate
+        } else if q.select.distinct {
+            Mode::Materialized
+        } else if q.order_by.is_some() {
+            Mode::Ordered
+        } else {
+            Mode::Streaming
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::NoFrom => "constant",
+            Mode::Streaming => "streaming",
+            Mode::Ordered => "ordered merge",
+            Mode::Aggregate => "aggregate",
+            Mode::Materialized => "materialized",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sql::prepare;
+
+    fn def3() -> PartitionKeyDefinition {
+        PartitionKeyDefinition::multi_hash(&["/TenantId", "/UserId", "/SessionId"]).unwrap()
+    }
+
+    fn routing(sql: &str) -> Routing {
+        prepare(sql, &[], Some(&def3())).unwrap().routing
+    }
+
+    #[test]
+    fn the_five_documented_routes() {
+        let full = routing(
+            "SELECT * FROM c WHERE c.TenantId = 'a' AND c.UserId = 'b' AND c.SessionId = 'c'",
+        );
+        assert!(full.is_single());
+        let two = routing("SELECT * FROM c WHERE c.TenantId = 'a' AND c.UserId = 'b'");
+        assert!(
+            matches!(two, Routing::Keys { full_keys: false, ref ranges, .. } if ranges.len() == 1 && ranges[0].min.len() == 64)
+        );
+        let one = routing("SELECT * FROM c WHERE c.TenantId = 'a'");
+        assert!(
+            matches!(one, Routing::Keys { full_keys: false, ref ranges, .. } if ranges[0].min.len() == 32)
+        );
+        assert_eq!(
+            routing("SELECT * FROM c WHERE c.UserId = 'b'"),
+            Routing::FanOut
+        );
+        assert_eq!(
+            routing("SELECT * FROM c WHERE c.SessionId = 'c'"),
+            Routing::FanOut
+        );
+    }
+
+    #[test]
+    fn in_and_or_give_key_sets() {
+        let r = routing("SELECT * FROM c WHERE c.TenantId IN ('a', 'b') AND c.x > 1");
+        assert!(matches!(r, Routing::Keys { ref ranges, .. } if ranges.len() == 2));
+        let r = routing("SELECT * FROM c WHERE c.TenantId = 'a' OR c.TenantId = 'b'");
+        assert!(matches!(r, Routing::Keys { ref ranges, .. } if ranges.len() == 2));
+        assert_eq!(
+            routing("SELECT * FROM c WHERE c.TenantId = 'a' OR c.x = 1"),
+            Routing::FanOut
+        );
+        // Contradiction: no key can match.
+        let r = routing("SELECT * FROM c WHERE c.TenantId = 'a' AND c.TenantId = 'b'");
+        assert!(matches!(r, Routing::Keys { ref ranges, .. } if ranges.is_empty()));
+        let r = prepare(
+            "SELECT * FROM r WHERE r.TenantId = @t",
+            &[("t".into(), Value::from("x"))],
+            Some(&def3()),
+        )
+        .unwrap()
+        .routing;
+        assert!(matches!(r, Routing::Keys { .. }));
+    }
+}
