@@ -211,6 +211,10 @@ impl Binder<'_> {
                 let found = scope.iter().rev().find(|(n, _)| n == name);
                 match found {
                     Some((_, slot)) => *e = Expr::Slot(*slot, name.clone()),
+                    None if name == "NaN" => *e = Expr::Lit(super::value::nonfinite(f64::NAN)),
+                    None if name == "Infinity" => {
+                        *e = Expr::Lit(super::value::nonfinite(f64::INFINITY))
+                    }
                     None => {
                         return semantic(format!("Identifier '{name}' could not be resolved."))
                     }

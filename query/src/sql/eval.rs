@@ -130,7 +130,10 @@ pub fn eval<'e>(e: &'e Expr, env: EnvRef<'e>, cx: &Ctx) -> R<Val<'e>> {
             let v = eval(x, env, cx)?;
             match op {
                 UnOp::Not => bool_val(v.as_bool().map(|b| !b)),
-                UnOp::Neg => v.as_f64().map(|f| num_val(-f)).unwrap_or(Val::Undef),
+                UnOp::Neg => match v.get().and_then(value::as_nonfinite) {
+                    Some(f) => Val::Own(value::nonfinite(-f)),
+                    None => v.as_f64().map(|f| num_val(-f)).unwrap_or(Val::Undef),
+                },
                 UnOp::Plus => match v.as_f64() {
                     Some(_) => v,
                     None => Val::Undef,
@@ -613,14 +616,17 @@ pub fn cmp_keys(a: &[Option<Value>], b: &[Option<Value>], desc: &[bool]) -> Orde
 #[derive(Debug, Clone, PartialEq)]
 pub enum Acc {
     Count(u64),
-    /// Sum and count of numbers seen; `invalid` once a non-number was seen.
+    /// Sum (compensated: `sum + comp`) and count of numbers seen; `invalid` once a
+    /// non-number was seen.
     Sum {
         sum: f64,
+        comp: f64,
         n: u64,
         invalid: bool,
     },
     Avg {
         sum: f64,
+        comp: f64,
         n: u64,
         invalid: bool,
     },
@@ -640,11 +646,13 @@ impl Acc {
             AggFunc::Count | AggFunc::CountIf => Acc::Count(0),
             AggFunc::Sum => Acc::Sum {
                 sum: 0.0,
+                comp: 0.0,
                 n: 0,
                 invalid: false,
             },
             AggFunc::Avg => Acc::Avg {
                 sum: 0.0,
+                comp: 0.0,
                 n: 0,
                 invalid: false,
             },
@@ -673,10 +681,21 @@ impl Acc {
                     }
                 }
             },
-            Acc::Sum { sum, n, invalid } | Acc::Avg { sum, n, invalid } => match v {
+            Acc::Sum {
+                sum,
+                comp,
+                n,
+                invalid,
+            }
+            | Acc::Avg {
+                sum,
+                comp,
+                n,
+                invalid,
+            } => match v {
                 None => {}
                 Some(Value::Number(x)) => {
-                    *sum += x.as_f64().unwrap_or(0.0);
+                    neumaier(sum, comp, x.as_f64().unwrap_or(0.0));
                     *n += 1;
                 }
                 Some(_) => *invalid = true,
@@ -708,22 +727,35 @@ impl Acc {
         match (self, other) {
             (Acc::Count(a), Acc::Count(b)) => *a += b,
             (
-                Acc::Sum { sum, n, invalid },
+                Acc::Sum {
+                    sum,
+                    comp,
+                    n,
+                    invalid,
+                },
                 Acc::Sum {
                     sum: s2,
+                    comp: c2,
                     n: n2,
                     invalid: i2,
                 },
             )
             | (
-                Acc::Avg { sum, n, invalid },
+                Acc::Avg {
+                    sum,
+                    comp,
+                    n,
+                    invalid,
+                },
                 Acc::Avg {
                     sum: s2,
+                    comp: c2,
                     n: n2,
                     invalid: i2,
                 },
             ) => {
-                *sum += s2;
+                neumaier(sum, comp, *s2);
+                neumaier(sum, comp, *c2);
                 *n += n2;
                 *invalid |= i2;
             }
@@ -769,11 +801,21 @@ impl Acc {
     pub fn result(&self) -> Option<Value> {
         match self {
             Acc::Count(c) => Some(Value::from(*c)),
-            Acc::Sum { sum, n, invalid } => {
-                (!invalid && *n > 0).then(|| value::number(*sum)).flatten()
-            }
-            Acc::Avg { sum, n, invalid } => (!invalid && *n > 0)
-                .then(|| value::number(sum / *n as f64))
+            Acc::Sum {
+                sum,
+                comp,
+                n,
+                invalid,
+            } => (!invalid && *n > 0)
+                .then(|| value::number(sum + comp))
+                .flatten(),
+            Acc::Avg {
+                sum,
+                comp,
+                n,
+                invalid,
+            } => (!invalid && *n > 0)
+                .then(|| value::number(exact_mean(*sum, *comp, *n as f64)))
                 .flatten(),
             Acc::Min { best, invalid } | Acc::Max { best, invalid } => {
                 if *invalid {
@@ -784,6 +826,27 @@ impl Acc {
             }
         }
     }
+}
+
+/// Neumaier's compensated summation: `sum + comp` stays correctly rounded where naive
+/// addition drifts (20.28 + 5.11 + 62.21 is 87.6, not 87.60000000000001).
+fn neumaier(sum: &mut f64, comp: &mut f64, x: f64) {
+    let t = *sum + x;
+    if sum.abs() >= x.abs() {
+        *comp += (*sum - t) + x;
+    } else {
+        *comp += (x - t) + *sum;
+    }
+    *sum = t;
+}
+
+/// `(sum + comp) / n` for a compensated sum, rounded as the exact quotient would be: the
+/// remainder of the first division is exact (fused multiply-add) and folded back in, so the
+/// average does not depend on the order documents were summed in.
+fn exact_mean(sum: f64, comp: f64, n: f64) -> f64 {
+    let q = sum / n;
+    let r = (-q).mul_add(n, sum);
+    q + (r + comp) / n
 }
 
 /// One group: its key values and aggregate partials.

@@ -214,7 +214,8 @@ pub fn call<'a>(name: &str, args: Vec<Val<'a>>, cx: &Ctx) -> R<Val<'a>> {
             matches!(get(0), Some(Value::Number(x)) if x.is_i64() || x.is_u64() || x.as_f64().is_some_and(|f| f.fract() == 0.0 && f.abs() < 9.3e18)),
         ),
         "IS_NULL" => b(matches!(get(0), Some(Value::Null))),
-        "IS_NUMBER" => b(matches!(get(0), Some(Value::Number(_)))),
+        "IS_NUMBER" => b(matches!(get(0), Some(Value::Number(_)))
+            || get(0).and_then(value::as_nonfinite).is_some()),
         "IS_OBJECT" => b(matches!(get(0), Some(Value::Object(_)))),
         "IS_PRIMITIVE" => b(matches!(
             get(0),
@@ -350,6 +351,16 @@ pub fn call<'a>(name: &str, args: Vec<Val<'a>>, cx: &Ctx) -> R<Val<'a>> {
         "TOSTRING" => match get(0) {
             None => Val::Undef,
             Some(Value::String(x)) => s(x.clone()),
+            Some(v) if value::as_nonfinite(v).is_some() => {
+                let f = value::as_nonfinite(v).unwrap_or(f64::NAN);
+                s(if f.is_nan() {
+                    "NaN".into()
+                } else if f > 0.0 {
+                    "Infinity".into()
+                } else {
+                    "-Infinity".into()
+                })
+            }
             Some(Value::Number(x)) => s(number(x.as_f64().unwrap_or(0.0))
                 .map(|v| v.to_string())
                 .unwrap_or_default()),
@@ -431,7 +442,7 @@ pub fn call<'a>(name: &str, args: Vec<Val<'a>>, cx: &Ctx) -> R<Val<'a>> {
         "ASIN" => math1(a, f64::asin),
         "ATAN" => math1(a, f64::atan),
         "ATN2" => match (a[0].as_f64(), a[1].as_f64()) {
-            (Some(x), Some(y)) => n(y.atan2(x)),
+            (Some(y), Some(x)) => n(y.atan2(x)),
             _ => Val::Undef,
         },
         "CEILING" => math1(a, f64::ceil),
@@ -535,12 +546,24 @@ pub fn call<'a>(name: &str, args: Vec<Val<'a>>, cx: &Ctx) -> R<Val<'a>> {
                 return Ok(Val::Undef);
             };
             let wanted: Vec<&Value> = a[1..].iter().filter_map(|v| v.get()).collect();
+            let some_undefined = wanted.len() < a.len() - 1;
             let has = |w: &Value| arr.iter().any(|e| json_equal(e, w));
-            b(if name == "ARRAY_CONTAINS_ANY" {
-                wanted.iter().any(|w| has(w))
+            // An undefined argument makes the answer undefined unless the defined ones decide it.
+            if name == "ARRAY_CONTAINS_ANY" {
+                if wanted.iter().any(|w| has(w)) {
+                    b(true)
+                } else if some_undefined {
+                    Val::Undef
+                } else {
+                    b(false)
+                }
+            } else if !wanted.iter().all(|w| has(w)) {
+                b(false)
+            } else if some_undefined {
+                Val::Undef
             } else {
-                wanted.iter().all(|w| has(w))
-            })
+                b(true)
+            }
         }
         "ARRAY_LENGTH" => match get(0) {
             Some(Value::Array(x)) => n(x.len() as f64),
@@ -581,10 +604,11 @@ pub fn call<'a>(name: &str, args: Vec<Val<'a>>, cx: &Ctx) -> R<Val<'a>> {
                     }
                 }
             } else {
-                let ys: std::collections::HashSet<String> = y.iter().map(canonical).collect();
-                for v in x {
+                // Cosmos returns the intersection in the order of the second array.
+                let xs: std::collections::HashSet<String> = x.iter().map(canonical).collect();
+                for v in y {
                     let k = canonical(v);
-                    if ys.contains(&k) && seen.insert(k) {
+                    if xs.contains(&k) && seen.insert(k) {
                         out.push(v.clone());
                     }
                 }

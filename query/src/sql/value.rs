@@ -232,6 +232,36 @@ pub fn number(f: f64) -> Option<Value> {
     }
 }
 
+/// JSON cannot hold NaN or the infinities, yet Cosmos SQL has `NaN` and `Infinity` literals.
+/// They travel as this marker object, which only the functions that understand non-finite
+/// numbers (ToString, IS_NUMBER, unary minus) look into.
+const NONFINITE: &str = "$strataNonFinite";
+
+pub fn nonfinite(f: f64) -> Value {
+    let tag = if f.is_nan() {
+        "NaN"
+    } else if f > 0.0 {
+        "Infinity"
+    } else {
+        "-Infinity"
+    };
+    let mut m = Map::new();
+    m.insert(NONFINITE.into(), Value::String(tag.into()));
+    Value::Object(m)
+}
+
+pub fn as_nonfinite(v: &Value) -> Option<f64> {
+    match v {
+        Value::Object(m) if m.len() == 1 => match m.get(NONFINITE)?.as_str()? {
+            "NaN" => Some(f64::NAN),
+            "Infinity" => Some(f64::INFINITY),
+            "-Infinity" => Some(f64::NEG_INFINITY),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
 pub fn object(m: Map<String, Value>) -> Value {
     Value::Object(m)
 }

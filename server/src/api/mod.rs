@@ -14,6 +14,7 @@ pub mod feed;
 pub mod items;
 pub mod offers;
 pub mod pkranges;
+pub mod query;
 pub mod request;
 pub mod response;
 pub mod scope;
@@ -186,6 +187,19 @@ async fn route(app: &App, req: &Req, ep: Endpoint) -> Result<Reply, ApiError> {
         E::ReplaceItem { db, coll, id } => items::replace(app, req, &db, &coll, &id).await,
         E::DeleteItem { db, coll, id } => items::delete(app, req, &db, &coll, &id).await,
         E::ReadPkRanges { db, coll } => pkranges::read_ranges(app, req, &db, &coll),
+        E::QueryItems { db, coll } => query::query_items(app, req, &db, &coll).await,
+        E::QueryPlan { db, coll } => query::query_plan(app, req, &db, &coll),
+        E::QueryDatabases => query::query_resources(req, "", "Databases", databases::all(app)),
+        E::QueryContainers { db } => {
+            let d = app.store.database(&db)?;
+            let docs = containers::all(app, &db)?;
+            query::query_resources(
+                req,
+                &crate::store::catalog::db_rid(d.seq),
+                "DocumentCollections",
+                docs,
+            )
+        }
         other => Err(ApiError::bad_request(format!(
             "This operation ({other:?}) is not available in this build of strata."
         ))),
