@@ -5,8 +5,10 @@
 //! * [`store`]: the durable engine, the catalog, containers with their physical partitions.
 //! * [`throughput`]: request charges and throttling.
 //! * [`net`]: listening (HTTP and HTTPS) and graceful shutdown.
+//! * [`cli`]: the `strata` command line.
 
 pub mod api;
+pub mod cli;
 pub mod net;
 pub mod store;
 pub mod throughput;

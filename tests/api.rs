@@ -1,0 +1,652 @@
+//! The REST API driven with raw signed HTTP: resources, system properties, headers, and every
+//! error case in Cosmos's shape (status, sub-status, `{code, message}`).
+
+use reqwest::{Method, StatusCode};
+use serde_json::{json, Value};
+use strata_server::api::endpoint::AuthScope;
+use strata_tests::TestServer;
+
+const DOCS: &str = "/dbs/db/colls/hpk/docs";
+
+async fn hpk_server() -> TestServer {
+    let s = TestServer::start().await;
+    s.setup(
+        "db",
+        "hpk",
+        json!({"paths": ["/TenantId", "/UserId", "/SessionId"], "kind": "MultiHash", "version": 2}),
+    )
+    .await;
+    s
+}
+
+fn doc(id: &str, t: &str, u: &str, sess: &str) -> Value {
+    json!({"id": id, "TenantId": t, "UserId": u, "SessionId": sess, "payload": "x"})
+}
+
+fn assert_error(r: &strata_tests::Resp, status: u16, code: &str) {
+    assert_eq!(r.status.as_u16(), status, "{r:?}");
+    assert_eq!(r.json["code"], json!(code), "{r:?}");
+    assert!(!r.message().is_empty(), "error has a message: {r:?}");
+    assert!(r.header("x-ms-activity-id").is_some());
+}
+
+#[tokio::test]
+async fn authentication_errors() {
+    let s = TestServer::start().await;
+    let url = format!("{}dbs", s.url);
+    let now = httpdate::fmt_http_date(std::time::SystemTime::now());
+    // Missing authorization.
+    let r = s
+        .http
+        .get(&url)
+        .header("x-ms-date", &now)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["code"], "Unauthorized");
+    // Malformed.
+    let r = s
+        .http
+        .get(&url)
+        .header("x-ms-date", &now)
+        .header("authorization", "nonsense")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    // Wrong key.
+    let other = strata_server::api::auth::MasterKey::from_base64("c2VjcmV0").unwrap();
+    let scope = AuthScope {
+        resource_type: "dbs".into(),
+        resource_link: "".into(),
+    };
+    let r = s
+        .http
+        .get(&url)
+        .header("x-ms-date", &now)
+        .header("authorization", other.authorization("GET", &scope, &now))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    // Signed for another verb.
+    let r = s
+        .http
+        .get(&url)
+        .header("x-ms-date", &now)
+        .header("authorization", s.key.authorization("POST", &scope, &now))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    // Correct signature, date 20 minutes off: 403.
+    let old = httpdate::fmt_http_date(
+        std::time::SystemTime::now() - std::time::Duration::from_secs(1200),
+    );
+    let r = s
+        .http
+        .get(&url)
+        .header("x-ms-date", &old)
+        .header("authorization", s.key.authorization("GET", &scope, &old))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+    let body: Value = r.json().await.unwrap();
+    assert!(
+        body["message"].as_str().unwrap().contains("15 minutes"),
+        "{body}"
+    );
+    // And a valid request works.
+    assert_eq!(s.get("/dbs", &[]).await.status, StatusCode::OK);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn account_advertises_the_endpoint_the_client_used() {
+    let s = TestServer::start().await;
+    let r = s.get("/", &[]).await;
+    assert_eq!(r.status, StatusCode::OK);
+    let ep = r.json["writableLocations"][0]["databaseAccountEndpoint"]
+        .as_str()
+        .unwrap();
+    assert_eq!(ep, s.url, "{r:?}");
+    assert!(r.json["queryEngineConfiguration"].is_string());
+    assert_eq!(
+        r.json["userConsistencyPolicy"]["defaultConsistencyLevel"],
+        "Session"
+    );
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn databases_lifecycle() {
+    let s = TestServer::start().await;
+    let r = s.post("/dbs", &[], json!({"id": "d1"})).await;
+    assert_eq!(r.status, StatusCode::CREATED);
+    for k in ["_rid", "_self", "_etag", "_ts", "_colls", "_users"] {
+        assert!(r.json.get(k).is_some(), "missing {k}: {r:?}");
+    }
+    assert_error(
+        &s.post("/dbs", &[], json!({"id": "d1"})).await,
+        409,
+        "Conflict",
+    );
+    assert_error(
+        &s.post("/dbs", &[], json!({"name": "x"})).await,
+        400,
+        "BadRequest",
+    );
+    assert_error(
+        &s.post("/dbs", &[], json!({"id": "a/b"})).await,
+        400,
+        "BadRequest",
+    );
+    assert_eq!(
+        s.get("/dbs/d1/", &[]).await.status,
+        StatusCode::OK,
+        "trailing slash"
+    );
+    assert_error(&s.get("/dbs/nope", &[]).await, 404, "NotFound");
+    s.post("/dbs", &[], json!({"id": "d2"})).await;
+    let r = s.get("/dbs", &[]).await;
+    assert_eq!(r.json["_count"], json!(2));
+    let r = s
+        .post(
+            "/dbs",
+            &[("x-ms-documentdb-isquery", "true"), ("content-type", "application/query+json")],
+            json!({"query": "SELECT * FROM root r WHERE r.id = @id", "parameters": [{"name": "@id", "value": "d2"}]}),
+        )
+        .await;
+    assert_eq!(r.json["Databases"].as_array().unwrap().len(), 1, "{r:?}");
+    // Deleting a database removes its containers and items.
+    s.post(
+        "/dbs/d1/colls",
+        &[],
+        json!({"id": "c", "partitionKey": {"paths": ["/pk"], "kind": "Hash", "version": 2}}),
+    )
+    .await;
+    s.create("d1", "c", &json!(["a"]), json!({"id": "1", "pk": "a"}))
+        .await;
+    assert_eq!(
+        s.request(Method::DELETE, "/dbs/d1", &[], None).await.status,
+        StatusCode::NO_CONTENT
+    );
+    assert_error(&s.get("/dbs/d1/colls/c", &[]).await, 404, "NotFound");
+    s.post("/dbs", &[], json!({"id": "d1"})).await;
+    s.post(
+        "/dbs/d1/colls",
+        &[],
+        json!({"id": "c", "partitionKey": {"paths": ["/pk"], "kind": "Hash", "version": 2}}),
+    )
+    .await;
+    let r = s.get("/dbs/d1/colls/c/docs", &[]).await;
+    assert_eq!(
+        r.json["_count"],
+        json!(0),
+        "a re-created container starts empty: {r:?}"
+    );
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn container_validation() {
+    let s = TestServer::start().await;
+    s.post("/dbs", &[], json!({"id": "d"})).await;
+    let bad = [
+        json!({"id": "c", "partitionKey": {"paths": ["/a", "/b", "/c", "/d"], "kind": "MultiHash", "version": 2}}),
+        json!({"id": "c", "partitionKey": {"paths": ["a"], "kind": "Hash", "version": 2}}),
+        json!({"id": "c", "partitionKey": {"paths": ["/a", "/b"], "kind": "MultiHash", "version": 1}}),
+        json!({"id": "c", "partitionKey": {"paths": ["/a", "/b"], "kind": "Hash", "version": 2}}),
+        json!({"id": "c", "partitionKey": {"paths": ["/a"], "kind": "Range"}}),
+        json!({"id": "c", "partitionKey": {"paths": ["/a"]}, "defaultTtl": 0}),
+    ];
+    for b in bad {
+        let r = s.post("/dbs/d/colls", &[], b.clone()).await;
+        assert_error(&r, 400, "BadRequest");
+        assert!(
+            r.message().len() > 20,
+            "the message names the problem: {r:?}"
+        );
+    }
+    // A missing version is V1 and is echoed with kind and version filled in.
+    let r = s
+        .post(
+            "/dbs/d/colls",
+            &[],
+            json!({"id": "v1", "partitionKey": {"paths": ["/pk"]}}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED);
+    assert_eq!(
+        r.json["partitionKey"],
+        json!({"paths": ["/pk"], "kind": "Hash", "version": 1})
+    );
+    assert!(r.json["indexingPolicy"].is_object());
+    for k in [
+        "_rid",
+        "_self",
+        "_etag",
+        "_ts",
+        "_docs",
+        "_sprocs",
+        "_triggers",
+        "_udfs",
+        "_conflicts",
+        "conflictResolutionPolicy",
+    ] {
+        assert!(r.json.get(k).is_some(), "missing {k}");
+    }
+    assert_error(
+        &s.post(
+            "/dbs/d/colls",
+            &[],
+            json!({"id": "v1", "partitionKey": {"paths": ["/pk"]}}),
+        )
+        .await,
+        409,
+        "Conflict",
+    );
+    // Replace: properties change, the partition key cannot.
+    let r = s
+        .request(
+            Method::PUT,
+            "/dbs/d/colls/v1",
+            &[],
+            Some(json!({"id": "v1", "partitionKey": {"paths": ["/pk"]}, "defaultTtl": 60})),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{r:?}");
+    assert_eq!(r.json["defaultTtl"], json!(60));
+    let r = s
+        .request(
+            Method::PUT,
+            "/dbs/d/colls/v1",
+            &[],
+            Some(json!({"id": "v1", "partitionKey": {"paths": ["/other"]}})),
+        )
+        .await;
+    assert_error(&r, 400, "BadRequest");
+    let r = s.get("/dbs/d/colls", &[]).await;
+    assert_eq!(r.json["DocumentCollections"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        s.request(Method::DELETE, "/dbs/d/colls/v1", &[], None)
+            .await
+            .status,
+        StatusCode::NO_CONTENT
+    );
+    assert_error(&s.get("/dbs/d/colls/v1", &[]).await, 404, "NotFound");
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn item_operations_and_headers() {
+    let s = hpk_server().await;
+    let pk = json!(["t1", "u1", "s1"]);
+    let pkh = pk.to_string();
+    let r = s
+        .create(
+            "db",
+            "hpk",
+            &pk,
+            doc("a b/ü".replace('/', "").as_str(), "t1", "u1", "s1"),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{r:?}");
+    for k in ["_rid", "_self", "_etag", "_attachments", "_ts"] {
+        assert!(r.json.get(k).is_some(), "missing {k}");
+    }
+    for h in [
+        "etag",
+        "x-ms-request-charge",
+        "x-ms-activity-id",
+        "x-ms-session-token",
+        "x-ms-alt-content-path",
+        "x-ms-content-path",
+        "x-ms-documentdb-partitionkeyrangeid",
+    ] {
+        assert!(r.header(h).is_some(), "missing header {h}: {:?}", r.headers);
+    }
+    assert_eq!(r.header("x-ms-alt-content-path"), Some("dbs/db/colls/hpk"));
+    let charge: f64 = r.header("x-ms-request-charge").unwrap().parse().unwrap();
+    assert!(charge > 1.0);
+    let etag = r.header("etag").unwrap().to_string();
+    assert_eq!(r.json["_etag"], json!(etag));
+    // Percent-encoded ids and trailing slashes.
+    let item = format!("{DOCS}/a%20b%C3%BC/");
+    let r = s
+        .get(&item, &[("x-ms-documentdb-partitionkey", &pkh)])
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{r:?}");
+    assert_eq!(r.json["id"], "a bü");
+    // If-None-Match with the current etag: 304.
+    let r = s
+        .get(
+            &item,
+            &[
+                ("x-ms-documentdb-partitionkey", &pkh),
+                ("if-none-match", &etag),
+            ],
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::NOT_MODIFIED);
+    // Conflict within the logical partition; the same id elsewhere is another item.
+    assert_error(
+        &s.create("db", "hpk", &pk, doc("a bü", "t1", "u1", "s1"))
+            .await,
+        409,
+        "Conflict",
+    );
+    let r = s
+        .create(
+            "db",
+            "hpk",
+            &json!(["t1", "u1", "s2"]),
+            doc("a bü", "t1", "u1", "s2"),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED);
+    // Replace with a stale etag: 412; delete with a stale etag: 412.
+    let mut d = doc("a bü", "t1", "u1", "s1");
+    d["v"] = json!(2);
+    let r = s
+        .request(
+            Method::PUT,
+            &item,
+            &[("x-ms-documentdb-partitionkey", &pkh), ("if-match", &etag)],
+            Some(d.clone()),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK);
+    let r = s
+        .request(
+            Method::PUT,
+            &item,
+            &[("x-ms-documentdb-partitionkey", &pkh), ("if-match", &etag)],
+            Some(d.clone()),
+        )
+        .await;
+    assert_error(&r, 412, "PreconditionFailed");
+    let r = s
+        .request(
+            Method::DELETE,
+            &item,
+            &[("x-ms-documentdb-partitionkey", &pkh), ("if-match", &etag)],
+            None,
+        )
+        .await;
+    assert_error(&r, 412, "PreconditionFailed");
+    // Upsert: 201 then 200.
+    let up = [
+        ("x-ms-documentdb-partitionkey", pkh.as_str()),
+        ("x-ms-documentdb-is-upsert", "True"),
+    ];
+    assert_eq!(
+        s.post(DOCS, &up, doc("u", "t1", "u1", "s1")).await.status,
+        StatusCode::CREATED
+    );
+    assert_eq!(
+        s.post(DOCS, &up, doc("u", "t1", "u1", "s1")).await.status,
+        StatusCode::OK
+    );
+    // Replace of a missing item: 404. Delete: 204, then 404.
+    let r = s
+        .request(
+            Method::PUT,
+            &format!("{DOCS}/missing"),
+            &[("x-ms-documentdb-partitionkey", &pkh)],
+            Some(doc("missing", "t1", "u1", "s1")),
+        )
+        .await;
+    assert_error(&r, 404, "NotFound");
+    let r = s
+        .request(
+            Method::DELETE,
+            &format!("{DOCS}/u"),
+            &[("x-ms-documentdb-partitionkey", &pkh)],
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT);
+    assert!(r.bytes.is_empty());
+    let r = s
+        .request(
+            Method::DELETE,
+            &format!("{DOCS}/u"),
+            &[("x-ms-documentdb-partitionkey", &pkh)],
+            None,
+        )
+        .await;
+    assert_error(&r, 404, "NotFound");
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn item_validation_errors() {
+    let s = hpk_server().await;
+    let pkh = json!(["t1", "u1", "s1"]).to_string();
+    let h = [("x-ms-documentdb-partitionkey", pkh.as_str())];
+    // Header and body disagree: 400 with sub-status 1001.
+    let r = s.post(DOCS, &h, doc("x", "t1", "u1", "other")).await;
+    assert_error(&r, 400, "BadRequest");
+    assert_eq!(r.substatus(), Some(1001));
+    // A prefix is not enough for a point operation.
+    let r = s
+        .post(
+            DOCS,
+            &[("x-ms-documentdb-partitionkey", r#"["t1"]"#)],
+            doc("x", "t1", "u1", "s1"),
+        )
+        .await;
+    assert_error(&r, 400, "BadRequest");
+    // Ids: too long, reserved characters, missing, not a string.
+    let long = "x".repeat(256);
+    assert_error(
+        &s.post(DOCS, &h, doc(&long, "t1", "u1", "s1")).await,
+        400,
+        "BadRequest",
+    );
+    for bad in ["a/b", "a\\b", "a?b", "a#b"] {
+        assert_error(
+            &s.post(DOCS, &h, doc(bad, "t1", "u1", "s1")).await,
+            400,
+            "BadRequest",
+        );
+    }
+    assert_error(
+        &s.post(
+            DOCS,
+            &h,
+            json!({"TenantId": "t1", "UserId": "u1", "SessionId": "s1"}),
+        )
+        .await,
+        400,
+        "BadRequest",
+    );
+    assert_error(
+        &s.post(
+            DOCS,
+            &h,
+            json!({"id": 5, "TenantId": "t1", "UserId": "u1", "SessionId": "s1"}),
+        )
+        .await,
+        400,
+        "BadRequest",
+    );
+    // Malformed JSON names the position; a non-object body is rejected.
+    let r = s
+        .request_raw(
+            Method::POST,
+            DOCS,
+            &h,
+            Some(b"{\"id\": \"x\",\n  \"a\": }".to_vec()),
+        )
+        .await;
+    assert_error(&r, 400, "BadRequest");
+    assert!(r.message().contains("line 2"), "{r:?}");
+    assert_error(&s.post(DOCS, &h, json!([1, 2])).await, 400, "BadRequest");
+    // Malformed partition key header.
+    let r = s
+        .post(
+            DOCS,
+            &[("x-ms-documentdb-partitionkey", "[\"t1\", ")],
+            doc("x", "t1", "u1", "s1"),
+        )
+        .await;
+    assert_error(&r, 400, "BadRequest");
+    let r = s
+        .post(
+            DOCS,
+            &[("x-ms-documentdb-partitionkey", "[[1], 2, 3]")],
+            doc("x", "t1", "u1", "s1"),
+        )
+        .await;
+    assert_error(&r, 400, "BadRequest");
+    // Over 2 MB: 413.
+    let mut big = doc("big", "t1", "u1", "s1");
+    big["payload"] = json!("y".repeat(2 * 1024 * 1024 + 10));
+    assert_error(&s.post(DOCS, &h, big).await, 413, "RequestEntityTooLarge");
+    // Nothing of the above was stored.
+    let r = s.get(DOCS, &[]).await;
+    assert_eq!(r.json["_count"], json!(0), "{r:?}");
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn absent_hierarchy_levels_accept_both_spellings() {
+    let s = hpk_server().await;
+    let partial = json!({"id": "p", "TenantId": "t1", "UserId": "u1"});
+    // Python spells the absent level null, JS spells it {}; both are accepted and the item is
+    // stored under the header's value, so reading it back with the same header finds it.
+    for (i, header) in [r#"["t1","u1",null]"#, r#"["t1","u1",{}]"#]
+        .iter()
+        .enumerate()
+    {
+        let mut d = partial.clone();
+        d["id"] = json!(format!("p{i}"));
+        let r = s
+            .post(DOCS, &[("x-ms-documentdb-partitionkey", header)], d)
+            .await;
+        assert_eq!(r.status, StatusCode::CREATED, "{header}: {r:?}");
+        let r = s
+            .get(
+                &format!("{DOCS}/p{i}"),
+                &[("x-ms-documentdb-partitionkey", header)],
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::OK, "{header}: {r:?}");
+    }
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn read_feed_pages_with_continuations() {
+    let s = hpk_server().await;
+    for i in 0..25 {
+        let t = format!("t{}", i % 3);
+        let pk = json!([t, "u", "s"]);
+        s.create("db", "hpk", &pk, doc(&format!("i{i:02}"), &t, "u", "s"))
+            .await;
+    }
+    let mut seen = Vec::new();
+    let mut cont: Option<String> = None;
+    let mut pages = 0;
+    loop {
+        let mut h = vec![("x-ms-max-item-count", "10")];
+        if let Some(c) = &cont {
+            h.push(("x-ms-continuation", c));
+        }
+        let r = s.get(DOCS, &h).await;
+        assert_eq!(r.status, StatusCode::OK, "{r:?}");
+        pages += 1;
+        let docs = r.json["Documents"].as_array().unwrap();
+        assert_eq!(r.header("x-ms-item-count").unwrap(), docs.len().to_string());
+        seen.extend(docs.iter().map(|d| d["id"].as_str().unwrap().to_string()));
+        cont = r.header("x-ms-continuation").map(str::to_string);
+        if cont.is_none() {
+            break;
+        }
+    }
+    assert_eq!(pages, 3);
+    seen.sort();
+    let want: Vec<String> = (0..25).map(|i| format!("i{i:02}")).collect();
+    assert_eq!(seen, want);
+    // A tampered continuation is a 400, never a crash.
+    let r = s.get(DOCS, &[("x-ms-continuation", "garbage!")]).await;
+    assert_error(&r, 400, "BadRequest");
+    // A prefix header narrows the feed to one tenant.
+    let r = s
+        .get(DOCS, &[("x-ms-documentdb-partitionkey", r#"["t1"]"#)])
+        .await;
+    assert_eq!(r.json["_count"], json!(8), "{r:?}");
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn unsupported_and_unknown_paths_are_clean_errors() {
+    let s = hpk_server().await;
+    for (m, p) in [
+        (Method::GET, "/dbs/db/colls/hpk/sprocs"),
+        (Method::GET, "/nothing/here"),
+        (Method::PATCH, "/dbs/db"),
+        (Method::PUT, "/dbs"),
+    ] {
+        let r = s.request(m.clone(), p, &[], None).await;
+        assert!(r.status.is_client_error(), "{m} {p}: {r:?}");
+        assert!(r.json["code"].is_string(), "{m} {p}: {r:?}");
+    }
+    s.stop().await;
+}
+
+/// Garbage in any header or body position never produces a 5xx.
+#[tokio::test]
+async fn hostile_inputs_never_cause_server_errors() {
+    let s = hpk_server().await;
+    let bodies: Vec<Vec<u8>> = vec![
+        b"".to_vec(),
+        b"null".to_vec(),
+        b"\xff\xfe\x00".to_vec(),
+        b"{\"id\":".to_vec(),
+        b"{\"id\": \"\\ud800\"}".to_vec(),
+        b"[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]".to_vec(),
+        serde_json::to_vec(&json!({"query": 5})).unwrap(),
+        serde_json::to_vec(&json!({"query": "SELECT * FROM c WHERE", "parameters": "x"})).unwrap(),
+    ];
+    let headers: Vec<Vec<(&str, &str)>> = vec![
+        vec![],
+        vec![("x-ms-documentdb-partitionkey", "not json")],
+        vec![("x-ms-documentdb-partitionkey", "[1,2,3,4]")],
+        vec![("x-ms-max-item-count", "-5")],
+        vec![("x-ms-continuation", "%%%")],
+        vec![("x-ms-documentdb-isquery", "true")],
+        vec![("x-ms-documentdb-partitionkeyrangeid", "999")],
+        vec![("x-ms-start-epk", "zz"), ("x-ms-end-epk", "FF")],
+        vec![
+            ("x-ms-documentdb-is-upsert", "true"),
+            ("if-match", "\"nope\""),
+        ],
+    ];
+    for path in [
+        DOCS,
+        "/dbs/db/colls/hpk/docs/x",
+        "/dbs/db/colls",
+        "/dbs",
+        "/dbs/db/colls/hpk/pkranges",
+    ] {
+        for m in [Method::GET, Method::POST, Method::PUT, Method::DELETE] {
+            for b in &bodies {
+                for h in &headers {
+                    let r = s.request_raw(m.clone(), path, h, Some(b.clone())).await;
+                    assert!(
+                        !r.status.is_server_error(),
+                        "{m} {path} {h:?} {:?}: {r:?}",
+                        String::from_utf8_lossy(b)
+                    );
+                }
+            }
+        }
+    }
+    s.stop().await;
+}

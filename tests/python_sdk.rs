@@ -1,0 +1,54 @@
+//! The official Python SDK (`azure-cosmos`, unmodified) against strata.
+
+use strata_tests::python::{run_script, shared_testdata};
+use strata_tests::{Options, TempDir, TestServer};
+
+async fn script(server: &TestServer, name: &'static str, env: Vec<(String, String)>) -> String {
+    let url = server.url.clone();
+    tokio::task::spawn_blocking(move || {
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        run_script(name, &url, &env)
+    })
+    .await
+    .expect("python task")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crud_on_hierarchical_container() {
+    let s = TestServer::start().await;
+    script(&s, "crud_hpk.py", vec![]).await;
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crud_over_tls_with_durable_storage() {
+    let dir = TempDir::new("tls");
+    let s = TestServer::start_with(Options {
+        tls: true,
+        data_dir: Some(dir.0.clone()),
+        ..Default::default()
+    })
+    .await;
+    assert!(s.url.starts_with("https://"), "{}", s.url);
+    script(&s, "crud_hpk.py", vec![]).await;
+    s.stop().await;
+    assert!(
+        dir.0.join("tls-cert.pem").exists(),
+        "the certificate is kept in the data dir"
+    );
+}
+
+/// The documented query cases (shared/testdata/query-cases.json) through the official SDK.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn documented_query_cases() {
+    let s = TestServer::start().await;
+    let cases = shared_testdata().join("run_query_cases.py");
+    let out = script(
+        &s,
+        "query_cases.py",
+        vec![("STRATA_QUERY_CASES".into(), cases.display().to_string())],
+    )
+    .await;
+    assert!(out.contains(" passed, 0 failed"), "{out}");
+    s.stop().await;
+}

@@ -1,0 +1,271 @@
+//! Queries over HTTP: routing to physical partitions, paging in every execution mode,
+//! continuation tokens, and the gateway-compatible 400/1004 path.
+
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+use strata_server::store::container::Limits;
+use strata_tests::{Options, Resp, TestServer};
+
+async fn loaded(partitions: u32, gateway_compat: bool) -> TestServer {
+    let s = TestServer::start_with(Options {
+        limits: Some(Limits {
+            initial_partitions: Some(partitions),
+            ..Limits::default()
+        }),
+        gateway_compat,
+        ..Default::default()
+    })
+    .await;
+    s.setup(
+        "db",
+        "ev",
+        json!({"paths": ["/TenantId", "/UserId", "/SessionId"], "kind": "MultiHash", "version": 2}),
+    )
+    .await;
+    for t in 0..4 {
+        for u in 0..5 {
+            for sess in 0..3 {
+                let pk = json!([format!("t{t}"), format!("u{u}"), format!("s{sess}")]);
+                let d = json!({"id": format!("e{t}{u}{sess}"), "TenantId": format!("t{t}"), "UserId": format!("u{u}"),
+                    "SessionId": format!("s{sess}"), "n": t * 100 + u * 10 + sess, "tags": ["a", format!("t{t}")]});
+                let r = s.create("db", "ev", &pk, d).await;
+                assert_eq!(r.status, StatusCode::CREATED, "{r:?}");
+            }
+        }
+    }
+    s
+}
+
+fn route(r: &Resp) -> (String, Vec<u32>) {
+    let h = r.header("x-strata-query-route").expect("route header");
+    let mut parts = h.split("; ");
+    let kind = parts.next().unwrap().to_string();
+    let ranges = parts
+        .next()
+        .unwrap()
+        .trim_start_matches("ranges=")
+        .split(',')
+        .filter(|s| !s.is_empty())
+        .map(|s| s.parse().unwrap())
+        .collect();
+    (kind, ranges)
+}
+
+#[tokio::test]
+async fn the_five_documented_routing_queries() {
+    let s = loaded(8, false).await;
+    let cases = [
+        (
+            "SELECT * FROM c WHERE c.TenantId = 't1' AND c.UserId = 'u2' AND c.SessionId = 's0'",
+            "single",
+            1,
+        ),
+        (
+            "SELECT * FROM c WHERE c.TenantId = 't1' AND c.UserId = 'u2'",
+            "targeted",
+            3,
+        ),
+        ("SELECT * FROM c WHERE c.TenantId = 't1'", "targeted", 15),
+        ("SELECT * FROM c WHERE c.UserId = 'u2'", "fanout", 12),
+        ("SELECT * FROM c WHERE c.SessionId = 's0'", "fanout", 20),
+    ];
+    for (sql, want_route, want_rows) in cases {
+        let (rows, pages) = s.query_all("db", "ev", sql, json!([]), &[]).await;
+        assert_eq!(rows.len(), want_rows, "{sql}");
+        let (kind, ranges) = route(&pages[0]);
+        assert_eq!(kind, want_route, "{sql}");
+        match want_route {
+            "single" => assert_eq!(ranges.len(), 1, "{sql}"),
+            "fanout" => assert_eq!(ranges.len(), 8, "{sql}"),
+            // A prefix visits only the physical partitions its EPK range overlaps.
+            _ => assert!(ranges.len() < 8, "{sql}: {ranges:?}"),
+        }
+        let metrics = pages[0].header("x-ms-documentdb-query-metrics").unwrap();
+        assert!(metrics.contains("retrievedDocumentCount="), "{metrics}");
+    }
+    // The partition key header scopes a query the same way as the WHERE clause.
+    let (rows, pages) = s
+        .query_all(
+            "db",
+            "ev",
+            "SELECT VALUE c.id FROM c",
+            json!([]),
+            &[("x-ms-documentdb-partitionkey", r#"["t2","u1"]"#)],
+        )
+        .await;
+    assert_eq!(rows.len(), 3);
+    assert_eq!(route(&pages[0]).0, "targeted");
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn every_mode_pages_to_the_same_answer() {
+    let s = loaded(4, false).await;
+    let cases = [
+        "SELECT VALUE c.id FROM c",
+        "SELECT c.id, t FROM c JOIN t IN c.tags",
+        "SELECT VALUE c.n FROM c ORDER BY c.n DESC",
+        "SELECT c.TenantId, c.n FROM c ORDER BY c.TenantId ASC, c.n DESC",
+        "SELECT VALUE c.n FROM c ORDER BY c.n OFFSET 7 LIMIT 20",
+        "SELECT TOP 13 VALUE c.id FROM c",
+        "SELECT DISTINCT VALUE c.UserId FROM c",
+        "SELECT c.TenantId, COUNT(1) AS n, SUM(c.n) AS s FROM c GROUP BY c.TenantId",
+        "SELECT VALUE COUNT(1) FROM c WHERE c.n > 100",
+        "SELECT VALUE c.id FROM c WHERE c.n >= 200 OFFSET 3 LIMIT 5",
+    ];
+    for sql in cases {
+        let (all, _) = s
+            .query_all(
+                "db",
+                "ev",
+                sql,
+                json!([]),
+                &[("x-ms-max-item-count", "1000")],
+            )
+            .await;
+        let (paged, pages) = s
+            .query_all("db", "ev", sql, json!([]), &[("x-ms-max-item-count", "4")])
+            .await;
+        assert_eq!(all, paged, "{sql}");
+        assert!(!all.is_empty(), "{sql}");
+        if all.len() > 4 {
+            assert!(pages.len() > 1, "{sql} should page");
+        }
+    }
+    let (rows, _) = s
+        .query_all(
+            "db",
+            "ev",
+            "SELECT VALUE c.n FROM c ORDER BY c.n OFFSET 7 LIMIT 20",
+            json!([]),
+            &[("x-ms-max-item-count", "3")],
+        )
+        .await;
+    let want: Vec<Value> = {
+        let mut v: Vec<i64> = (0..4)
+            .flat_map(|t| (0..5).flat_map(move |u| (0..3).map(move |x| t * 100 + u * 10 + x)))
+            .collect();
+        v.sort();
+        v.into_iter().skip(7).take(20).map(Value::from).collect()
+    };
+    assert_eq!(rows, want);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn bad_queries_are_400s_with_positions() {
+    let s = loaded(1, false).await;
+    let h = [
+        ("x-ms-documentdb-isquery", "true"),
+        ("content-type", "application/query+json"),
+    ];
+    for sql in [
+        "SELECT c.value FROM c",
+        "SELECT * FROM c WHERE",
+        "SELECT nosuch(1) FROM c",
+        "SELECT * FROM c WHERE x.id = 1",
+    ] {
+        let r = s
+            .post("/dbs/db/colls/ev/docs", &h, json!({"query": sql}))
+            .await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{sql}: {r:?}");
+        assert_eq!(r.json["code"], "BadRequest");
+    }
+    let r = s
+        .post(
+            "/dbs/db/colls/ev/docs",
+            &h,
+            json!({"query": "SELECT c.value FROM c"}),
+        )
+        .await;
+    assert!(r.message().contains("line 1, column"), "{r:?}");
+    // A continuation token from another query is rejected.
+    let (_, pages) = s
+        .query_all(
+            "db",
+            "ev",
+            "SELECT VALUE c.id FROM c",
+            json!([]),
+            &[("x-ms-max-item-count", "5")],
+        )
+        .await;
+    let token = pages[0].header("x-ms-continuation").unwrap().to_string();
+    let mut hh = h.to_vec();
+    hh.push(("x-ms-continuation", &token));
+    let r = s
+        .post(
+            "/dbs/db/colls/ev/docs",
+            &hh,
+            json!({"query": "SELECT VALUE c.n FROM c"}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{r:?}");
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn gateway_compat_answers_1004_with_a_plan() {
+    let s = loaded(3, true).await;
+    let h = [
+        ("x-ms-documentdb-isquery", "true"),
+        ("content-type", "application/query+json"),
+        ("x-ms-documentdb-query-enablecrosspartition", "true"),
+    ];
+    let r = s
+        .post(
+            "/dbs/db/colls/ev/docs",
+            &h,
+            json!({"query": "SELECT * FROM c ORDER BY c.n"}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    assert_eq!(r.substatus(), Some(1004));
+    let plan: Value =
+        serde_json::from_str(r.json["additionalErrorInfo"].as_str().unwrap()).unwrap();
+    assert_eq!(plan["queryInfo"]["orderBy"], json!(["Ascending"]));
+    // The rewritten query runs per partition key range.
+    let rq = plan["queryInfo"]["rewrittenQuery"]
+        .as_str()
+        .unwrap()
+        .replace("{documentdb-formattableorderbyquery-filter}", "true");
+    let mut total = 0;
+    for id in ["0", "1", "2"] {
+        let (rows, _) = s
+            .query_all(
+                "db",
+                "ev",
+                &rq,
+                json!([]),
+                &[("x-ms-documentdb-partitionkeyrangeid", id)],
+            )
+            .await;
+        for w in rows.windows(2) {
+            assert!(
+                w[0]["orderByItems"][0]["item"].as_i64()
+                    <= w[1]["orderByItems"][0]["item"].as_i64()
+            );
+        }
+        total += rows.len();
+    }
+    assert_eq!(total, 60);
+    // Streaming cross-partition queries and single-partition queries still run directly.
+    let (rows, _) = s
+        .query_all("db", "ev", "SELECT VALUE c.id FROM c", json!([]), &[])
+        .await;
+    assert_eq!(rows.len(), 60);
+    // The plan request.
+    let r = s
+        .post(
+            "/dbs/db/colls/ev/docs",
+            &[
+                ("x-ms-cosmos-is-query-plan-request", "True"),
+                ("content-type", "application/json"),
+            ],
+            json!({"query": "SELECT VALUE COUNT(1) FROM c"}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{r:?}");
+    assert_eq!(r.json["queryInfo"]["aggregates"], json!(["Count"]));
+    assert_eq!(r.json["queryRanges"][0]["min"], "");
+    s.stop().await;
+}

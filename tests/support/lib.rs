@@ -1,0 +1,294 @@
+//! Shared test support: an in-process strata server, a client that signs requests like the
+//! SDKs do, and the official Python SDK in a virtualenv.
+
+pub mod python;
+
+use reqwest::{Method, StatusCode};
+use serde_json::Value;
+use std::sync::Once;
+use strata_server::api::auth::{MasterKey, EMULATOR_KEY};
+use strata_server::api::endpoint::{auth_scope, path_segments};
+use strata_server::store::container::Limits;
+use strata_server::store::StoreConfig;
+use strata_server::{Running, ServerConfig, Tls};
+
+/// Installs the ring crypto provider for rustls once per process (reqwest uses rustls).
+pub fn crypto() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}
+
+/// Options for a test server.
+#[derive(Clone, Default)]
+pub struct Options {
+    pub data_dir: Option<std::path::PathBuf>,
+    pub tls: bool,
+    pub limits: Option<Limits>,
+    pub gateway_compat: bool,
+}
+
+/// A strata server running inside the test process on an ephemeral port.
+pub struct TestServer {
+    pub running: Option<Running>,
+    pub client: Client,
+}
+
+impl std::ops::Deref for TestServer {
+    type Target = Client;
+    fn deref(&self) -> &Client {
+        &self.client
+    }
+}
+
+/// Signs and sends requests to a strata endpoint, as the SDKs do.
+#[derive(Clone)]
+pub struct Client {
+    pub url: String,
+    pub key: MasterKey,
+    pub http: reqwest::Client,
+}
+
+impl Client {
+    pub fn new(url: &str) -> Self {
+        crypto();
+        Self {
+            url: url.to_string(),
+            key: MasterKey::from_base64(EMULATOR_KEY).expect("key"),
+            http: reqwest::Client::builder()
+                .danger_accept_invalid_certs(true)
+                .build()
+                .expect("client"),
+        }
+    }
+}
+
+impl TestServer {
+    /// An in-memory server over plain HTTP.
+    pub async fn start() -> Self {
+        Self::start_with(Options::default()).await
+    }
+
+    pub async fn start_with(opts: Options) -> Self {
+        crypto();
+        let cfg = ServerConfig {
+            host: "127.0.0.1".into(),
+            port: 0,
+            key: EMULATOR_KEY.into(),
+            store: StoreConfig {
+                data_dir: opts.data_dir.clone(),
+                limits: opts.limits.clone().unwrap_or_default(),
+            },
+            tls: opts.tls.then(|| Tls::SelfSigned {
+                dir: opts.data_dir.clone(),
+            }),
+            gateway_compat: opts.gateway_compat,
+        };
+        let running = strata_server::start(cfg).await.expect("server starts");
+        let client = Client::new(&running.url());
+        Self {
+            running: Some(running),
+            client,
+        }
+    }
+
+    pub async fn stop(mut self) {
+        if let Some(r) = self.running.take() {
+            r.stop().await.expect("clean shutdown");
+        }
+    }
+}
+
+impl Client {
+    /// A signed request; `headers` are added as given.
+    pub async fn request(
+        &self,
+        method: Method,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Option<Value>,
+    ) -> Resp {
+        self.request_raw(
+            method,
+            path,
+            headers,
+            body.map(|b| b.to_string().into_bytes()),
+        )
+        .await
+    }
+
+    /// A signed request with a raw body.
+    pub async fn request_raw(
+        &self,
+        method: Method,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Option<Vec<u8>>,
+    ) -> Resp {
+        let segs = path_segments(path).expect("path");
+        let scope = auth_scope(&segs);
+        let date = httpdate::fmt_http_date(std::time::SystemTime::now());
+        let auth = self.key.authorization(method.as_str(), &scope, &date);
+        let url = format!("{}{}", self.url.trim_end_matches('/'), path);
+        let mut rb = self
+            .http
+            .request(method, url)
+            .header("x-ms-date", &date)
+            .header("authorization", auth)
+            .header("x-ms-version", "2020-07-15");
+        for (k, v) in headers {
+            rb = rb.header(*k, *v);
+        }
+        if let Some(b) = body {
+            rb = rb.body(b);
+        }
+        let r = rb.send().await.expect("request sent");
+        let status = r.status();
+        let headers = r.headers().clone();
+        let bytes = r.bytes().await.expect("body");
+        let json = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        Resp {
+            status,
+            headers,
+            json,
+            bytes: bytes.to_vec(),
+        }
+    }
+
+    pub async fn get(&self, path: &str, headers: &[(&str, &str)]) -> Resp {
+        self.request(Method::GET, path, headers, None).await
+    }
+
+    pub async fn post(&self, path: &str, headers: &[(&str, &str)], body: Value) -> Resp {
+        self.request(Method::POST, path, headers, Some(body)).await
+    }
+
+    /// Creates a database and a container with the given partition key definition.
+    pub async fn setup(&self, db: &str, coll: &str, pk: Value) {
+        let r = self.post("/dbs", &[], serde_json::json!({"id": db})).await;
+        assert!(
+            r.status.is_success() || r.status == StatusCode::CONFLICT,
+            "{r:?}"
+        );
+        let r = self
+            .post(
+                &format!("/dbs/{db}/colls"),
+                &[],
+                serde_json::json!({"id": coll, "partitionKey": pk}),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::CREATED, "{r:?}");
+    }
+
+    /// Creates an item under the given partition key header.
+    pub async fn create(&self, db: &str, coll: &str, pk: &Value, doc: Value) -> Resp {
+        let pk = pk.to_string();
+        self.post(
+            &format!("/dbs/{db}/colls/{coll}/docs"),
+            &[("x-ms-documentdb-partitionkey", &pk)],
+            doc,
+        )
+        .await
+    }
+
+    /// Runs a query to the end, following continuations; returns all rows and the pages.
+    pub async fn query_all(
+        &self,
+        db: &str,
+        coll: &str,
+        sql: &str,
+        params: Value,
+        headers: &[(&str, &str)],
+    ) -> (Vec<Value>, Vec<Resp>) {
+        let mut rows = Vec::new();
+        let mut pages = Vec::new();
+        let mut cont: Option<String> = None;
+        for _ in 0..10_000 {
+            let mut h: Vec<(&str, &str)> = vec![
+                ("x-ms-documentdb-isquery", "true"),
+                ("content-type", "application/query+json"),
+                ("x-ms-documentdb-query-enablecrosspartition", "true"),
+            ];
+            h.extend_from_slice(headers);
+            if let Some(c) = &cont {
+                h.push(("x-ms-continuation", c));
+            }
+            let r = self
+                .post(
+                    &format!("/dbs/{db}/colls/{coll}/docs"),
+                    &h,
+                    serde_json::json!({"query": sql, "parameters": params}),
+                )
+                .await;
+            assert_eq!(r.status, StatusCode::OK, "query failed: {r:?}");
+            rows.extend(r.json["Documents"].as_array().cloned().unwrap_or_default());
+            cont = r.header("x-ms-continuation").map(str::to_string);
+            pages.push(r);
+            if cont.is_none() {
+                return (rows, pages);
+            }
+        }
+        panic!("query did not finish within 10000 pages");
+    }
+}
+
+/// A response, fully read.
+pub struct Resp {
+    pub status: StatusCode,
+    pub headers: reqwest::header::HeaderMap,
+    pub json: Value,
+    pub bytes: Vec<u8>,
+}
+
+impl Resp {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    pub fn substatus(&self) -> Option<u32> {
+        self.header("x-ms-substatus").and_then(|s| s.parse().ok())
+    }
+
+    /// The Cosmos error message (`message` of the body).
+    pub fn message(&self) -> &str {
+        self.json["message"].as_str().unwrap_or("")
+    }
+}
+
+impl std::fmt::Debug for Resp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} {}",
+            self.status,
+            String::from_utf8_lossy(&self.bytes[..self.bytes.len().min(2000)])
+        )
+    }
+}
+
+/// A fresh temporary directory (removed when dropped).
+pub struct TempDir(pub std::path::PathBuf);
+
+impl TempDir {
+    pub fn new(label: &str) -> Self {
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let p = std::env::temp_dir().join(format!(
+            "strata-test-{label}-{}-{n}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos())
+                .unwrap_or(0)
+        ));
+        std::fs::create_dir_all(&p).expect("temp dir");
+        TempDir(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
