@@ -38,6 +38,22 @@ async fn crud_over_tls_with_durable_storage() {
     );
 }
 
+/// Queries that are halfway through their pages when partitions split.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queries_survive_partition_splits() {
+    let s = TestServer::start_with(Options {
+        limits: Some(strata_server::store::container::Limits {
+            partition_split_bytes: 16 * 1024,
+            ..Default::default()
+        }),
+        ..Default::default()
+    })
+    .await;
+    let out = script(&s, "split_query.py", vec![]).await;
+    assert!(out.contains("ok"), "{out}");
+    s.stop().await;
+}
+
 /// The documented query cases (shared/testdata/query-cases.json) through the official SDK.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn documented_query_cases() {

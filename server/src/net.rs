@@ -90,6 +90,10 @@ pub async fn start(cfg: ServerConfig) -> Result<Running, BoxError> {
             gateway_compat: cfg.gateway_compat,
         },
     );
+    // Resume splits that a raised throughput still calls for (e.g. after a restart).
+    for c in store.all_containers() {
+        store.maybe_split(&c);
+    }
     let listener = TcpListener::bind((cfg.host.as_str(), cfg.port)).await?;
     let addr = listener.local_addr()?;
     let router = api::router(app);

@@ -77,6 +77,29 @@ fn string_to_sign(verb: &str, scope: &AuthScope, x_ms_date: &str, date: &str) ->
     )
 }
 
+/// Alternative signed forms for rid-based links: the SDKs sign those with the link
+/// lower-cased, or with only the resource's own rid (lower-cased), e.g. `offers/BAAA` is
+/// signed as `baaa`.
+fn rid_scopes(scope: &AuthScope) -> Vec<AuthScope> {
+    let mut out = Vec::new();
+    let lowered = scope.resource_link.to_lowercase();
+    if lowered != scope.resource_link {
+        out.push(AuthScope {
+            resource_type: scope.resource_type.clone(),
+            resource_link: lowered.clone(),
+        });
+    }
+    if let Some(last) = lowered.rsplit('/').next() {
+        if last != lowered {
+            out.push(AuthScope {
+                resource_type: scope.resource_type.clone(),
+                resource_link: last.to_string(),
+            });
+        }
+    }
+    out
+}
+
 fn header<'a>(h: &'a HeaderMap, name: &str) -> Option<&'a str> {
     h.get(name).and_then(|v| v.to_str().ok())
 }
@@ -139,14 +162,10 @@ pub fn verify(
         ));
     }
     let verb = method.as_str();
-    let ok = key.verify(verb, scope, x_ms_date, date, &sig_bytes) || {
-        // Python lower-cases rid-based links before signing.
-        let lowered = AuthScope {
-            resource_type: scope.resource_type.clone(),
-            resource_link: scope.resource_link.to_lowercase(),
-        };
-        lowered != *scope && key.verify(verb, &lowered, x_ms_date, date, &sig_bytes)
-    };
+    let ok = key.verify(verb, scope, x_ms_date, date, &sig_bytes)
+        || rid_scopes(scope)
+            .iter()
+            .any(|alt| key.verify(verb, alt, x_ms_date, date, &sig_bytes));
     if !ok {
         return Err(ApiError::unauthorized(format!(
             "The input authorization token can't serve the request. The wrong key is being used or the expected payload is not built as per the protocol. The server used the following payload to sign: '{}'",

@@ -11,6 +11,7 @@ pub mod databases;
 pub mod endpoint;
 pub mod error;
 pub mod feed;
+pub mod inspect;
 pub mod items;
 pub mod offers;
 pub mod pkranges;
@@ -78,8 +79,11 @@ impl App {
         }
     }
 
-    /// Hook run after every successful item write.
-    pub fn after_write(&self, _c: &Arc<Container>) {}
+    /// Runs after every successful item write: starts a split when a partition outgrew the
+    /// threshold.
+    pub fn after_write(&self, c: &Arc<Container>) {
+        self.store.maybe_split(c);
+    }
 }
 
 /// The axum router serving the whole API.
@@ -200,6 +204,11 @@ async fn route(app: &App, req: &Req, ep: Endpoint) -> Result<Reply, ApiError> {
                 docs,
             )
         }
+        E::ListOffers => offers::list(app),
+        E::QueryOffers => offers::query(app, req),
+        E::ReadOffer { id } => offers::read_offer(app, &id),
+        E::ReplaceOffer { id } => offers::replace(app, req, &id).await,
+        E::InspectPartitions { db, coll } => inspect::partitions(app, &db, &coll),
         other => Err(ApiError::bad_request(format!(
             "This operation ({other:?}) is not available in this build of strata."
         ))),

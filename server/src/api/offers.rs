@@ -1,8 +1,14 @@
-//! Throughput (offers): how containers and databases declare RU/s.
+//! Throughput (offers): how containers and databases declare RU/s, read and replaced through
+//! `/offers` with the `_rid` linkage the SDKs use (`resource` = the container's `_self`).
 
 use super::error::ApiError;
 use super::request::Req;
-use crate::store::catalog::ThroughputRequest;
+use super::response::Reply;
+use super::App;
+use crate::store::catalog::{self, Throughput, ThroughputRequest};
+use crate::store::container::read;
+use axum::http::StatusCode;
+use serde_json::{json, Value};
 
 /// Reads `x-ms-offer-throughput` (manual) or `x-ms-cosmos-offer-autopilot-settings`
 /// (autoscale, `{"maxThroughput": N}`) from a create request.
@@ -20,7 +26,7 @@ pub fn throughput_from_headers(req: &Req) -> Result<Option<ThroughputRequest>, A
         }));
     }
     if let Some(v) = req.header("x-ms-cosmos-offer-autopilot-settings") {
-        let parsed: serde_json::Value = serde_json::from_str(v).map_err(|e| {
+        let parsed: Value = serde_json::from_str(v).map_err(|e| {
             ApiError::bad_request(format!(
                 "Invalid x-ms-cosmos-offer-autopilot-settings '{v}': {e}. Expected {{\"maxThroughput\": 4000}}."
             ))
@@ -68,4 +74,176 @@ pub fn validate_autoscale(n: u64) -> Result<(), ApiError> {
         )));
     }
     Ok(())
+}
+
+/// An offer as the service renders it.
+fn offer_json(t: &Throughput, resource: String, resource_rid: &str, pending: bool) -> Value {
+    let rid = catalog::offer_rid(t.offer_seq);
+    let mut content = json!({
+        "offerThroughput": t.manual.unwrap_or_else(|| t.autoscale_max.unwrap_or(4000) / 10),
+        "offerIsRUPerMinuteThroughputEnabled": false,
+        "offerMinimumThroughputParameters": {"maxThroughputEverProvisioned": t.max_ru(), "maxConsumedStorageEverInKB": 0},
+        "isOfferReplacePending": pending,
+    });
+    if let Some(max) = t.autoscale_max {
+        content["offerAutopilotSettings"] = json!({
+            "maxThroughput": max,
+            "autoUpgradePolicy": {"throughputPolicy": {"incrementPercent": 0}},
+        });
+    }
+    json!({
+        "resource": resource,
+        "offerType": "Invalid",
+        "offerResourceId": resource_rid,
+        "offerVersion": "V2",
+        "content": content,
+        "id": rid,
+        "_rid": rid,
+        "_self": format!("offers/{rid}/"),
+        "_etag": catalog::etag(0, t.etag_seq),
+        "_ts": t.ts,
+    })
+}
+
+/// Every offer, with a way back to what it provisions.
+enum Owner {
+    Database(String),
+    Container(std::sync::Arc<crate::store::container::Container>),
+}
+
+fn all(app: &App) -> Vec<(Value, Owner)> {
+    let mut out = Vec::new();
+    for d in app.store.list_databases() {
+        if let Some(t) = &d.throughput {
+            let rid = catalog::db_rid(d.seq);
+            out.push((
+                offer_json(t, format!("dbs/{rid}/"), &rid, false),
+                Owner::Database(d.id.clone()),
+            ));
+        }
+    }
+    for c in app.store.all_containers() {
+        let t = read(&c.meta).throughput.clone();
+        if let Some(t) = t {
+            let pending =
+                c.needs_split() && read(&c.map).ranges.len() < c.partitions_for_throughput();
+            out.push((
+                offer_json(
+                    &t,
+                    format!("dbs/{}/colls/{}/", c.db_rid, c.rid),
+                    &c.rid,
+                    pending,
+                ),
+                Owner::Container(c),
+            ));
+        }
+    }
+    out
+}
+
+fn find(app: &App, id: &str) -> Result<(Value, Owner), ApiError> {
+    all(app)
+        .into_iter()
+        .find(|(o, _)| o["id"] == id)
+        .ok_or_else(|| ApiError::not_found(format!("The offer '{id}' does not exist.")))
+}
+
+fn reply(offer: Value) -> Reply {
+    let pending = offer["content"]["isOfferReplacePending"] == json!(true);
+    let etag = offer["_etag"].as_str().unwrap_or("").to_string();
+    Reply::json(StatusCode::OK, &offer)
+        .header("etag", etag)
+        .header(
+            "x-ms-offer-replace-pending",
+            if pending { "true" } else { "false" },
+        )
+}
+
+pub fn list(app: &App) -> Result<Reply, ApiError> {
+    let offers: Vec<Value> = all(app).into_iter().map(|(o, _)| o).collect();
+    Ok(Reply::json(
+        StatusCode::OK,
+        &json!({"_rid": "", "Offers": offers, "_count": offers.len()}),
+    )
+    .header("x-ms-item-count", offers.len().to_string()))
+}
+
+pub fn query(app: &App, req: &Req) -> Result<Reply, ApiError> {
+    let offers: Vec<Value> = all(app).into_iter().map(|(o, _)| o).collect();
+    super::query::query_resources(req, "", "Offers", offers)
+}
+
+pub fn read_offer(app: &App, id: &str) -> Result<Reply, ApiError> {
+    Ok(reply(find(app, id)?.0))
+}
+
+/// `PUT /offers/{id}`: a new `content.offerThroughput` or autoscale maximum.
+pub async fn replace(app: &App, req: &Req, id: &str) -> Result<Reply, ApiError> {
+    let (current, owner) = find(app, id)?;
+    let body = req.json_object()?;
+    if let Some(bid) = body.get("id").and_then(Value::as_str) {
+        if bid != id {
+            return Err(ApiError::bad_request(format!(
+                "The offer id '{bid}' in the body does not match '{id}' in the path."
+            )));
+        }
+    }
+    if let Some(m) = req.if_match() {
+        if !super::items::etag_matches(m, current["_etag"].as_str().unwrap_or("")) {
+            return Err(ApiError::precondition_failed(
+                "The offer changed since the given etag (If-Match).",
+            ));
+        }
+    }
+    let content = body.get("content").ok_or_else(|| {
+        ApiError::bad_request("The offer has no 'content'; set content.offerThroughput.")
+    })?;
+    let autoscale = content
+        .get("offerAutopilotSettings")
+        .and_then(|a| a.get("maxThroughput"))
+        .and_then(Value::as_u64);
+    let was_autoscale = current["content"].get("offerAutopilotSettings").is_some();
+    let t = match (autoscale, was_autoscale) {
+        (Some(max), _) => {
+            validate_autoscale(max)?;
+            ThroughputRequest {
+                manual: None,
+                autoscale_max: Some(max),
+            }
+        }
+        (None, _) => {
+            let n = content
+                .get("offerThroughput")
+                .and_then(Value::as_u64)
+                .ok_or_else(|| {
+                    ApiError::bad_request("content.offerThroughput must be a whole number of RU/s.")
+                })?;
+            validate_manual(n)?;
+            ThroughputRequest {
+                manual: Some(n),
+                autoscale_max: None,
+            }
+        }
+    };
+    match owner {
+        Owner::Container(c) => app.store.set_container_throughput(&c, t).await?,
+        Owner::Database(db) => {
+            let d = app.store.database(&db)?;
+            let (etag_seq, _) = app.store.next_etag_seq();
+            let offer_seq = d.throughput.as_ref().map(|x| x.offer_seq).unwrap_or(0);
+            app.store
+                .set_database_throughput(
+                    &db,
+                    Some(Throughput {
+                        manual: t.manual,
+                        autoscale_max: t.autoscale_max,
+                        offer_seq,
+                        ts: catalog::now_secs(),
+                        etag_seq,
+                    }),
+                )
+                .await?;
+        }
+    }
+    Ok(reply(find(app, id)?.0))
 }

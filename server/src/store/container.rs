@@ -52,6 +52,9 @@ pub struct RangeState {
     pub reads: AtomicU64,
     pub writes: AtomicU64,
     pub queries: AtomicU64,
+    /// Item count at which this range was found to hold one logical partition (cannot
+    /// split); `u64::MAX` when unknown.
+    pub unsplittable_at: AtomicU64,
 }
 
 impl RangeState {
@@ -64,11 +67,42 @@ impl RangeState {
             reads: AtomicU64::new(0),
             writes: AtomicU64::new(0),
             queries: AtomicU64::new(0),
+            unsplittable_at: AtomicU64::new(u64::MAX),
         }
     }
 
     pub fn epk_range(&self) -> EpkRange {
         EpkRange::new(self.rec.min.clone(), self.rec.max.clone())
+    }
+}
+
+/// A copy of one partition's state, for reporting.
+#[derive(Debug, Clone)]
+pub struct RangeSnapshot {
+    pub id: u32,
+    pub range: EpkRange,
+    pub parents: Vec<String>,
+    pub count: u64,
+    pub bytes: u64,
+    pub lsn: u64,
+    pub reads: u64,
+    pub writes: u64,
+    pub queries: u64,
+}
+
+impl RangeState {
+    pub fn snapshot(&self) -> RangeSnapshot {
+        RangeSnapshot {
+            id: self.rec.id,
+            range: self.epk_range(),
+            parents: self.rec.parents.clone(),
+            count: self.count,
+            bytes: self.bytes,
+            lsn: self.lsn,
+            reads: self.reads.load(Ordering::Relaxed),
+            writes: self.writes.load(Ordering::Relaxed),
+            queries: self.queries.load(Ordering::Relaxed),
+        }
     }
 }
 

@@ -9,6 +9,7 @@ pub mod container;
 pub mod engine;
 pub mod item;
 pub mod keys;
+pub mod split;
 
 use catalog::{
     ContainerRecord, Counters, DatabaseRecord, RangeRecord, Throughput, ThroughputRequest,
@@ -544,4 +545,40 @@ fn scan_prefix(
         usize::MAX,
         false,
     )?)
+}
+
+impl Store {
+    /// Replaces a container's provisioned throughput; raising it past 10,000 RU/s per physical
+    /// partition starts the splits it calls for.
+    pub async fn set_container_throughput(
+        &self,
+        c: &Arc<Container>,
+        t: ThroughputRequest,
+    ) -> Result<(), StoreError> {
+        let _ddl = self.inner.ddl.lock().await;
+        let (etag_seq, counter_op) = self.next_etag_seq();
+        {
+            let mut m = write(&c.meta);
+            let now = catalog::now_secs();
+            let offer_seq = m.throughput.as_ref().map(|x| x.offer_seq).unwrap_or(0);
+            m.throughput = Some(Throughput {
+                manual: t.manual,
+                autoscale_max: t.autoscale_max,
+                offer_seq,
+                ts: now,
+                etag_seq,
+            });
+        }
+        let body = serde_json::to_vec(&c.record()).unwrap_or_default();
+        self.inner
+            .engine
+            .write_durable(vec![
+                counter_op,
+                Op::Put(Space::Catalog, keys::catalog_container(c.cid), body),
+            ])
+            .await?;
+        drop(_ddl);
+        self.maybe_split(c);
+        Ok(())
+    }
 }

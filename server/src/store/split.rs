@@ -1,0 +1,282 @@
+//! Splitting physical partitions.
+//!
+//! A partition whose stored bytes pass the threshold splits in the background. The cut is
+//! chosen from the logical-partition size index (one small entry per full key, in EPK order):
+//! the logical-partition boundary that divides the bytes most evenly, so a logical partition
+//! never spans two physical partitions. Items are keyed by EPK in one ordered key space, so the
+//! split itself only replaces one range by two in the partition map (under the container's
+//! write lock, for microseconds) and persists the catalog; no data moves.
+//!
+//! The parent's id is retired: requests naming it get 410/1002; the children list every
+//! ancestor in `parents`, so a client with an old routing map drops all replaced ranges.
+
+use super::catalog::RangeRecord;
+use super::container::{decode_lp, read, write, Container, RangeState};
+use super::engine::Space;
+use super::{keys, Store, StoreError};
+use std::ops::Bound;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+use strata_query::pk::epk::midpoint;
+use strata_query::pk::EpkRange;
+
+/// Where to cut a range, and the size of the left side.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cut {
+    pub at: String,
+    pub left_bytes: u64,
+    pub left_count: u64,
+}
+
+/// Why a split was started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reason {
+    /// The partition outgrew the split threshold.
+    Size,
+    /// Throughput was raised past 10,000 RU/s per partition.
+    Throughput,
+}
+
+/// Sizes of the logical partitions in `range`, in EPK order: (EPK, bytes, items).
+pub fn logical_partitions(
+    c: &Container,
+    range: &EpkRange,
+) -> Result<Vec<(String, u64, u64)>, StoreError> {
+    let start = keys::epk_bound(c.cid, &range.min);
+    let end = if range.max.as_str() >= "FF" {
+        keys::container_prefix(c.cid + 1)
+    } else {
+        keys::epk_bound(c.cid, &range.max)
+    };
+    let mut entries = Vec::new();
+    let mut cursor = start;
+    let mut first = true;
+    loop {
+        let lower = if first {
+            Bound::Included(&cursor[..])
+        } else {
+            Bound::Excluded(&cursor[..])
+        };
+        let chunk = c
+            .engine
+            .scan(Space::Partitions, lower, Bound::Excluded(&end), 4096, false)?;
+        if chunk.is_empty() {
+            return Ok(entries);
+        }
+        for (k, v) in &chunk {
+            let (b, n) = decode_lp(v);
+            entries.push((String::from_utf8_lossy(&k[4..]).into_owned(), b, n));
+        }
+        cursor = chunk.last().map(|(k, _)| k.clone()).unwrap_or_default();
+        first = false;
+    }
+}
+
+/// The logical-partition boundary that divides the bytes most evenly; `None` with fewer than
+/// two logical partitions.
+pub fn median_cut(entries: &[(String, u64, u64)]) -> Option<Cut> {
+    if entries.len() < 2 {
+        return None;
+    }
+    let total: u64 = entries.iter().map(|e| e.1).sum();
+    let half = total as f64 / 2.0;
+    let mut best: Option<(f64, usize)> = None;
+    let mut acc = 0u64;
+    for (i, e) in entries.iter().enumerate() {
+        if i > 0 {
+            let d = (acc as f64 - half).abs();
+            if best.is_none_or(|(bd, _)| d < bd) {
+                best = Some((d, i));
+            }
+        }
+        acc += e.1;
+    }
+    best.map(|(_, i)| cut_at(entries, entries[i].0.clone()))
+}
+
+/// A cut at `at`, with the exact size of what lies below it.
+pub fn cut_at(entries: &[(String, u64, u64)], at: String) -> Cut {
+    let below = entries.iter().filter(|e| e.0 < at);
+    let (left_bytes, left_count) = below.fold((0, 0), |(b, n), e| (b + e.1, n + e.2));
+    Cut {
+        at,
+        left_bytes,
+        left_count,
+    }
+}
+
+impl Container {
+    /// Replaces range `id` by two children cut at `cut`. Returns the children's ids, or None
+    /// if the range is gone or the cut no longer lies strictly inside it.
+    pub fn apply_split(&self, id: u32, cut: &Cut) -> Option<(u32, u32)> {
+        self.with_writes_paused(|| {
+            let mut map = write(&self.map);
+            let idx = map.ranges.iter().position(|r| r.rec.id == id)?;
+            let parent = &map.ranges[idx];
+            let pr = parent.epk_range();
+            if !pr.contains(&cut.at) || cut.at == pr.min {
+                return None;
+            }
+            let lsn = self.current_lsn();
+            let (l, r) = (map.next_range_id, map.next_range_id + 1);
+            let mut parents = parent.rec.parents.clone();
+            parents.push(parent.rec.id.to_string());
+            let mut left = RangeState::new(
+                RangeRecord {
+                    id: l,
+                    min: pr.min.clone(),
+                    max: cut.at.clone(),
+                    parents: parents.clone(),
+                    created_lsn: lsn,
+                },
+                parent.lsn,
+            );
+            let mut right = RangeState::new(
+                RangeRecord {
+                    id: r,
+                    min: cut.at.clone(),
+                    max: pr.max.clone(),
+                    parents,
+                    created_lsn: lsn,
+                },
+                parent.lsn,
+            );
+            left.bytes = cut.left_bytes.min(parent.bytes);
+            left.count = cut.left_count.min(parent.count);
+            right.bytes = parent.bytes - left.bytes;
+            right.count = parent.count - left.count;
+            map.ranges.splice(idx..=idx, [left, right]);
+            map.next_range_id += 2;
+            map.generation += 1;
+            map.retired.insert(id, vec![l, r]);
+            Some((l, r))
+        })
+    }
+
+    /// The number of physical partitions the provisioned throughput calls for.
+    pub fn partitions_for_throughput(&self) -> usize {
+        read(&self.meta)
+            .throughput
+            .as_ref()
+            .map(|t| t.max_ru().div_ceil(10_000).max(1) as usize)
+            .unwrap_or(1)
+    }
+
+    /// Whether splits are still needed (size or throughput).
+    pub fn needs_split(&self) -> bool {
+        let threshold = self.limits.partition_split_bytes;
+        let map = read(&self.map);
+        map.ranges.len() < self.partitions_for_throughput()
+            || map
+                .ranges
+                .iter()
+                .any(|r| r.bytes > threshold && !r.unsplittable())
+    }
+}
+
+impl RangeState {
+    /// A range holding a single logical partition cannot split. We note its item count when
+    /// we find that out, so it is not rescanned on every write until its content changes.
+    pub fn unsplittable(&self) -> bool {
+        let at = self.unsplittable_at.load(Ordering::Relaxed);
+        at != u64::MAX && at == self.count
+    }
+}
+
+impl Store {
+    /// Starts the background splitter for `c` if it needs one and none is running.
+    pub fn maybe_split(&self, c: &Arc<Container>) {
+        if !c.needs_split() || c.splitting.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let store = self.clone();
+        let c = Arc::clone(c);
+        tokio::spawn(async move {
+            loop {
+                match store.split_once(&c).await {
+                    Ok(true) => tokio::task::yield_now().await,
+                    Ok(false) => break,
+                    Err(e) => {
+                        tracing::error!(container = %c.id, error = %e, "split failed");
+                        break;
+                    }
+                }
+            }
+            c.splitting.store(false, Ordering::Release);
+            // Writes that arrived while we finished may need another round.
+            if c.needs_split() && !c.deleted.load(Ordering::Acquire) {
+                store.maybe_split(&c);
+            }
+        });
+    }
+
+    /// Performs one split if any is needed. Returns whether it split.
+    pub async fn split_once(&self, c: &Arc<Container>) -> Result<bool, StoreError> {
+        if c.deleted.load(Ordering::Acquire) {
+            return Ok(false);
+        }
+        let threshold = c.limits.partition_split_bytes;
+        let want = c.partitions_for_throughput();
+        // The largest oversized range first; else, for throughput, the largest range.
+        let candidate = {
+            let map = read(&c.map);
+            let mut by_size: Vec<&RangeState> = map.ranges.iter().collect();
+            by_size.sort_by_key(|r| std::cmp::Reverse(r.bytes));
+            let over = by_size
+                .iter()
+                .find(|r| r.bytes > threshold && !r.unsplittable())
+                .map(|r| (r.rec.id, r.epk_range(), r.bytes, Reason::Size));
+            over.or_else(|| {
+                (map.ranges.len() < want)
+                    .then(|| {
+                        by_size
+                            .first()
+                            .map(|r| (r.rec.id, r.epk_range(), r.bytes, Reason::Throughput))
+                    })
+                    .flatten()
+            })
+        };
+        let Some((id, range, bytes, reason)) = candidate else {
+            return Ok(false);
+        };
+        let started = Instant::now();
+        let c2 = Arc::clone(c);
+        let r2 = range.clone();
+        let entries = tokio::task::spawn_blocking(move || logical_partitions(&c2, &r2))
+            .await
+            .map_err(|e| StoreError::Corrupt(format!("split worker failed: {e}")))??;
+        let cut = match (median_cut(&entries), reason) {
+            (Some(cut), _) => cut,
+            (None, Reason::Throughput) => match midpoint(&c.pk, &range) {
+                Some(at) => cut_at(&entries, at),
+                None => return Ok(false),
+            },
+            (None, Reason::Size) => {
+                let map = read(&c.map);
+                if let Some(r) = map.by_id(id) {
+                    r.unsplittable_at.store(r.count, Ordering::Relaxed);
+                    tracing::warn!(container = %c.id, range = id, bytes = r.bytes,
+                        "partition exceeds the split threshold but holds a single logical partition; it cannot split");
+                }
+                return Ok(true);
+            }
+        };
+        let Some((l, r)) = c.apply_split(id, &cut) else {
+            return Ok(true);
+        };
+        self.persist_container(c).await?;
+        tracing::info!(
+            container = %format!("{}/{}", c.db, c.id),
+            parent = id,
+            children = %format!("{l},{r}"),
+            bytes,
+            left_bytes = cut.left_bytes,
+            right_bytes = bytes.saturating_sub(cut.left_bytes),
+            reason = ?reason,
+            micros = started.elapsed().as_micros() as u64,
+            "split physical partition"
+        );
+        Ok(true)
+    }
+}
