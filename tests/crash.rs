@@ -144,3 +144,80 @@ async fn acknowledged_writes_survive_sigkill() {
     child.kill().ok();
     child.wait().ok();
 }
+
+/// kill -9 during a stream of transactional batches: after restart each batch is entirely
+/// present or entirely absent, and every acknowledged batch is present.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn batches_are_all_or_nothing_across_sigkill() {
+    let dir = TempDir::new("crash-batch");
+    let acked: Arc<Mutex<Vec<(u64, u64)>>> = Arc::new(Mutex::new(Vec::new()));
+    let sent: Arc<Mutex<Vec<(u64, u64)>>> = Arc::new(Mutex::new(Vec::new()));
+    const OPS: u64 = 20;
+    for round in 0..2 {
+        let (mut child, client) = start(&dir.0);
+        if round == 0 {
+            client.post("/dbs", &[], json!({"id": "db"})).await;
+            let r = client
+                .post("/dbs/db/colls", &[], json!({"id": "c", "partitionKey": {"paths": ["/t", "/u"], "kind": "MultiHash", "version": 2}}))
+                .await;
+            assert_eq!(r.status, StatusCode::CREATED, "{r:?}");
+        }
+        let stop_at = Instant::now() + Duration::from_millis(1500);
+        let mut writers = Vec::new();
+        for w in 0..4u64 {
+            let (client, acked, sent) = (client.clone(), Arc::clone(&acked), Arc::clone(&sent));
+            writers.push(tokio::spawn(async move {
+                let mut b = 0u64;
+                while Instant::now() < stop_at {
+                    let batch_id = round * 1_000_000 + w * 10_000 + b;
+                    let (t, u) = (format!("t{w}"), format!("b{batch_id}"));
+                    let ops: Vec<Value> = (0..OPS)
+                        .map(|i| json!({"operationType": "Create", "resourceBody": {"id": format!("{batch_id}-{i}"), "t": t, "u": u, "pad": "q".repeat(256)}}))
+                        .collect();
+                    let pk = json!([t, u]).to_string();
+                    sent.lock().unwrap().push((batch_id, OPS));
+                    let r = client
+                        .request(
+                            reqwest::Method::POST,
+                            "/dbs/db/colls/c/docs",
+                            &[("x-ms-cosmos-is-batch-request", "True"), ("x-ms-cosmos-batch-atomic", "True"), ("x-ms-documentdb-partitionkey", &pk)],
+                            Some(Value::Array(ops)),
+                        )
+                        .await;
+                    if r.status == StatusCode::OK {
+                        acked.lock().unwrap().push((batch_id, OPS));
+                    }
+                    b += 1;
+                }
+            }));
+        }
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        child.kill().expect("SIGKILL");
+        child.wait().expect("reap");
+        for w in writers {
+            let _ = w.await;
+        }
+    }
+    let (mut child, client) = start(&dir.0);
+    let items = all_items(&client).await;
+    let mut per_batch: HashMap<u64, u64> = HashMap::new();
+    for id in items.keys() {
+        let b: u64 = id.split('-').next().unwrap().parse().unwrap();
+        *per_batch.entry(b).or_default() += 1;
+    }
+    for (b, n) in &per_batch {
+        assert_eq!(
+            *n, OPS,
+            "batch {b} is partially present ({n} of {OPS} items)"
+        );
+    }
+    let acked = acked.lock().unwrap().clone();
+    assert!(acked.len() > 20, "batches were acknowledged");
+    for (b, _) in &acked {
+        assert!(per_batch.contains_key(b), "acknowledged batch {b} was lost");
+    }
+    let sent = sent.lock().unwrap().len();
+    assert!(per_batch.len() <= sent);
+    child.kill().ok();
+    child.wait().ok();
+}

@@ -38,6 +38,14 @@ async fn crud_over_tls_with_durable_storage() {
     );
 }
 
+/// Batch, patch, concurrency, TTL, delete-by-partition-key and change feed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batch_patch_ttl_and_change_feed() {
+    let s = TestServer::start().await;
+    script(&s, "data_modification.py", vec![]).await;
+    s.stop().await;
+}
+
 /// Queries that are halfway through their pages when partitions split.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn queries_survive_partition_splits() {

@@ -4,5 +4,6 @@
 //!   that matches the official Cosmos DB SDKs bit for bit.
 //! * [`sql`]: the Cosmos SQL dialect: parse, plan (partition routing), evaluate and merge.
 
+pub mod patch;
 pub mod pk;
 pub mod sql;

@@ -94,6 +94,7 @@ pub async fn start(cfg: ServerConfig) -> Result<Running, BoxError> {
     for c in store.all_containers() {
         store.maybe_split(&c);
     }
+    store.spawn_ttl_sweeper(Duration::from_secs(1));
     let listener = TcpListener::bind((cfg.host.as_str(), cfg.port)).await?;
     let addr = listener.local_addr()?;
     let router = api::router(app);

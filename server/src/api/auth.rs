@@ -82,6 +82,12 @@ fn string_to_sign(verb: &str, scope: &AuthScope, x_ms_date: &str, date: &str) ->
 /// signed as `baaa`.
 fn rid_scopes(scope: &AuthScope) -> Vec<AuthScope> {
     let mut out = Vec::new();
+    if scope.resource_type == "colls" {
+        out.push(AuthScope {
+            resource_type: "partitionkey".into(),
+            resource_link: scope.resource_link.clone(),
+        });
+    }
     let lowered = scope.resource_link.to_lowercase();
     if lowered != scope.resource_link {
         out.push(AuthScope {

@@ -134,6 +134,16 @@ pub fn path_segments(path: &str) -> Result<Vec<String>, ApiError> {
 /// The resource type and link a signature covers (PROTOCOL.md 2.2): an odd number of segments
 /// is a feed (type = last segment, link = the rest); an even number is one resource.
 pub fn auth_scope(segs: &[String]) -> AuthScope {
+    // Delete-by-partition-key is signed on the container: as `colls` by Python, as
+    // `partitionkey` by other SDKs (auth accepts both).
+    if let [coll @ .., op, kind] = segs {
+        if op == "operations" && kind == "partitionkeydelete" {
+            return AuthScope {
+                resource_type: "colls".into(),
+                resource_link: coll.join("/"),
+            };
+        }
+    }
     match segs.len() {
         0 => AuthScope {
             resource_type: String::new(),

@@ -164,6 +164,12 @@ impl From<StoreError> for ApiError {
     }
 }
 
+impl From<EngineError> for ApiError {
+    fn from(e: EngineError) -> Self {
+        StoreError::from(e).into()
+    }
+}
+
 impl From<strata_query::pk::PkError> for ApiError {
     fn from(e: strata_query::pk::PkError) -> Self {
         ApiError::bad_request(e.0)

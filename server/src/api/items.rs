@@ -1,7 +1,9 @@
-//! Point operations on items: create, upsert, read, replace, delete.
+//! Item operations: create, upsert, read, replace, delete, patch.
 //!
-//! Every operation addresses one logical partition, by the `x-ms-documentdb-partitionkey`
-//! header (or, for writes without one, the key found in the document).
+//! Each operation is one [`Op`] applied by [`apply`] inside a container transaction, so a
+//! point request and a transactional batch run exactly the same code. Every operation
+//! addresses one logical partition, by the `x-ms-documentdb-partitionkey` header (or, for
+//! writes without one, the key found in the document).
 
 use super::error::{substatus, ApiError};
 use super::request::{validate_id, Req, MAX_ITEM_BYTES};
@@ -9,13 +11,14 @@ use super::response::Reply;
 use super::scope::full_key;
 use super::App;
 use crate::store::catalog;
-use crate::store::container::{Container, Written};
+use crate::store::container::{Container, Txn};
 use crate::store::item::StoredItem;
 use crate::store::StoreError;
 use crate::throughput::charge;
 use axum::http::StatusCode;
 use serde_json::{Map, Value};
 use std::sync::Arc;
+use strata_query::patch::Patch;
 use strata_query::pk::PartitionKey;
 
 /// Resolves the container, honouring `x-ms-cosmos-intended-collection-rid` (a client whose
@@ -34,19 +37,19 @@ pub fn container(app: &App, req: &Req, db: &str, coll: &str) -> Result<Arc<Conta
     Ok(c)
 }
 
-/// Etags compare without regard to surrounding quotes.
+/// Etags compare without regard to surrounding quotes; `*` matches any.
 pub fn etag_matches(header: &str, etag: &str) -> bool {
     let h = header.trim();
     h == "*" || h.trim_matches('"') == etag.trim_matches('"')
 }
 
-/// The partition key of a point operation: the header, else (for writes) the document's.
-fn point_key(
+/// The partition key of a point operation: the given one, else (for writes) the document's.
+pub fn point_key(
     c: &Container,
-    req: &Req,
+    given: Option<PartitionKey>,
     doc: Option<&Map<String, Value>>,
 ) -> Result<(PartitionKey, String), ApiError> {
-    let pk = match (req.partition_key()?, doc) {
+    let pk = match (given, doc) {
         (Some(pk), _) => pk,
         (None, Some(d)) => c.pk.extract(&Value::Object(d.clone())),
         (None, None) if c.pk.system_key => PartitionKey::default(),
@@ -68,7 +71,7 @@ fn point_key(
 }
 
 /// Checks that the document's own partition key matches the one the request routes by.
-fn check_doc_key(
+pub fn check_doc_key(
     c: &Container,
     pk: &PartitionKey,
     doc: &Map<String, Value>,
@@ -94,111 +97,302 @@ fn check_doc_key(
     }
 }
 
-/// The parsed body of a write: size-checked, an object, with a valid id.
-fn write_body(req: &Req) -> Result<(Map<String, Value>, String), ApiError> {
-    if req.body.len() > MAX_ITEM_BYTES {
+/// A document to write: size-checked, an object, with a valid id.
+pub fn document(body: Value, size: usize) -> Result<(Map<String, Value>, String), ApiError> {
+    if size > MAX_ITEM_BYTES {
         return Err(ApiError::too_large(format!(
-            "The item is {} bytes; the maximum document size is {MAX_ITEM_BYTES} bytes (2 MB).",
-            req.body.len()
+            "The item is {size} bytes; the maximum document size is {MAX_ITEM_BYTES} bytes (2 MB)."
         )));
     }
-    let doc = req.json_object()?;
+    let doc = match body {
+        Value::Object(m) => m,
+        other => {
+            return Err(ApiError::bad_request(format!(
+                "The item must be a JSON object, not {}.",
+                super::request::json_kind(&other)
+            )))
+        }
+    };
     let id = validate_id(doc.get("id").unwrap_or(&Value::Null), "item")?;
     Ok((doc, id))
 }
 
-/// The response to a successful write.
-fn written(c: &Container, req: &Req, w: &Written, status: StatusCode) -> Reply {
-    let etag = catalog::etag(c.cid, w.item.lsn);
-    let body = if req.minimal_response() {
-        bytes::Bytes::new()
-    } else {
-        w.item.json.clone()
-    };
-    Reply::new(status, body)
-        .header("etag", etag)
-        .charge(charge::write(w.item.json.len()))
-        .session(&[w.range_id], w.item.lsn)
-        .container(c)
+/// One item operation.
+#[derive(Debug, Clone)]
+pub enum Op {
+    Create(Map<String, Value>),
+    Upsert(Map<String, Value>),
+    Replace(Map<String, Value>),
+    Read,
+    Delete,
+    Patch(Patch),
 }
 
-fn precondition(
-    item: &StoredItem,
-    c: &Container,
-    if_match: Option<&str>,
-) -> Result<(), StoreError> {
-    if let Some(m) = if_match {
+/// Conditions on the current version (`If-Match`, `If-None-Match`).
+#[derive(Debug, Clone, Default)]
+pub struct Conditions {
+    pub if_match: Option<String>,
+    pub if_none_match: Option<String>,
+}
+
+/// What an operation produced.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub status: StatusCode,
+    /// The resulting (or read) version; none for a delete.
+    pub item: Option<StoredItem>,
+    /// Size of the document involved, for the request charge.
+    pub bytes: usize,
+}
+
+fn not_found(id: &str, pk: &PartitionKey) -> ApiError {
+    ApiError::not_found(format!(
+        "Entity with the specified id does not exist in the system: no item with id '{id}' in logical partition {pk}."
+    ))
+}
+
+fn stale(what: &str) -> ApiError {
+    ApiError::precondition_failed(format!(
+        "Operation cannot be performed because one of the specified precondition is not met: {what}."
+    ))
+}
+
+fn check_if_match(item: &StoredItem, c: &Container, cond: &Conditions) -> Result<(), ApiError> {
+    if let Some(m) = &cond.if_match {
         if !etag_matches(m, &catalog::etag(c.cid, item.lsn)) {
-            return Err(StoreError::PreconditionFailed(
-                "Operation cannot be performed because one of the specified precondition is not met: the item's etag no longer matches If-Match (it was changed by another writer).".into(),
+            return Err(stale(
+                "the item's etag no longer matches If-Match (another writer changed it)",
             ));
         }
     }
     Ok(())
 }
 
-/// `POST .../docs`: create, or upsert with `x-ms-documentdb-is-upsert`.
-pub async fn create(app: &App, req: &Req, db: &str, coll: &str) -> Result<Reply, ApiError> {
-    let c = container(app, req, db, coll)?;
-    let (doc, id) = write_body(req)?;
-    let (pk, epk) = point_key(&c, req, Some(&doc))?;
-    check_doc_key(&c, &pk, &doc)?;
-    let upsert = req.flag("x-ms-documentdb-is-upsert");
-    let if_match = req.if_match().map(str::to_string);
-    let ((w, status), seq) = c.write(|t| {
-        let existing = t.get(&epk, &id)?;
-        match existing {
-            Some(prev) if upsert => {
-                precondition(&prev, t.container(), if_match.as_deref())?;
-                Ok((t.put(&epk, &id, doc, Some(&prev))?, StatusCode::OK))
+/// The paths a patch may not touch: the id and the partition key.
+pub fn protected_paths(c: &Container) -> Vec<String> {
+    let mut v = vec!["/id".to_string()];
+    v.extend(c.pk.paths.iter().cloned());
+    v
+}
+
+/// Applies one operation to the item `id` of logical partition `pk` (EPK `epk`).
+pub fn apply(
+    t: &mut Txn<'_>,
+    epk: &str,
+    pk: &PartitionKey,
+    id: &str,
+    op: Op,
+    cond: &Conditions,
+) -> Result<Outcome, ApiError> {
+    let c = t.container();
+    let live = t.get(epk, id)?;
+    let written = |t: &mut Txn<'_>, doc: Map<String, Value>, status: StatusCode| {
+        let raw = t.get_raw(epk, id)?;
+        let w = t.put(epk, id, doc, raw.as_ref())?;
+        let status = if status == StatusCode::OK && w.created {
+            StatusCode::CREATED
+        } else {
+            status
+        };
+        let bytes = w.item.json.len();
+        Ok::<_, ApiError>(Outcome {
+            status,
+            item: Some(w.item),
+            bytes,
+        })
+    };
+    match op {
+        Op::Create(doc) => {
+            if live.is_some() {
+                return Err(ApiError::conflict(format!(
+                    "Entity with the specified id already exists in the system: an item with id '{id}' already exists in logical partition {pk}."
+                )));
             }
-            Some(_) => Err(StoreError::Conflict(format!(
-                "Entity with the specified id already exists in the system: an item with id '{id}' already exists in logical partition {pk}."
-            ))),
+            written(t, doc, StatusCode::CREATED)
+        }
+        Op::Upsert(doc) => match &live {
+            Some(prev) => {
+                check_if_match(prev, c, cond)?;
+                if cond.if_none_match.as_deref().map(str::trim) == Some("*") {
+                    return Err(stale("If-None-Match: * was given but the item exists"));
+                }
+                written(t, doc, StatusCode::OK)
+            }
             None => {
-                if upsert && if_match.as_deref().is_some_and(|m| m != "*") {
-                    return Err(StoreError::PreconditionFailed(format!(
-                        "Operation cannot be performed because one of the specified precondition is not met: If-Match was given but item '{id}' does not exist."
+                if cond.if_match.as_deref().is_some_and(|m| m.trim() != "*") {
+                    return Err(stale("If-Match was given but the item does not exist"));
+                }
+                written(t, doc, StatusCode::CREATED)
+            }
+        },
+        Op::Replace(doc) => {
+            let prev = live.ok_or_else(|| not_found(id, pk))?;
+            check_if_match(&prev, c, cond)?;
+            written(t, doc, StatusCode::OK)
+        }
+        Op::Read => {
+            let item = live.ok_or_else(|| not_found(id, pk))?;
+            if let Some(inm) = &cond.if_none_match {
+                if etag_matches(inm, &catalog::etag(c.cid, item.lsn)) {
+                    return Ok(Outcome {
+                        status: StatusCode::NOT_MODIFIED,
+                        item: Some(item),
+                        bytes: 0,
+                    });
+                }
+            }
+            let bytes = item.json.len();
+            Ok(Outcome {
+                status: StatusCode::OK,
+                item: Some(item),
+                bytes,
+            })
+        }
+        Op::Delete => {
+            let prev = live.ok_or_else(|| not_found(id, pk))?;
+            check_if_match(&prev, c, cond)?;
+            let raw = t.get_raw(epk, id)?;
+            t.delete(epk, id, raw.as_ref().unwrap_or(&prev))?;
+            Ok(Outcome {
+                status: StatusCode::NO_CONTENT,
+                item: None,
+                bytes: prev.json.len(),
+            })
+        }
+        Op::Patch(patch) => {
+            let prev = live.ok_or_else(|| not_found(id, pk))?;
+            check_if_match(&prev, c, cond)?;
+            let current: Value = serde_json::from_slice(&prev.json)
+                .map_err(|e| ApiError::internal(format!("stored item is not JSON: {e}")))?;
+            if let Some(text) = &patch.condition {
+                let q = strata_query::sql::prepare_condition(text).map_err(|e| {
+                    ApiError::bad_request(format!("The patch condition '{text}' is invalid: {e}"))
+                })?;
+                let ok = q
+                    .matches(
+                        &current,
+                        &strata_query::sql::Ctx::new(catalog::now_millis() as i64),
+                    )
+                    .map_err(|e| {
+                        ApiError::bad_request(format!("The patch condition failed: {e}"))
+                    })?;
+                if !ok {
+                    return Err(stale(&format!(
+                        "the patch condition '{text}' is false for the current item"
                     )));
                 }
-                let raw = t.get_raw(&epk, &id)?;
-                Ok((t.put(&epk, &id, doc, raw.as_ref())?, StatusCode::CREATED))
             }
+            let mut doc = match current {
+                Value::Object(m) => m,
+                _ => return Err(ApiError::internal("stored item is not a JSON object")),
+            };
+            for k in ["_rid", "_self", "_etag", "_attachments", "_ts"] {
+                doc.remove(k);
+            }
+            let doc =
+                strata_query::patch::apply_to_object(doc, &patch.operations, &protected_paths(c))
+                    .map_err(ApiError::bad_request)?;
+            let size = serde_json::to_vec(&doc).map(|v| v.len()).unwrap_or(0);
+            if size > MAX_ITEM_BYTES {
+                return Err(ApiError::too_large(format!(
+                    "The patched item would be {size} bytes; the maximum is {MAX_ITEM_BYTES} bytes (2 MB)."
+                )));
+            }
+            written(t, doc, StatusCode::OK)
         }
-    })?;
+    }
+}
+
+/// The response to a successful point operation.
+fn reply(c: &Container, req: &Req, o: &Outcome, range_id: u32) -> Reply {
+    let lsn = c.current_lsn();
+    let mut r = match &o.item {
+        Some(item) => {
+            let write = req.method != axum::http::Method::GET;
+            let body = if (write && req.minimal_response()) || o.status == StatusCode::NOT_MODIFIED
+            {
+                bytes::Bytes::new()
+            } else {
+                item.json.clone()
+            };
+            Reply::new(o.status, body).header("etag", catalog::etag(c.cid, item.lsn))
+        }
+        None => Reply::empty(o.status),
+    };
+    r = r.charge(match o.status {
+        StatusCode::OK if req.method == axum::http::Method::GET => charge::read(o.bytes),
+        StatusCode::NOT_MODIFIED => 1.0,
+        _ => charge::write(o.bytes),
+    });
+    r.session(&[range_id], lsn).container(c)
+}
+
+fn conditions(req: &Req) -> Conditions {
+    Conditions {
+        if_match: req.if_match().map(str::to_string),
+        if_none_match: req.if_none_match().map(str::to_string),
+    }
+}
+
+/// Runs one write operation and waits for it to be durable.
+async fn write_one(
+    app: &App,
+    req: &Req,
+    c: &Arc<Container>,
+    pk: PartitionKey,
+    epk: String,
+    id: &str,
+    op: Op,
+) -> Result<Reply, ApiError> {
+    let cond = conditions(req);
+    let (outcome, seq) = c.write(|t| apply(t, &epk, &pk, id, op, &cond))?;
     app.store
         .engine()
         .durable(seq)
         .await
         .map_err(StoreError::from)?;
-    app.after_write(&c);
-    Ok(written(&c, req, &w, status))
+    app.after_write(c);
+    Ok(reply(c, req, &outcome, c.range_id_of(&epk)))
 }
 
-/// `GET .../docs/{id}`.
+/// `POST .../docs`: create, or upsert with `x-ms-documentdb-is-upsert`.
+pub async fn create(app: &App, req: &Req, db: &str, coll: &str) -> Result<Reply, ApiError> {
+    let c = container(app, req, db, coll)?;
+    let (doc, id) = document(req.json()?, req.body.len())?;
+    let (pk, epk) = point_key(&c, req.partition_key()?, Some(&doc))?;
+    check_doc_key(&c, &pk, &doc)?;
+    let op = if req.flag("x-ms-documentdb-is-upsert") {
+        Op::Upsert(doc)
+    } else {
+        Op::Create(doc)
+    };
+    write_one(app, req, &c, pk, epk, &id, op).await
+}
+
+/// `GET .../docs/{id}` (no transaction: a plain read of the current version).
 pub fn read(app: &App, req: &Req, db: &str, coll: &str, id: &str) -> Result<Reply, ApiError> {
     let c = container(app, req, db, coll)?;
-    let (pk, epk) = point_key(&c, req, None)?;
+    let (pk, epk) = point_key(&c, req.partition_key()?, None)?;
     let Some((item, range_id)) = c.read_item(&epk, id)? else {
-        return Err(ApiError::not_found(format!(
-            "Entity with the specified id does not exist in the system: no item with id '{id}' in logical partition {pk}."
-        )));
+        return Err(not_found(id, &pk));
     };
-    let etag = catalog::etag(c.cid, item.lsn);
-    let lsn = c.current_lsn();
+    let mut status = StatusCode::OK;
     if let Some(inm) = req.if_none_match() {
-        if etag_matches(inm, &etag) {
-            return Ok(Reply::empty(StatusCode::NOT_MODIFIED)
-                .header("etag", etag)
-                .session(&[range_id], lsn)
-                .container(&c));
+        if etag_matches(inm, &catalog::etag(c.cid, item.lsn)) {
+            status = StatusCode::NOT_MODIFIED;
         }
     }
-    Ok(Reply::new(StatusCode::OK, item.json.clone())
-        .header("etag", etag)
-        .charge(charge::read(item.json.len()))
-        .session(&[range_id], lsn)
-        .container(&c))
+    let bytes = item.json.len();
+    Ok(reply(
+        &c,
+        req,
+        &Outcome {
+            status,
+            item: Some(item),
+            bytes,
+        },
+        range_id,
+    ))
 }
 
 /// `PUT .../docs/{id}`: replace an existing item.
@@ -210,31 +404,15 @@ pub async fn replace(
     id: &str,
 ) -> Result<Reply, ApiError> {
     let c = container(app, req, db, coll)?;
-    let (doc, body_id) = write_body(req)?;
+    let (doc, body_id) = document(req.json()?, req.body.len())?;
     if body_id != id {
         return Err(ApiError::bad_request(format!(
             "The id '{body_id}' in the body does not match the id '{id}' in the request path."
         )));
     }
-    let (pk, epk) = point_key(&c, req, Some(&doc))?;
+    let (pk, epk) = point_key(&c, req.partition_key()?, Some(&doc))?;
     check_doc_key(&c, &pk, &doc)?;
-    let if_match = req.if_match().map(str::to_string);
-    let (w, seq) = c.write(|t| {
-        let Some(prev) = t.get(&epk, id)? else {
-            return Err(StoreError::NotFound(format!(
-                "Entity with the specified id does not exist in the system: no item with id '{id}' in logical partition {pk} to replace."
-            )));
-        };
-        precondition(&prev, t.container(), if_match.as_deref())?;
-        t.put(&epk, id, doc, Some(&prev))
-    })?;
-    app.store
-        .engine()
-        .durable(seq)
-        .await
-        .map_err(StoreError::from)?;
-    app.after_write(&c);
-    Ok(written(&c, req, &w, StatusCode::OK))
+    write_one(app, req, &c, pk, epk, id, Op::Replace(doc)).await
 }
 
 /// `DELETE .../docs/{id}`.
@@ -246,27 +424,81 @@ pub async fn delete(
     id: &str,
 ) -> Result<Reply, ApiError> {
     let c = container(app, req, db, coll)?;
-    let (pk, epk) = point_key(&c, req, None)?;
-    let if_match = req.if_match().map(str::to_string);
-    let (size, seq) = c.write(|t| {
-        let Some(prev) = t.get(&epk, id)? else {
-            return Err(StoreError::NotFound(format!(
-                "Entity with the specified id does not exist in the system: no item with id '{id}' in logical partition {pk} to delete."
-            )));
-        };
-        precondition(&prev, t.container(), if_match.as_deref())?;
-        let raw = t.get_raw(&epk, id)?;
-        t.delete(&epk, id, raw.as_ref().unwrap_or(&prev))?;
-        Ok(prev.json.len())
+    let (pk, epk) = point_key(&c, req.partition_key()?, None)?;
+    write_one(app, req, &c, pk, epk, id, Op::Delete).await
+}
+
+/// `PATCH .../docs/{id}`: Python's `{"operations", "condition"}` body or JS's bare array,
+/// with or without a content type.
+pub async fn patch(
+    app: &App,
+    req: &Req,
+    db: &str,
+    coll: &str,
+    id: &str,
+) -> Result<Reply, ApiError> {
+    let c = container(app, req, db, coll)?;
+    let patch = strata_query::patch::parse(&req.json()?).map_err(ApiError::bad_request)?;
+    let (pk, epk) = point_key(&c, req.partition_key()?, None)?;
+    write_one(app, req, &c, pk, epk, id, Op::Patch(patch)).await
+}
+
+/// `POST .../operations/partitionkeydelete`: removes every item of one logical partition
+/// (or, on a hierarchical container, of a key prefix) in bounded transactions.
+pub async fn delete_partition(
+    app: &App,
+    req: &Req,
+    db: &str,
+    coll: &str,
+) -> Result<Reply, ApiError> {
+    let c = container(app, req, db, coll)?;
+    let pk = req.partition_key()?.ok_or_else(|| {
+        ApiError::bad_request(
+            "Deleting all items of a partition key needs the x-ms-documentdb-partitionkey header.",
+        )
     })?;
-    app.store
-        .engine()
-        .durable(seq)
-        .await
-        .map_err(StoreError::from)?;
-    let range_id = c.range_id_of(&epk);
-    Ok(Reply::empty(StatusCode::NO_CONTENT)
-        .charge(charge::write(size))
-        .session(&[range_id], c.current_lsn())
+    let range = strata_query::pk::epk::epk_range(&c.pk, &pk)?;
+    let exact = (pk.len() == c.pk.levels()).then(|| range.min.clone());
+    let started = std::time::Instant::now();
+    let mut deleted = 0u64;
+    loop {
+        let mut batch = c.scan_items(&range, None, 500)?;
+        if let Some(e) = &exact {
+            batch.retain(|(k, _)| {
+                crate::store::keys::parse_item_key(k).is_some_and(|(_, x, _)| x == e)
+            });
+        }
+        if batch.is_empty() {
+            break;
+        }
+        let n = batch.len() as u64;
+        let (_, seq) = c.write(|t| {
+            for (k, _) in &batch {
+                if let Some((_, epk, id)) = crate::store::keys::parse_item_key(k) {
+                    if let Some(item) = t.get_raw(epk, id)? {
+                        t.delete(epk, id, &item)?;
+                    }
+                }
+            }
+            Ok::<_, StoreError>(())
+        })?;
+        app.store
+            .engine()
+            .durable(seq)
+            .await
+            .map_err(StoreError::from)?;
+        deleted += n;
+        if deleted.is_multiple_of(10_000) {
+            tracing::info!(container = %c.id, partition_key = %pk, deleted, "deleting partition key");
+        }
+        if exact.is_some() && n < 500 {
+            break;
+        }
+    }
+    tracing::info!(container = %c.id, partition_key = %pk, deleted, ms = started.elapsed().as_millis() as u64, "deleted all items of partition key");
+    Ok(Reply::empty(StatusCode::OK)
+        .header("x-ms-cosmos-is-partition-key-delete-pending", "false")
+        .charge(charge::write(0) * deleted.max(1) as f64 / 10.0)
+        .session(&super::scope::ranges_touched(&c, &range), c.current_lsn())
         .container(&c))
 }

@@ -6,6 +6,8 @@
 
 pub mod account;
 pub mod auth;
+pub mod batch;
+pub mod changefeed;
 pub mod containers;
 pub mod databases;
 pub mod endpoint;
@@ -204,13 +206,16 @@ async fn route(app: &App, req: &Req, ep: Endpoint) -> Result<Reply, ApiError> {
                 docs,
             )
         }
+        E::ChangeFeed { db, coll } => changefeed::read(app, req, &db, &coll),
+        E::Batch { db, coll } => batch::batch(app, req, &db, &coll).await,
+        E::PatchItem { db, coll, id } => items::patch(app, req, &db, &coll, &id).await,
+        E::DeleteAllItemsByPartitionKey { db, coll } => {
+            items::delete_partition(app, req, &db, &coll).await
+        }
         E::ListOffers => offers::list(app),
         E::QueryOffers => offers::query(app, req),
         E::ReadOffer { id } => offers::read_offer(app, &id),
         E::ReplaceOffer { id } => offers::replace(app, req, &id).await,
         E::InspectPartitions { db, coll } => inspect::partitions(app, &db, &coll),
-        other => Err(ApiError::bad_request(format!(
-            "This operation ({other:?}) is not available in this build of strata."
-        ))),
     }
 }

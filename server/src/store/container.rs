@@ -343,15 +343,14 @@ impl Container {
 
     /// Runs `f` as one atomic write: everything it stages commits together, or nothing does if
     /// it fails. Returns `f`'s result and the engine sequence to await for durability.
-    pub fn write<T>(
+    pub fn write<T, E: From<StoreError>>(
         &self,
-        f: impl FnOnce(&mut Txn<'_>) -> Result<T, StoreError>,
-    ) -> Result<(T, u64), StoreError> {
+        f: impl FnOnce(&mut Txn<'_>) -> Result<T, E>,
+    ) -> Result<(T, u64), E> {
         if self.deleted.load(Ordering::Acquire) {
-            return Err(StoreError::NotFound(format!(
-                "The container '{}' was deleted.",
-                self.id
-            )));
+            return Err(
+                StoreError::NotFound(format!("The container '{}' was deleted.", self.id)).into(),
+            );
         }
         let _guard = self.write_lock.lock().unwrap_or_else(|p| p.into_inner());
         let mut txn = Txn {
@@ -395,7 +394,7 @@ impl Container {
             keys::catalog_lsn(self.cid),
             last_lsn.to_be_bytes().to_vec(),
         ));
-        let seq = self.engine.write(ops)?;
+        let seq = self.engine.write(ops).map_err(StoreError::from)?;
         self.lsn.store(last_lsn, Ordering::Release);
         let mut map = write(&self.map);
         for (i, (db, dc, lsn)) in range_delta {

@@ -10,6 +10,7 @@ pub mod engine;
 pub mod item;
 pub mod keys;
 pub mod split;
+pub mod ttl;
 
 use catalog::{
     ContainerRecord, Counters, DatabaseRecord, RangeRecord, Throughput, ThroughputRequest,
@@ -68,6 +69,8 @@ struct StoreInner {
     /// Serializes catalog changes, which await durability while holding it.
     ddl: tokio::sync::Mutex<()>,
     counters: Mutex<Counters>,
+    /// Flips to true on shutdown; background tasks watch it.
+    stop: tokio::sync::watch::Sender<bool>,
 }
 
 #[derive(Default)]
@@ -117,6 +120,7 @@ impl Store {
                 catalog: RwLock::new(cat),
                 ddl: tokio::sync::Mutex::new(()),
                 counters: Mutex::new(counters),
+                stop: tokio::sync::watch::channel(false).0,
             }),
         };
         for cid in pending {
@@ -133,9 +137,15 @@ impl Store {
         &self.inner.limits
     }
 
-    /// Flushes and stops the engine (clean shutdown).
+    /// Stops background tasks, then flushes and stops the engine (clean shutdown).
     pub fn shutdown(&self) -> Result<(), StoreError> {
+        self.inner.stop.send_replace(true);
         Ok(self.inner.engine.shutdown()?)
+    }
+
+    /// A receiver that changes when the store shuts down.
+    pub fn stop_signal(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.inner.stop.subscribe()
     }
 
     fn next_counters(&self, f: impl FnOnce(&mut Counters)) -> (Counters, Op) {

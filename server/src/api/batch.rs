@@ -1,0 +1,274 @@
+//! Transactional batch: up to 100 operations on one logical partition, all or nothing.
+//!
+//! The operations run in one container transaction, so they commit as one atomic engine
+//! write (one journal record): readers never see half a batch, even across a crash. If any
+//! operation fails, nothing is applied and the response is 207 Multi-Status with the failing
+//! operation's real status and 424 (Failed Dependency) for every other one.
+
+use super::error::ApiError;
+use super::items::{apply, check_doc_key, container, document, point_key, Conditions, Op, Outcome};
+use super::request::{Req, MAX_ITEM_BYTES};
+use super::response::Reply;
+use super::App;
+use crate::store::{catalog, StoreError};
+use crate::throughput::charge;
+use axum::http::StatusCode;
+use serde_json::{json, Map, Value};
+use strata_query::pk::PartitionKey;
+
+/// Most operations in one batch.
+pub const MAX_OPERATIONS: usize = 100;
+
+/// Why an atomic batch stopped.
+enum Abort {
+    /// Operation `index` failed with this error.
+    Op(usize, ApiError),
+    Store(StoreError),
+}
+
+impl From<StoreError> for Abort {
+    fn from(e: StoreError) -> Self {
+        Abort::Store(e)
+    }
+}
+
+/// One parsed batch operation.
+struct BatchOp {
+    op: Op,
+    id: String,
+    cond: Conditions,
+}
+
+fn parse_op(
+    i: usize,
+    v: &Value,
+    c: &crate::store::container::Container,
+    pk: &PartitionKey,
+) -> Result<BatchOp, ApiError> {
+    let at = |m: String| ApiError::bad_request(format!("Batch operation {i}: {m}"));
+    let o = v
+        .as_object()
+        .ok_or_else(|| at("it must be a JSON object".into()))?;
+    let kind = o
+        .get("operationType")
+        .and_then(Value::as_str)
+        .ok_or_else(|| at("it has no 'operationType'".into()))?;
+    if let Some(opk) = o.get("partitionKey") {
+        let given = match opk {
+            Value::String(s) => PartitionKey::from_header(s),
+            other => PartitionKey::from_json_value(other),
+        }
+        .map_err(|e| at(e.0))?;
+        if given != *pk {
+            return Err(at(format!(
+                "its partition key {given} differs from the batch's {pk}; a batch addresses one logical partition"
+            )));
+        }
+    }
+    let cond = Conditions {
+        if_match: o.get("ifMatch").and_then(Value::as_str).map(str::to_string),
+        if_none_match: o
+            .get("ifNoneMatch")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+    };
+    let body = o.get("resourceBody").cloned();
+    let doc_op = |body: Option<Value>| -> Result<(Map<String, Value>, String), ApiError> {
+        let b = body.ok_or_else(|| at("it needs a 'resourceBody'".into()))?;
+        let size = serde_json::to_vec(&b).map(|v| v.len()).unwrap_or(0);
+        let (doc, id) = document(b, size).map_err(|e| at(e.message.clone()))?;
+        check_doc_key(c, pk, &doc).map_err(|e| at(e.message.clone()))?;
+        Ok((doc, id))
+    };
+    let id_of = || -> Result<String, ApiError> {
+        o.get("id")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .ok_or_else(|| at(format!("a {kind} needs an 'id'")))
+    };
+    let (op, id) = match kind.to_ascii_lowercase().as_str() {
+        "create" => {
+            let (d, id) = doc_op(body)?;
+            (Op::Create(d), id)
+        }
+        "upsert" => {
+            let (d, id) = doc_op(body)?;
+            (Op::Upsert(d), id)
+        }
+        "replace" => {
+            let (d, body_id) = doc_op(body)?;
+            let id = o
+                .get("id")
+                .and_then(Value::as_str)
+                .map(str::to_string)
+                .unwrap_or(body_id.clone());
+            if id != body_id {
+                return Err(at(format!(
+                    "the id '{body_id}' in the body does not match '{id}'"
+                )));
+            }
+            (Op::Replace(d), id)
+        }
+        "read" => (Op::Read, id_of()?),
+        "delete" => (Op::Delete, id_of()?),
+        "patch" => {
+            let b =
+                body.ok_or_else(|| at("a Patch needs a 'resourceBody' with 'operations'".into()))?;
+            let p = strata_query::patch::parse(&b).map_err(at)?;
+            (Op::Patch(p), id_of()?)
+        }
+        other => {
+            return Err(at(format!(
+                "'{other}' is not a batch operation (Create, Upsert, Read, Replace, Delete, Patch)"
+            )))
+        }
+    };
+    Ok(BatchOp { op, id, cond })
+}
+
+fn result_json(c: &crate::store::container::Container, o: &Outcome) -> Value {
+    let mut r = json!({
+        "statusCode": o.status.as_u16(),
+        "requestCharge": match o.status {
+            StatusCode::OK if o.item.is_some() => charge::read(o.bytes),
+            _ => charge::write(o.bytes),
+        },
+    });
+    if let Some(item) = &o.item {
+        r["eTag"] = json!(catalog::etag(c.cid, item.lsn));
+        if o.status != StatusCode::NO_CONTENT {
+            r["resourceBody"] = serde_json::from_slice(&item.json).unwrap_or(Value::Null);
+        }
+    }
+    r
+}
+
+fn error_json(e: &ApiError) -> Value {
+    let mut r =
+        json!({"statusCode": e.status.as_u16(), "requestCharge": 1.0, "message": e.message});
+    if let Some(s) = e.sub_status {
+        r["subStatusCode"] = json!(s);
+    }
+    r
+}
+
+/// `POST .../docs` with `x-ms-cosmos-is-batch-request`.
+pub async fn batch(app: &App, req: &Req, db: &str, coll: &str) -> Result<Reply, ApiError> {
+    let c = container(app, req, db, coll)?;
+    if req.body.len() > MAX_ITEM_BYTES {
+        return Err(ApiError::too_large(format!(
+            "The batch request is {} bytes; a batch may carry at most {MAX_ITEM_BYTES} bytes (2 MB).",
+            req.body.len()
+        )));
+    }
+    let ops = match req.json()? {
+        Value::Array(a) => a,
+        _ => {
+            return Err(ApiError::bad_request(
+                "A batch body must be a JSON array of operations.",
+            ))
+        }
+    };
+    if ops.is_empty() {
+        return Err(ApiError::bad_request("The batch has no operations."));
+    }
+    if ops.len() > MAX_OPERATIONS {
+        return Err(ApiError::bad_request(format!(
+            "The batch has {} operations; at most {MAX_OPERATIONS} are allowed.",
+            ops.len()
+        )));
+    }
+    let pk = req.partition_key()?.ok_or_else(|| {
+        ApiError::bad_request("A batch needs the x-ms-documentdb-partitionkey header: it runs in one logical partition.")
+    })?;
+    let (pk, epk) = point_key(&c, Some(pk), None)?;
+    let parsed: Vec<BatchOp> = ops
+        .iter()
+        .enumerate()
+        .map(|(i, v)| parse_op(i, v, &c, &pk))
+        .collect::<Result<_, _>>()?;
+    let atomic =
+        req.header("x-ms-cosmos-batch-atomic").is_none() || req.flag("x-ms-cosmos-batch-atomic");
+    let n = parsed.len();
+    let (results, status) = if atomic {
+        let run = c.write(|t| {
+            let mut out = Vec::with_capacity(n);
+            for (i, b) in parsed.into_iter().enumerate() {
+                match apply(t, &epk, &pk, &b.id, b.op, &b.cond) {
+                    Ok(o) => out.push(o),
+                    Err(e) => return Err(Abort::Op(i, e)),
+                }
+            }
+            Ok(out)
+        });
+        match run {
+            Ok((outcomes, seq)) => {
+                app.store
+                    .engine()
+                    .durable(seq)
+                    .await
+                    .map_err(StoreError::from)?;
+                app.after_write(&c);
+                (
+                    outcomes
+                        .iter()
+                        .map(|o| result_json(&c, o))
+                        .collect::<Vec<_>>(),
+                    StatusCode::OK,
+                )
+            }
+            Err(Abort::Store(e)) => return Err(e.into()),
+            Err(Abort::Op(failed, e)) => {
+                let v = (0..n)
+                    .map(|i| {
+                        if i == failed {
+                            error_json(&e)
+                        } else {
+                            json!({"statusCode": 424, "requestCharge": 0.0})
+                        }
+                    })
+                    .collect();
+                (v, StatusCode::MULTI_STATUS)
+            }
+        }
+    } else {
+        // Not atomic (bulk): every operation commits on its own.
+        let mut out = Vec::with_capacity(n);
+        let mut any_failed = false;
+        let mut last_seq = 0;
+        for b in parsed {
+            match c.write(|t| apply(t, &epk, &pk, &b.id, b.op, &b.cond)) {
+                Ok((o, seq)) => {
+                    last_seq = last_seq.max(seq);
+                    out.push(result_json(&c, &o));
+                }
+                Err(e) => {
+                    any_failed = true;
+                    out.push(error_json(&e));
+                }
+            }
+        }
+        app.store
+            .engine()
+            .durable(last_seq)
+            .await
+            .map_err(StoreError::from)?;
+        app.after_write(&c);
+        (
+            out,
+            if any_failed {
+                StatusCode::MULTI_STATUS
+            } else {
+                StatusCode::OK
+            },
+        )
+    };
+    let total: f64 = results
+        .iter()
+        .filter_map(|r| r["requestCharge"].as_f64())
+        .sum();
+    Ok(Reply::json(status, &Value::Array(results))
+        .charge(total.max(1.0))
+        .session(&[c.range_id_of(&epk)], c.current_lsn())
+        .container(&c))
+}

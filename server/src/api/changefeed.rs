@@ -1,0 +1,173 @@
+//! Change feed (latest-version mode): `GET .../docs` with `A-IM: Incremental Feed`.
+//!
+//! Every write takes the next LSN of its container and moves the item's entry in the feed
+//! index to that LSN, so the feed yields each item once, in its latest version, in
+//! modification order. The position (the `etag`, an LSN) is the same across all partitions of
+//! a container, so a position taken before a split continues on the children: nothing is
+//! skipped, nothing repeated.
+
+use super::error::ApiError;
+use super::items::container;
+use super::request::Req;
+use super::response::{feed_body, Reply};
+use super::scope::{ranges_touched, request_scope};
+use super::App;
+use crate::store::engine::Space;
+use crate::store::item::StoredItem;
+use crate::store::{catalog, keys};
+use crate::throughput::charge;
+use axum::http::StatusCode;
+use bytes::Bytes;
+use std::ops::Bound;
+use std::time::UNIX_EPOCH;
+use strata_query::pk::EpkRange;
+
+const DEFAULT_PAGE: usize = 100;
+
+/// Where the feed starts.
+enum Start {
+    /// After this LSN.
+    After(u64),
+    /// Items written at or after this time (seconds since the epoch).
+    Since(u64),
+}
+
+fn start(req: &Req, current: u64) -> Result<Start, ApiError> {
+    if let Some(inm) = req.if_none_match() {
+        let t = inm.trim();
+        if t == "*" {
+            return Ok(Start::After(current));
+        }
+        let lsn: u64 = t.trim_matches('"').parse().map_err(|_| {
+            ApiError::bad_request(format!(
+                "The change feed continuation '{t}' (If-None-Match) is not valid; use the etag of a previous change feed response."
+            ))
+        })?;
+        return Ok(Start::After(lsn));
+    }
+    if let Some(ims) = req.header("if-modified-since") {
+        let when = httpdate::parse_http_date(ims).map_err(|_| {
+            ApiError::bad_request(format!(
+                "If-Modified-Since '{ims}' is not an RFC 1123 date (e.g. 'Tue, 01 Oct 2024 12:00:00 GMT')."
+            ))
+        })?;
+        let secs = when
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        return Ok(Start::Since(secs));
+    }
+    Ok(Start::After(0))
+}
+
+/// Adds `"_lsn": n` to a stored document (an object serialized by us, ending in `}`).
+fn with_lsn(json: &Bytes, lsn: u64) -> Bytes {
+    let mut v = Vec::with_capacity(json.len() + 24);
+    v.extend_from_slice(&json[..json.len().saturating_sub(1)]);
+    v.extend_from_slice(format!(",\"_lsn\":{lsn}}}").as_bytes());
+    Bytes::from(v)
+}
+
+pub fn read(app: &App, req: &Req, db: &str, coll: &str) -> Result<Reply, ApiError> {
+    let c = container(app, req, db, coll)?;
+    match req.header("a-im") {
+        Some(v) if v.eq_ignore_ascii_case("incremental feed") => {}
+        Some(v) => {
+            return Err(ApiError::bad_request(format!(
+                "A-IM '{v}' is not supported: strata serves the latest-version change feed (A-IM: Incremental Feed)."
+            )))
+        }
+        None => {}
+    }
+    let scope = request_scope(&c, req)?;
+    // Everything up to this LSN is already applied and visible.
+    let upto = c.current_lsn();
+    let start = start(req, upto)?;
+    let page = req.max_item_count()?.unwrap_or(DEFAULT_PAGE);
+    let range = scope.range.clone().unwrap_or_else(|| EpkRange::new("", ""));
+    let default_ttl = c.default_ttl();
+    let now = catalog::now_secs();
+    let (after, since) = match start {
+        Start::After(l) => (l, None),
+        Start::Since(t) => (0, Some(t)),
+    };
+    let mut docs = Vec::new();
+    let mut last = after;
+    let mut exhausted = true;
+    if !range.is_empty() && after < upto {
+        let lower = keys::feed_key(c.cid, after);
+        let upper = keys::feed_key(c.cid, upto);
+        let mut cursor = lower;
+        'scan: loop {
+            let chunk = c.engine.scan(
+                Space::Feed,
+                Bound::Excluded(&cursor[..]),
+                Bound::Included(&upper[..]),
+                1024,
+                false,
+            )?;
+            if chunk.is_empty() {
+                break;
+            }
+            for (k, suffix) in &chunk {
+                let Some((_, lsn)) = keys::parse_feed_key(k) else {
+                    continue;
+                };
+                let Some((epk, _)) = keys::split_item_suffix(suffix) else {
+                    continue;
+                };
+                if !range.contains(epk) || scope.exact_epk.as_deref().is_some_and(|e| e != epk) {
+                    continue;
+                }
+                let mut key = keys::container_prefix(c.cid);
+                key.extend_from_slice(suffix);
+                let Some(raw) = c.engine.get(Space::Items, &key)? else {
+                    continue;
+                };
+                let Some(item) = StoredItem::decode(raw) else {
+                    continue;
+                };
+                if item.lsn != lsn || item.is_expired(default_ttl, now) {
+                    continue;
+                }
+                if since.is_some_and(|s| item.ts < s) {
+                    continue;
+                }
+                docs.push(with_lsn(&item.json, lsn));
+                last = lsn;
+                if docs.len() >= page {
+                    exhausted = false;
+                    break 'scan;
+                }
+            }
+            cursor = chunk.last().map(|(k, _)| k.clone()).unwrap_or_default();
+        }
+    }
+    // A full page continues after its last item; otherwise the feed is read up to `upto`.
+    let position = if exhausted { upto.max(after) } else { last };
+    let etag = format!("\"{position}\"");
+    let touched = if range.is_empty() {
+        Vec::new()
+    } else {
+        ranges_touched(&c, &range)
+    };
+    if docs.is_empty() {
+        return Ok(Reply::empty(StatusCode::NOT_MODIFIED)
+            .header("etag", &etag)
+            .session(&touched, upto)
+            .container(&c));
+    }
+    let bytes: usize = docs.iter().map(|d| d.len()).sum();
+    Ok(
+        Reply::new(StatusCode::OK, feed_body(&c.rid, "Documents", &docs))
+            .header("etag", &etag)
+            .header("x-ms-item-count", docs.len().to_string())
+            .charge(charge::query(
+                docs.len() as u64,
+                bytes,
+                touched.len().max(1),
+            ))
+            .session(&touched, upto)
+            .container(&c),
+    )
+}
