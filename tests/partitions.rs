@@ -36,18 +36,29 @@ fn event(id: &str, t: &str, u: &str, sess: &str) -> Value {
     json!({"id": id, "TenantId": t, "UserId": u, "SessionId": sess, "pad": "p".repeat(300)})
 }
 
-async fn pkranges(c: &Client) -> Vec<Value> {
-    let r = c.get("/dbs/db/colls/ev/pkranges", &[]).await;
-    assert_eq!(r.status, StatusCode::OK, "{r:?}");
-    r.json["PartitionKeyRanges"].as_array().unwrap().clone()
-}
-
+/// Waits for at least `at_least` partitions, then until splitting has stopped (the
+/// partition map's etag stays the same for 300 ms), and returns the ranges.
 async fn wait_for_splits(c: &Client, at_least: usize) -> Vec<Value> {
     let deadline = Instant::now() + Duration::from_secs(30);
+    let etag = |r: &strata_tests::Resp| r.header("etag").unwrap_or("").to_string();
     loop {
-        let r = pkranges(c).await;
-        if r.len() >= at_least || Instant::now() > deadline {
-            return r;
+        let r = c.get("/dbs/db/colls/ev/pkranges", &[]).await;
+        let n = r.json["PartitionKeyRanges"]
+            .as_array()
+            .map(Vec::len)
+            .unwrap_or(0);
+        if n >= at_least {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let again = c.get("/dbs/db/colls/ev/pkranges", &[]).await;
+            if etag(&again) == etag(&r) {
+                return again.json["PartitionKeyRanges"].as_array().unwrap().clone();
+            }
+        }
+        if Instant::now() > deadline {
+            return r.json["PartitionKeyRanges"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }

@@ -52,6 +52,10 @@ pub struct Args {
     /// the Cosmos gateway does.
     #[arg(long)]
     gateway_compat: bool,
+    /// Throttle requests beyond each physical partition's share of the provisioned RU/s with
+    /// 429 (off by default, like the official emulator).
+    #[arg(long)]
+    enforce_throughput: bool,
 }
 
 /// Parses a byte size: a number with an optional KB/MB/GB/TB suffix (binary units).
@@ -121,6 +125,7 @@ pub async fn run(args: Args) {
         },
         tls,
         gateway_compat: args.gateway_compat,
+        enforce_throughput: args.enforce_throughput,
     };
     let running = match crate::start(cfg).await {
         Ok(r) => r,

@@ -35,6 +35,7 @@ pub struct ServerConfig {
     pub store: StoreConfig,
     pub tls: Option<Tls>,
     pub gateway_compat: bool,
+    pub enforce_throughput: bool,
 }
 
 impl Default for ServerConfig {
@@ -46,6 +47,7 @@ impl Default for ServerConfig {
             store: StoreConfig::default(),
             tls: None,
             gateway_compat: false,
+            enforce_throughput: false,
         }
     }
 }
@@ -88,6 +90,7 @@ pub async fn start(cfg: ServerConfig) -> Result<Running, BoxError> {
         ApiOptions {
             tls: acceptor.is_some(),
             gateway_compat: cfg.gateway_compat,
+            enforce_throughput: cfg.enforce_throughput,
         },
     );
     // Resume splits that a raised throughput still calls for (e.g. after a restart).

@@ -27,6 +27,7 @@ pub struct Options {
     pub tls: bool,
     pub limits: Option<Limits>,
     pub gateway_compat: bool,
+    pub enforce_throughput: bool,
 }
 
 /// A strata server running inside the test process on an ephemeral port.
@@ -84,6 +85,7 @@ impl TestServer {
                 dir: opts.data_dir.clone(),
             }),
             gateway_compat: opts.gateway_compat,
+            enforce_throughput: opts.enforce_throughput,
         };
         let running = strata_server::start(cfg).await.expect("server starts");
         let client = Client::new(&running.url());

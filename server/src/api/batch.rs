@@ -190,6 +190,9 @@ pub async fn batch(app: &App, req: &Req, db: &str, coll: &str) -> Result<Reply, 
     let atomic =
         req.header("x-ms-cosmos-batch-atomic").is_none() || req.flag("x-ms-cosmos-batch-atomic");
     let n = parsed.len();
+    let range_id = c.range_id_of(&epk);
+    let estimate = n as f64 * charge::write(req.body.len() / n.max(1));
+    app.spend(&c, &[range_id], Some(&epk), estimate)?;
     let (results, status) = if atomic {
         let run = c.write(|t| {
             let mut out = Vec::with_capacity(n);
@@ -267,6 +270,7 @@ pub async fn batch(app: &App, req: &Req, db: &str, coll: &str) -> Result<Reply, 
         .iter()
         .filter_map(|r| r["requestCharge"].as_f64())
         .sum();
+    app.record(&c, &[range_id], Some(&epk), total.max(1.0) - estimate);
     Ok(Reply::json(status, &Value::Array(results))
         .charge(total.max(1.0))
         .session(&[c.range_id_of(&epk)], c.current_lsn())

@@ -158,15 +158,13 @@ pub fn read(app: &App, req: &Req, db: &str, coll: &str) -> Result<Reply, ApiErro
             .container(&c));
     }
     let bytes: usize = docs.iter().map(|d| d.len()).sum();
+    let ru = charge::query(docs.len() as u64, bytes, touched.len().max(1));
+    app.spend(&c, &touched, None, ru)?;
     Ok(
         Reply::new(StatusCode::OK, feed_body(&c.rid, "Documents", &docs))
             .header("etag", &etag)
             .header("x-ms-item-count", docs.len().to_string())
-            .charge(charge::query(
-                docs.len() as u64,
-                bytes,
-                touched.len().max(1),
-            ))
+            .charge(ru)
             .session(&touched, upto)
             .container(&c),
     )

@@ -70,13 +70,11 @@ pub fn read_feed(app: &App, req: &Req, db: &str, coll: &str) -> Result<Reply, Ap
     } else {
         ranges_touched(&c, &range)
     };
+    let ru = charge::query(docs.len() as u64, bytes, touched.len().max(1));
+    app.spend(&c, &touched, None, ru)?;
     let mut reply = Reply::new(StatusCode::OK, feed_body(&c.rid, "Documents", &docs))
         .header("x-ms-item-count", docs.len().to_string())
-        .charge(charge::query(
-            docs.len() as u64,
-            bytes,
-            touched.len().max(1),
-        ))
+        .charge(ru)
         .session(&touched, c.current_lsn())
         .container(&c);
     if more {

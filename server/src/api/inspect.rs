@@ -10,32 +10,34 @@ use crate::store::{keys, split};
 use axum::http::StatusCode;
 use serde_json::{json, Value};
 
+/// The key values of a logical partition, read from any of its items.
+fn key_of(c: &crate::store::container::Container, epk: &str) -> Value {
+    c.scan_items(&strata_query::pk::EpkRange::point(epk), None, 1)
+        .ok()
+        .and_then(|v| v.into_iter().next())
+        .filter(|(k, _)| keys::parse_item_key(k).is_some_and(|(_, e, _)| e == epk))
+        .and_then(|(_, it)| serde_json::from_slice::<Value>(&it.json).ok())
+        .map(|d| Value::Array(c.pk.extract(&d).0.iter().map(|x| x.to_json()).collect()))
+        .unwrap_or(Value::Null)
+}
+
 /// How many of the largest logical partitions to list per physical partition.
 const TOP_LOGICAL: usize = 5;
 
 pub fn partitions(app: &App, db: &str, coll: &str) -> Result<Reply, ApiError> {
     let c = app.store.container(db, coll)?;
     let ranges: Vec<_> = read(&c.map).ranges.iter().map(|r| r.snapshot()).collect();
+    let rate = app.partition_rate(&c);
     let mut out = Vec::new();
     for r in ranges {
+        let usage = app.governor.usage(&c, rate, r.id);
         let mut lps = split::logical_partitions(&c, &r.range)?;
         lps.sort_by_key(|lp| std::cmp::Reverse(lp.1));
         lps.truncate(TOP_LOGICAL);
         let largest: Vec<Value> = lps
             .iter()
             .map(|(epk, b, n)| {
-                // The key values, from any item of the logical partition.
-                let key = c
-                    .scan_items(&strata_query::pk::EpkRange::point(epk), None, 1)
-                    .ok()
-                    .and_then(|v| v.into_iter().next())
-                    .filter(|(k, _)| keys::parse_item_key(k).is_some_and(|(_, e, _)| e == epk))
-                    .and_then(|(_, it)| serde_json::from_slice::<Value>(&it.json).ok())
-                    .map(|d| {
-                        Value::Array(c.pk.extract(&d).0.iter().map(|x| x.to_json()).collect())
-                    })
-                    .unwrap_or(Value::Null);
-                json!({"partitionKey": key, "effectivePartitionKey": epk, "bytes": b, "itemCount": n})
+                json!({"partitionKey": key_of(&c, epk), "effectivePartitionKey": epk, "bytes": b, "itemCount": n})
             })
             .collect();
         out.push(json!({
@@ -48,6 +50,17 @@ pub fn partitions(app: &App, db: &str, coll: &str) -> Result<Reply, ApiError> {
             "lsn": r.lsn,
             "largestLogicalPartitions": largest,
             "requests": {"reads": r.reads, "writes": r.writes, "queries": r.queries},
+            "requestUnits": {
+                "budgetPerSecond": usage.budget_per_second,
+                "consumedPerSecond": usage.ru_per_second,
+                "consumedTotal": usage.total_ru,
+                "throttledRequests": usage.throttled,
+                "hottestLogicalPartitions": usage.hottest.iter().map(|(epk, ru)| json!({
+                    "partitionKey": key_of(&c, epk),
+                    "effectivePartitionKey": epk,
+                    "requestUnits": ru,
+                })).collect::<Vec<_>>(),
+            },
         }));
     }
     let body = json!({

@@ -345,14 +345,26 @@ async fn write_one(
     op: Op,
 ) -> Result<Reply, ApiError> {
     let cond = conditions(req);
-    let (outcome, seq) = c.write(|t| apply(t, &epk, &pk, id, op, &cond))?;
+    // Admission on an estimate before anything changes; the difference is settled after.
+    let range_id = c.range_id_of(&epk);
+    let estimate = charge::write(req.body.len());
+    app.spend(c, &[range_id], Some(&epk), estimate)?;
+    let (outcome, seq) = match c.write(|t| apply(t, &epk, &pk, id, op, &cond)) {
+        Ok(x) => x,
+        Err(e) => {
+            app.record(c, &[range_id], Some(&epk), 1.0 - estimate);
+            return Err(e);
+        }
+    };
     app.store
         .engine()
         .durable(seq)
         .await
         .map_err(StoreError::from)?;
     app.after_write(c);
-    Ok(reply(c, req, &outcome, c.range_id_of(&epk)))
+    let r = reply(c, req, &outcome, range_id);
+    app.record(c, &[range_id], Some(&epk), r.charge - estimate);
+    Ok(r)
 }
 
 /// `POST .../docs`: create, or upsert with `x-ms-documentdb-is-upsert`.
@@ -383,7 +395,7 @@ pub fn read(app: &App, req: &Req, db: &str, coll: &str, id: &str) -> Result<Repl
         }
     }
     let bytes = item.json.len();
-    Ok(reply(
+    let r = reply(
         &c,
         req,
         &Outcome {
@@ -392,7 +404,9 @@ pub fn read(app: &App, req: &Req, db: &str, coll: &str, id: &str) -> Result<Repl
             bytes,
         },
         range_id,
-    ))
+    );
+    app.spend(&c, &[range_id], Some(&epk), r.charge)?;
+    Ok(r)
 }
 
 /// `PUT .../docs/{id}`: replace an existing item.
@@ -496,9 +510,12 @@ pub async fn delete_partition(
         }
     }
     tracing::info!(container = %c.id, partition_key = %pk, deleted, ms = started.elapsed().as_millis() as u64, "deleted all items of partition key");
+    let touched = super::scope::ranges_touched(&c, &range);
+    let ru = charge::write(0) * deleted.max(1) as f64 / 10.0;
+    app.record(&c, &touched, exact.as_deref(), ru);
     Ok(Reply::empty(StatusCode::OK)
         .header("x-ms-cosmos-is-partition-key-delete-pending", "false")
-        .charge(charge::write(0) * deleted.max(1) as f64 / 10.0)
-        .session(&super::scope::ranges_touched(&c, &range), c.current_lsn())
+        .charge(ru)
+        .session(&touched, c.current_lsn())
         .container(&c))
 }

@@ -49,6 +49,8 @@ pub struct ApiOptions {
     /// Answer cross-partition queries that need client-side merging with 400/1004, as the
     /// Cosmos gateway does.
     pub gateway_compat: bool,
+    /// Throttle (429) requests beyond each partition's share of the provisioned RU/s.
+    pub enforce_throughput: bool,
 }
 
 /// Shared state of the API: one cheap handle.
@@ -61,6 +63,7 @@ pub struct AppInner {
     pub store: Store,
     pub key: MasterKey,
     pub options: ApiOptions,
+    pub governor: crate::throughput::governor::Governor,
 }
 
 impl std::ops::Deref for App {
@@ -76,9 +79,39 @@ impl App {
             inner: Arc::new(AppInner {
                 store,
                 key,
+                governor: crate::throughput::governor::Governor::new(options.enforce_throughput),
                 options,
             }),
         }
+    }
+
+    /// RU/s budget of each physical partition of `c` (its own throughput, else its database's
+    /// shared throughput).
+    pub fn partition_rate(&self, c: &Container) -> f64 {
+        let shared = self
+            .store
+            .database(&c.db)
+            .ok()
+            .and_then(|d| d.throughput.map(|t| t.max_ru()));
+        self.governor.rate(c, shared)
+    }
+
+    /// Spends request units on partitions; 429 when throttling is on and they lack budget.
+    pub fn spend(
+        &self,
+        c: &Container,
+        ranges: &[u32],
+        epk: Option<&str>,
+        ru: f64,
+    ) -> Result<(), ApiError> {
+        self.governor
+            .spend(c, self.partition_rate(c), ranges, epk, ru)
+    }
+
+    /// Records request units already consumed (no admission check).
+    pub fn record(&self, c: &Container, ranges: &[u32], epk: Option<&str>, ru: f64) {
+        self.governor
+            .record(c, self.partition_rate(c), ranges, epk, ru)
     }
 
     /// Runs after every successful item write: starts a split when a partition outgrew the

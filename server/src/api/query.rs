@@ -826,6 +826,8 @@ pub async fn query_items(app: &App, req: &Req, db: &str, coll: &str) -> Result<R
         page.scanned_bytes,
         page.docs.len()
     );
+    let ru = charge::query(page.scanned, out_bytes, target.range_ids.len().max(1));
+    app.spend(&c, &target.range_ids, None, ru)?;
     let mut reply = Reply::new(
         StatusCode::OK,
         super::response::feed_body(&c.rid, "Documents", &page.docs),
@@ -833,11 +835,7 @@ pub async fn query_items(app: &App, req: &Req, db: &str, coll: &str) -> Result<R
     .header("x-ms-item-count", page.docs.len().to_string())
     .header("x-strata-query-route", route_header)
     .header("x-ms-documentdb-query-metrics", metrics)
-    .charge(charge::query(
-        page.scanned,
-        out_bytes,
-        target.range_ids.len().max(1),
-    ))
+    .charge(ru)
     .session(&target.range_ids, c.current_lsn())
     .container(&c);
     if let Some(t) = page.continuation {

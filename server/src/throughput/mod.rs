@@ -1,3 +1,5 @@
-//! Request units: what each operation costs, and (optionally) per-partition throttling.
+//! Request units: what each operation costs ([`charge`]), and provisioned throughput per
+//! physical partition ([`governor`]).
 
 pub mod charge;
+pub mod governor;

@@ -1,0 +1,233 @@
+//! Provisioned throughput, per physical partition.
+//!
+//! Each physical partition gets an equal share of its container's RU/s (or of its database's
+//! shared RU/s) as a token bucket that refills continuously and holds at most one second of
+//! budget. With enforcement on (`--enforce-throughput`, off by default like the official
+//! emulator), a request whose charge does not fit gets 429 / sub-status 3200 with
+//! `x-ms-retry-after-ms` set to when it would fit, and consumes nothing. Consumption is
+//! tracked either way, for the partitions view: RU/s per partition, throttled requests, and
+//! the hottest logical partitions.
+
+use crate::api::error::ApiError;
+use crate::store::container::{read, Container};
+use dashmap::DashMap;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+/// How many logical partitions each partition remembers consumption for.
+const HOT_KEYS: usize = 256;
+
+#[derive(Debug)]
+struct Bucket {
+    tokens: f64,
+    last: Instant,
+    /// RU consumed in the current one-second window, and in the last complete one.
+    window_start: Instant,
+    window_ru: f64,
+    last_window_ru: f64,
+    total_ru: f64,
+    throttled: u64,
+    /// RU consumed per logical partition (EPK), bounded.
+    hot: HashMap<String, f64>,
+}
+
+impl Bucket {
+    fn new(rate: f64) -> Self {
+        let now = Instant::now();
+        Self {
+            tokens: rate,
+            last: now,
+            window_start: now,
+            window_ru: 0.0,
+            last_window_ru: 0.0,
+            total_ru: 0.0,
+            throttled: 0,
+            hot: HashMap::new(),
+        }
+    }
+
+    fn refill(&mut self, rate: f64) {
+        let now = Instant::now();
+        let dt = now.duration_since(self.last).as_secs_f64();
+        self.tokens = (self.tokens + dt * rate).min(rate);
+        self.last = now;
+        let w = now.duration_since(self.window_start).as_secs_f64();
+        if w >= 1.0 {
+            self.last_window_ru = if w < 2.0 { self.window_ru } else { 0.0 };
+            self.window_ru = 0.0;
+            self.window_start = now;
+        }
+    }
+
+    fn consume(&mut self, ru: f64, epk: Option<&str>) {
+        self.tokens -= ru;
+        self.window_ru += ru;
+        self.total_ru += ru;
+        if let Some(e) = epk {
+            *self.hot.entry(e.to_string()).or_insert(0.0) += ru;
+            if self.hot.len() > HOT_KEYS * 2 {
+                let mut v: Vec<(String, f64)> = self.hot.drain().collect();
+                v.sort_by(|a, b| b.1.total_cmp(&a.1));
+                v.truncate(HOT_KEYS);
+                self.hot = v.into_iter().collect();
+            }
+        }
+    }
+}
+
+/// Consumption of one physical partition, for reporting.
+#[derive(Debug, Clone)]
+pub struct Usage {
+    pub ru_per_second: f64,
+    pub total_ru: f64,
+    pub throttled: u64,
+    pub budget_per_second: f64,
+    /// (EPK, RU) of the hottest logical partitions, highest first.
+    pub hottest: Vec<(String, f64)>,
+}
+
+/// The throughput governor shared by all requests.
+pub struct Governor {
+    pub enforce: bool,
+    /// Per container: the buckets of its partitions, behind one lock (never two held).
+    buckets: DashMap<u32, Arc<Mutex<HashMap<u32, Bucket>>>>,
+}
+
+impl Governor {
+    pub fn new(enforce: bool) -> Self {
+        Self {
+            enforce,
+            buckets: DashMap::new(),
+        }
+    }
+
+    /// RU/s budget of one physical partition of `c`.
+    pub fn rate(&self, c: &Container, shared_db_ru: Option<u64>) -> f64 {
+        let ru = read(&c.meta)
+            .throughput
+            .as_ref()
+            .map(|t| t.max_ru())
+            .or(shared_db_ru)
+            .unwrap_or(400);
+        ru as f64 / read(&c.map).ranges.len().max(1) as f64
+    }
+
+    fn container(&self, cid: u32) -> Arc<Mutex<HashMap<u32, Bucket>>> {
+        Arc::clone(self.buckets.entry(cid).or_default().value())
+    }
+
+    /// Spends `ru` on the given partitions (split evenly), or refuses with 429 when enforcing
+    /// and any of them lacks the budget (then nothing is spent).
+    pub fn spend(
+        &self,
+        c: &Container,
+        rate: f64,
+        ranges: &[u32],
+        epk: Option<&str>,
+        ru: f64,
+    ) -> Result<(), ApiError> {
+        if ranges.is_empty() || ru <= 0.0 {
+            return Ok(());
+        }
+        let share = ru / ranges.len() as f64;
+        let cell = self.container(c.cid);
+        let mut map = cell.lock().unwrap_or_else(|p| p.into_inner());
+        let mut wait_ms: u64 = 0;
+        for r in ranges {
+            let b = map.entry(*r).or_insert_with(|| Bucket::new(rate));
+            b.refill(rate);
+            // A charge above one second of budget is admitted once the bucket is full.
+            let need = share.min(rate);
+            if self.enforce && b.tokens < need {
+                wait_ms = wait_ms
+                    .max((((need - b.tokens) / rate) * 1000.0).ceil() as u64)
+                    .max(1);
+            }
+        }
+        if wait_ms > 0 {
+            for r in ranges {
+                if let Some(b) = map.get_mut(r) {
+                    b.throttled += 1;
+                }
+            }
+            return Err(ApiError::throttled(
+                wait_ms,
+                format!(
+                    "Request rate is large: this request needs {ru:.2} RU but partition(s) {ranges:?} of '{}' have {rate:.0} RU/s each and the budget is spent. Retry after {wait_ms} ms, raise the throughput, or spread the load over more partition key values.",
+                    c.id
+                ),
+            ));
+        }
+        for r in ranges {
+            if let Some(b) = map.get_mut(r) {
+                b.consume(share, epk);
+            }
+        }
+        Ok(())
+    }
+
+    /// Records consumption without checking (the difference between an estimate and the
+    /// actual charge of a write that already ran).
+    pub fn record(&self, c: &Container, rate: f64, ranges: &[u32], epk: Option<&str>, ru: f64) {
+        if ranges.is_empty() || ru == 0.0 {
+            return;
+        }
+        let share = ru / ranges.len() as f64;
+        let cell = self.container(c.cid);
+        let mut map = cell.lock().unwrap_or_else(|p| p.into_inner());
+        for r in ranges {
+            let b = map.entry(*r).or_insert_with(|| Bucket::new(rate));
+            b.refill(rate);
+            b.consume(share, epk);
+        }
+    }
+
+    /// Consumption of one partition.
+    pub fn usage(&self, c: &Container, rate: f64, range: u32) -> Usage {
+        let cell = self.container(c.cid);
+        let mut map = cell.lock().unwrap_or_else(|p| p.into_inner());
+        match map.get_mut(&range) {
+            None => Usage {
+                ru_per_second: 0.0,
+                total_ru: 0.0,
+                throttled: 0,
+                budget_per_second: rate,
+                hottest: Vec::new(),
+            },
+            Some(b) => {
+                b.refill(rate);
+                let mut hot: Vec<(String, f64)> =
+                    b.hot.iter().map(|(k, v)| (k.clone(), *v)).collect();
+                hot.sort_by(|a, b| b.1.total_cmp(&a.1));
+                hot.truncate(5);
+                Usage {
+                    ru_per_second: b.last_window_ru.max(b.window_ru),
+                    total_ru: b.total_ru,
+                    throttled: b.throttled,
+                    budget_per_second: rate,
+                    hottest: hot,
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bucket_refills_and_caps() {
+        let mut b = Bucket::new(100.0);
+        b.consume(150.0, Some("a"));
+        assert!(b.tokens < 0.0);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        b.refill(100.0);
+        assert!(b.tokens > -50.0 && b.tokens < 0.0, "{}", b.tokens);
+        b.tokens = 1000.0;
+        b.refill(100.0);
+        assert_eq!(b.tokens, 100.0, "at most one second of budget");
+        assert_eq!(b.hot.get("a"), Some(&150.0));
+    }
+}

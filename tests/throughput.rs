@@ -1,0 +1,279 @@
+//! Request charges and throttling: pinned charges for representative operations, a hot
+//! logical partition throttled while the same load spread over partitions is not, retry-after
+//! honoured, throttled requests without effect, and the partitions view.
+
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+use std::time::Duration;
+use strata_query::pk::epk::effective_partition_key;
+use strata_query::pk::{EpkRange, PartitionKey, PartitionKeyDefinition};
+use strata_server::store::container::Limits;
+use strata_tests::python::run_script;
+use strata_tests::{Options, Resp, TestServer};
+
+fn charge(r: &Resp) -> f64 {
+    r.header("x-ms-request-charge").unwrap().parse().unwrap()
+}
+
+#[tokio::test]
+async fn charges_for_representative_operations() {
+    let s = TestServer::start_with(Options {
+        limits: Some(Limits {
+            initial_partitions: Some(4),
+            ..Limits::default()
+        }),
+        ..Default::default()
+    })
+    .await;
+    s.setup(
+        "db",
+        "c",
+        json!({"paths": ["/pk"], "kind": "Hash", "version": 2}),
+    )
+    .await;
+    // 1 KB stored, system properties included.
+    let one_kb = "x".repeat(800);
+    let r = s
+        .create(
+            "db",
+            "c",
+            &json!(["a"]),
+            json!({"id": "1", "pk": "a", "pad": one_kb}),
+        )
+        .await;
+    assert_eq!(charge(&r), 5.71, "1 KB write");
+    let r = s
+        .get(
+            "/dbs/db/colls/c/docs/1",
+            &[("x-ms-documentdb-partitionkey", r#"["a"]"#)],
+        )
+        .await;
+    assert_eq!(charge(&r), 1.0, "1 KB point read");
+    let r = s
+        .create(
+            "db",
+            "c",
+            &json!(["a"]),
+            json!({"id": "2", "pk": "a", "pad": "y".repeat(10 * 1024)}),
+        )
+        .await;
+    assert!(charge(&r) > 9.0, "10 KB write costs more: {}", charge(&r));
+    let r = s
+        .get(
+            "/dbs/db/colls/c/docs/2",
+            &[("x-ms-documentdb-partitionkey", r#"["a"]"#)],
+        )
+        .await;
+    assert!(charge(&r) > 1.5, "10 KB read: {}", charge(&r));
+    for i in 0..200 {
+        let k = format!("k{i}");
+        s.create(
+            "db",
+            "c",
+            &json!([k]),
+            json!({"id": format!("x{i}"), "pk": k}),
+        )
+        .await;
+    }
+    // The same two items: single-partition query vs a fan-out that scans everything.
+    let (_, single) = s
+        .query_all(
+            "db",
+            "c",
+            "SELECT * FROM c WHERE c.pk = 'a'",
+            json!([]),
+            &[],
+        )
+        .await;
+    let (_, fan) = s
+        .query_all(
+            "db",
+            "c",
+            "SELECT * FROM c WHERE STARTSWITH(c.id, '1') OR c.id = '2'",
+            json!([]),
+            &[],
+        )
+        .await;
+    assert!(
+        charge(&fan[0]) > 2.0 * charge(&single[0]),
+        "fan-out {} vs single {}",
+        charge(&fan[0]),
+        charge(&single[0])
+    );
+    // A batch costs the sum of its operations.
+    let r = s
+        .post(
+            "/dbs/db/colls/c/docs",
+            &[("x-ms-cosmos-is-batch-request", "True"), ("x-ms-cosmos-batch-atomic", "True"), ("x-ms-documentdb-partitionkey", r#"["b"]"#)],
+            json!([{"operationType": "Create", "resourceBody": {"id": "b1", "pk": "b"}}, {"operationType": "Create", "resourceBody": {"id": "b2", "pk": "b"}}]),
+        )
+        .await;
+    let parts: f64 = r
+        .json
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["requestCharge"].as_f64().unwrap())
+        .sum();
+    assert!((charge(&r) - parts).abs() < 0.01 && parts > 10.0, "{r:?}");
+    s.stop().await;
+}
+
+async fn throttled_server() -> TestServer {
+    let s = TestServer::start_with(Options {
+        limits: Some(Limits {
+            initial_partitions: Some(4),
+            ..Limits::default()
+        }),
+        enforce_throughput: true,
+        ..Default::default()
+    })
+    .await;
+    s.post("/dbs", &[], json!({"id": "db"})).await;
+    let r = s
+        .post(
+            "/dbs/db/colls",
+            &[("x-ms-offer-throughput", "4000")],
+            json!({"id": "c", "partitionKey": {"paths": ["/pk"], "kind": "Hash", "version": 2}}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED);
+    s
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hot_partition_is_throttled_spread_load_is_not() {
+    let s = throttled_server().await;
+    // 4 partitions x 1000 RU/s. Spread: 100 writes per partition (~571 RU each): never throttled.
+    let ranges: Vec<EpkRange> = s.get("/dbs/db/colls/c/pkranges", &[]).await.json
+        ["PartitionKeyRanges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            EpkRange::new(
+                r["minInclusive"].as_str().unwrap(),
+                r["maxExclusive"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(ranges.len(), 4);
+    let def = PartitionKeyDefinition::hash_v2("/pk");
+    let mut per_range: Vec<Vec<String>> = vec![Vec::new(); 4];
+    let mut i = 0;
+    while per_range.iter().any(|v| v.len() < 100) {
+        let k = format!("spread{i}");
+        let epk = effective_partition_key(
+            &def,
+            &PartitionKey::from_header(&json!([k]).to_string()).unwrap(),
+        )
+        .unwrap();
+        let r = ranges.iter().position(|r| r.contains(&epk)).unwrap();
+        if per_range[r].len() < 100 {
+            per_range[r].push(k);
+        }
+        i += 1;
+    }
+    let mut spread_429 = 0;
+    for round in 0..100 {
+        for keys in &per_range {
+            let k = &keys[round];
+            let r = s
+                .create("db", "c", &json!([k]), json!({"id": k, "pk": k}))
+                .await;
+            if r.status == StatusCode::TOO_MANY_REQUESTS {
+                spread_429 += 1;
+            }
+        }
+    }
+    assert_eq!(
+        spread_429, 0,
+        "a spread load within each partition's budget is never throttled"
+    );
+    // Hot: the same 400 writes to one logical partition.
+    let mut hot_429 = 0;
+    let mut throttled_ids = Vec::new();
+    for i in 0..400 {
+        let id = format!("hot{i}");
+        let r = s
+            .create("db", "c", &json!(["hot"]), json!({"id": id, "pk": "hot"}))
+            .await;
+        if r.status == StatusCode::TOO_MANY_REQUESTS {
+            hot_429 += 1;
+            assert_eq!(r.substatus(), Some(3200));
+            let wait: u64 = r.header("x-ms-retry-after-ms").unwrap().parse().unwrap();
+            assert!((1..=1000).contains(&wait), "retry after {wait} ms");
+            throttled_ids.push((id, wait));
+        }
+    }
+    assert!(hot_429 > 0, "hammering one logical partition is throttled");
+    // Throttled writes had no effect.
+    for (id, _) in throttled_ids.iter().take(20) {
+        let r = s
+            .get(
+                &format!("/dbs/db/colls/c/docs/{id}"),
+                &[("x-ms-documentdb-partitionkey", r#"["hot"]"#)],
+            )
+            .await;
+        assert_eq!(
+            r.status,
+            StatusCode::NOT_FOUND,
+            "throttled write {id} must not be stored"
+        );
+    }
+    // A client that honours retry-after succeeds.
+    let (id, wait) = throttled_ids.last().unwrap().clone();
+    tokio::time::sleep(Duration::from_millis(wait + 5)).await;
+    let r = s
+        .create("db", "c", &json!(["hot"]), json!({"id": id, "pk": "hot"}))
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{r:?}");
+    // The partitions view shows the hot partition and its hottest key.
+    let v = s.get("/_strata/containers/db/c/partitions", &[]).await;
+    let parts = v.json["partitions"].as_array().unwrap();
+    let hot = parts
+        .iter()
+        .max_by_key(|p| p["requestUnits"]["throttledRequests"].as_u64().unwrap())
+        .unwrap();
+    assert_eq!(
+        hot["requestUnits"]["throttledRequests"].as_u64().unwrap(),
+        hot_429
+    );
+    assert_eq!(
+        hot["requestUnits"]["hottestLogicalPartitions"][0]["partitionKey"],
+        json!(["hot"])
+    );
+    assert_eq!(hot["requestUnits"]["budgetPerSecond"], json!(1000.0));
+    let others: u64 = parts
+        .iter()
+        .map(|p| p["requestUnits"]["throttledRequests"].as_u64().unwrap())
+        .sum::<u64>()
+        - hot_429;
+    assert_eq!(others, 0);
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn official_sdk_recovers_from_throttling() {
+    let s = TestServer::start_with(Options {
+        enforce_throughput: true,
+        ..Default::default()
+    })
+    .await;
+    let url = s.url.clone();
+    let out = tokio::task::spawn_blocking(move || run_script("throttled.py", &url, &[]))
+        .await
+        .unwrap();
+    assert!(out.contains("ok"), "{out}");
+    let v: Value = s.get("/dbs/thr/colls/c/pkranges", &[]).await.json;
+    assert_eq!(v["_count"], json!(1));
+    let p = s.get("/_strata/containers/thr/c/partitions", &[]).await;
+    assert!(
+        p.json["partitions"][0]["requestUnits"]["throttledRequests"]
+            .as_u64()
+            .unwrap()
+            > 0,
+        "the SDK was throttled and retried"
+    );
+    s.stop().await;
+}
