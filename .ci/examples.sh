@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Runs every example against a freshly started strata and checks that its output is sane.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cargo build -q -p strata-server -p strata-examples --examples --bins
+port=18181
+./target/debug/strata --in-memory --port "$port" --enforce-throughput --log warn &
+server=$!
+trap 'kill $server 2>/dev/null || true' EXIT
+for _ in $(seq 50); do (echo > /dev/tcp/127.0.0.1/$port) 2>/dev/null && break; sleep 0.1; done
+export STRATA_ENDPOINT="http://127.0.0.1:$port/"
+
+check() { # name, then patterns the output must contain
+  local name=$1; shift
+  local out
+  out=$(cargo run -q -p strata-examples --example "$name" 2>&1)
+  echo "--- example $name"; echo "$out" | tail -12
+  for p in "$@"; do
+    grep -qE "$p" <<<"$out" || { echo "example $name: output lacks /$p/"; exit 1; }
+  done
+}
+check quickstart 'under 100: \["Lamp", "Helmet"\]'
+check multi_tenant 'into 4 physical partitions' 'TenantId \+ UserId \+ SessionId +single' \
+  'TenantId \+ UserId +targeted' '^TenantId +targeted' 'UserId alone +fanout +0,1,2,3' 'SessionId alone +fanout +0,1,2,3'
+check materialized_view 'acme +events=21 +amount=2100' 'initech +events=18'
+check retry_on_throttle '300 writes' 'retrying request'
+echo "examples: 4 passed, 0 failed"

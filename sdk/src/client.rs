@@ -1,0 +1,472 @@
+//! The client: configuration, the request pipeline (signing, retries, error mapping) and the
+//! account-level operations.
+
+use crate::auth::Signer;
+use crate::error::Error;
+use crate::retry::RetryOptions;
+use crate::{DatabaseClient, DatabaseProperties};
+use reqwest::Method;
+use serde_json::Value;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// The well-known Cosmos DB emulator key (strata's default). Public, not a secret.
+pub const EMULATOR_KEY: &str =
+    "C2y6yDjf5/R+ob0N8A7Cgv30VRDJIWEHLM+4QDU5DE2nQ9nDuVTqobD4b8mGGyPMbIZnqyMsEcaGQy67XIw/Jw==";
+
+/// A client for one Cosmos DB (or strata) account. Cheap to clone; share one per process.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), strata_sdk::Error> {
+/// use strata_sdk::{CosmosClient, EMULATOR_KEY};
+/// let client = CosmosClient::new("http://127.0.0.1:8081/", EMULATOR_KEY)?;
+/// let db = client.create_database_if_not_exists("app").await?;
+/// # let _ = db; Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct CosmosClient {
+    pub(crate) inner: Arc<Inner>,
+}
+
+pub(crate) struct Inner {
+    endpoint: String,
+    signer: Signer,
+    http: reqwest::Client,
+    retry: RetryOptions,
+    user_agent: String,
+    /// Partition key definitions of containers, by link (fetched once).
+    pub(crate) pk_cache: Mutex<HashMap<String, crate::PartitionKeyDefinition>>,
+}
+
+/// Options for [`CosmosClient`].
+///
+/// ```
+/// use std::time::Duration;
+/// use strata_sdk::{CosmosClient, RetryOptions, EMULATOR_KEY};
+/// let client = CosmosClient::builder("https://localhost:8081/", EMULATOR_KEY)
+///     .retry(RetryOptions { max_retries: 3, ..RetryOptions::default() })
+///     .timeout(Duration::from_secs(10))
+///     .max_idle_connections(32)
+///     .user_agent("my-app/1.0")
+///     .build()
+///     .unwrap();
+/// # let _ = client;
+/// ```
+pub struct CosmosClientBuilder {
+    endpoint: String,
+    key: String,
+    retry: RetryOptions,
+    timeout: Duration,
+    connect_timeout: Duration,
+    max_idle: usize,
+    accept_invalid_certs: Option<bool>,
+    user_agent: Option<String>,
+}
+
+impl CosmosClientBuilder {
+    /// Retry policy (default: 9 retries within 30 s, as the official SDKs).
+    ///
+    /// ```
+    /// # let b = strata_sdk::CosmosClient::builder("http://127.0.0.1:8081/", strata_sdk::EMULATOR_KEY);
+    /// let b = b.retry(strata_sdk::RetryOptions::none());
+    /// # let _ = b;
+    /// ```
+    pub fn retry(mut self, r: RetryOptions) -> Self {
+        self.retry = r;
+        self
+    }
+
+    /// Timeout of one request attempt (default 60 s).
+    ///
+    /// ```
+    /// # let b = strata_sdk::CosmosClient::builder("http://127.0.0.1:8081/", strata_sdk::EMULATOR_KEY);
+    /// let b = b.timeout(std::time::Duration::from_secs(5));
+    /// # let _ = b;
+    /// ```
+    pub fn timeout(mut self, t: Duration) -> Self {
+        self.timeout = t;
+        self
+    }
+
+    /// Timeout for establishing a connection (default 5 s).
+    ///
+    /// ```
+    /// # let b = strata_sdk::CosmosClient::builder("http://127.0.0.1:8081/", strata_sdk::EMULATOR_KEY);
+    /// let b = b.connect_timeout(std::time::Duration::from_secs(1));
+    /// # let _ = b;
+    /// ```
+    pub fn connect_timeout(mut self, t: Duration) -> Self {
+        self.connect_timeout = t;
+        self
+    }
+
+    /// Most idle connections kept per host (default 64).
+    ///
+    /// ```
+    /// # let b = strata_sdk::CosmosClient::builder("http://127.0.0.1:8081/", strata_sdk::EMULATOR_KEY);
+    /// let b = b.max_idle_connections(8);
+    /// # let _ = b;
+    /// ```
+    pub fn max_idle_connections(mut self, n: usize) -> Self {
+        self.max_idle = n;
+        self
+    }
+
+    /// Accept self-signed certificates. Default: only for `localhost` and `127.0.0.1` (the
+    /// emulator's certificate), as the official SDKs do.
+    ///
+    /// ```
+    /// # let b = strata_sdk::CosmosClient::builder("https://my-host:8081/", strata_sdk::EMULATOR_KEY);
+    /// let b = b.accept_invalid_certs(true);
+    /// # let _ = b;
+    /// ```
+    pub fn accept_invalid_certs(mut self, yes: bool) -> Self {
+        self.accept_invalid_certs = Some(yes);
+        self
+    }
+
+    /// The `User-Agent` suffix.
+    ///
+    /// ```
+    /// # let b = strata_sdk::CosmosClient::builder("http://127.0.0.1:8081/", strata_sdk::EMULATOR_KEY);
+    /// let b = b.user_agent("orders-service/2.3");
+    /// # let _ = b;
+    /// ```
+    pub fn user_agent(mut self, ua: impl Into<String>) -> Self {
+        self.user_agent = Some(ua.into());
+        self
+    }
+
+    /// Builds the client.
+    ///
+    /// ```
+    /// let c = strata_sdk::CosmosClient::builder("http://127.0.0.1:8081/", strata_sdk::EMULATOR_KEY).build();
+    /// assert!(c.is_ok());
+    /// ```
+    pub fn build(self) -> Result<CosmosClient, Error> {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let mut endpoint = self.endpoint.trim().to_string();
+        if !endpoint.starts_with("http://") && !endpoint.starts_with("https://") {
+            return Err(Error::invalid(format!(
+                "the endpoint '{endpoint}' must start with http:// or https://"
+            )));
+        }
+        if !endpoint.ends_with('/') {
+            endpoint.push('/');
+        }
+        let host = endpoint
+            .split("://")
+            .nth(1)
+            .and_then(|r| r.split(['/', ':']).next())
+            .unwrap_or("");
+        let local = host == "localhost" || host == "127.0.0.1" || host == "[::1]";
+        let insecure = self.accept_invalid_certs.unwrap_or(local);
+        let http = reqwest::Client::builder()
+            .danger_accept_invalid_certs(insecure)
+            .timeout(self.timeout)
+            .connect_timeout(self.connect_timeout)
+            .pool_max_idle_per_host(self.max_idle)
+            .tcp_nodelay(true)
+            .build()
+            .map_err(Error::transport)?;
+        let ua = match self.user_agent {
+            Some(s) => format!("strata-sdk/{} {s}", env!("CARGO_PKG_VERSION")),
+            None => format!("strata-sdk/{}", env!("CARGO_PKG_VERSION")),
+        };
+        Ok(CosmosClient {
+            inner: Arc::new(Inner {
+                endpoint,
+                signer: Signer::new(&self.key)?,
+                http,
+                retry: self.retry,
+                user_agent: ua,
+                pk_cache: Mutex::new(HashMap::new()),
+            }),
+        })
+    }
+}
+
+/// A raw successful response.
+#[derive(Debug, Clone)]
+pub(crate) struct RawResponse {
+    pub status: u16,
+    pub headers: reqwest::header::HeaderMap,
+    pub body: Vec<u8>,
+}
+
+impl RawResponse {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    pub fn charge(&self) -> f64 {
+        self.header("x-ms-request-charge")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0.0)
+    }
+
+    pub fn json(&self) -> Result<Value, Error> {
+        serde_json::from_slice(&self.body).map_err(Error::serde)
+    }
+}
+
+/// One request, rebuilt (and re-signed) for every attempt.
+#[derive(Debug, Clone)]
+pub(crate) struct Request {
+    pub method: Method,
+    /// Percent-encoded path, e.g. `/dbs/db/colls/c/docs`.
+    pub path: String,
+    pub headers: Vec<(&'static str, String)>,
+    pub body: Option<Vec<u8>>,
+}
+
+impl Request {
+    pub fn new(method: Method, path: impl Into<String>) -> Self {
+        Self {
+            method,
+            path: path.into(),
+            headers: Vec::new(),
+            body: None,
+        }
+    }
+
+    pub fn header(mut self, k: &'static str, v: impl Into<String>) -> Self {
+        self.headers.push((k, v.into()));
+        self
+    }
+
+    pub fn json(mut self, v: &Value) -> Self {
+        self.body = Some(serde_json::to_vec(v).unwrap_or_default());
+        self.headers
+            .push(("content-type", "application/json".into()));
+        self
+    }
+
+    fn idempotent(&self) -> bool {
+        self.method == Method::GET
+            || self
+                .headers
+                .iter()
+                .any(|(k, v)| *k == "x-ms-documentdb-isquery" && v == "true")
+    }
+}
+
+/// Percent-encodes one path segment (ids may contain spaces, unicode, ...).
+pub(crate) fn seg(s: &str) -> String {
+    const SET: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+        .remove(b'-')
+        .remove(b'_')
+        .remove(b'.')
+        .remove(b'~');
+    percent_encoding::utf8_percent_encode(s, SET).to_string()
+}
+
+impl CosmosClient {
+    /// A client with default options.
+    ///
+    /// ```
+    /// let c = strata_sdk::CosmosClient::new("http://127.0.0.1:8081/", strata_sdk::EMULATOR_KEY);
+    /// assert!(c.is_ok());
+    /// ```
+    pub fn new(endpoint: &str, key: &str) -> Result<Self, Error> {
+        Self::builder(endpoint, key).build()
+    }
+
+    /// A builder for a client with options.
+    ///
+    /// ```
+    /// let c = strata_sdk::CosmosClient::builder("http://127.0.0.1:8081/", strata_sdk::EMULATOR_KEY).build();
+    /// # let _ = c;
+    /// ```
+    pub fn builder(endpoint: &str, key: &str) -> CosmosClientBuilder {
+        CosmosClientBuilder {
+            endpoint: endpoint.to_string(),
+            key: key.to_string(),
+            retry: RetryOptions::default(),
+            timeout: Duration::from_secs(60),
+            connect_timeout: Duration::from_secs(5),
+            max_idle: 64,
+            accept_invalid_certs: None,
+            user_agent: None,
+        }
+    }
+
+    /// The account endpoint.
+    ///
+    /// ```
+    /// let c = strata_sdk::CosmosClient::new("http://127.0.0.1:8081", strata_sdk::EMULATOR_KEY).unwrap();
+    /// assert_eq!(c.endpoint(), "http://127.0.0.1:8081/");
+    /// ```
+    pub fn endpoint(&self) -> &str {
+        &self.inner.endpoint
+    }
+
+    /// A handle to a database (no request is made).
+    ///
+    /// ```
+    /// # let client = strata_sdk::CosmosClient::new("http://127.0.0.1:8081/", strata_sdk::EMULATOR_KEY).unwrap();
+    /// let db = client.database("app");
+    /// assert_eq!(db.id(), "app");
+    /// ```
+    pub fn database(&self, id: &str) -> DatabaseClient {
+        DatabaseClient::new(self.clone(), id)
+    }
+
+    /// Creates a database (409 if it exists).
+    ///
+    /// ```no_run
+    /// # async fn f(client: strata_sdk::CosmosClient) -> Result<(), strata_sdk::Error> {
+    /// let db = client.create_database("app").await?;
+    /// # let _ = db; Ok(()) }
+    /// ```
+    pub async fn create_database(&self, id: &str) -> Result<DatabaseClient, Error> {
+        self.send(Request::new(Method::POST, "/dbs").json(&serde_json::json!({ "id": id })))
+            .await?;
+        Ok(self.database(id))
+    }
+
+    /// Creates a database unless it exists.
+    ///
+    /// ```no_run
+    /// # async fn f(client: strata_sdk::CosmosClient) -> Result<(), strata_sdk::Error> {
+    /// let db = client.create_database_if_not_exists("app").await?;
+    /// # let _ = db; Ok(()) }
+    /// ```
+    pub async fn create_database_if_not_exists(&self, id: &str) -> Result<DatabaseClient, Error> {
+        match self.create_database(id).await {
+            Err(e) if e.is_conflict() => Ok(self.database(id)),
+            other => other,
+        }
+    }
+
+    /// Lists the databases of the account.
+    ///
+    /// ```no_run
+    /// # async fn f(client: strata_sdk::CosmosClient) -> Result<(), strata_sdk::Error> {
+    /// for db in client.list_databases().await? { println!("{}", db.id); }
+    /// # Ok(()) }
+    /// ```
+    pub async fn list_databases(&self) -> Result<Vec<DatabaseProperties>, Error> {
+        let r = self.send(Request::new(Method::GET, "/dbs")).await?;
+        let v = r.json()?;
+        serde_json::from_value(v["Databases"].clone()).map_err(Error::serde)
+    }
+
+    /// Sends a request through the pipeline: sign, send, map errors, retry.
+    pub(crate) async fn send(&self, req: Request) -> Result<RawResponse, Error> {
+        let retry = &self.inner.retry;
+        let mut attempt = 0u32;
+        let mut waited = Duration::ZERO;
+        loop {
+            let result = self.attempt(&req).await;
+            let wait = match &result {
+                Ok(_) => return result,
+                Err(e) => {
+                    let retryable = match e.status() {
+                        Some(429) => true,
+                        Some(503) | Some(408) => req.idempotent(),
+                        Some(_) => false,
+                        None => e.is_transport() && (req.idempotent() || is_connect(e)),
+                    };
+                    if !retryable || attempt >= retry.max_retries {
+                        return result;
+                    }
+                    attempt += 1;
+                    match (e.status(), e.retry_after()) {
+                        (Some(429), Some(after)) => after.min(retry.max_delay.max(after)),
+                        _ => retry.jittered(attempt),
+                    }
+                }
+            };
+            if waited + wait > retry.max_total_wait {
+                return result;
+            }
+            if let Err(e) = &result {
+                tracing::debug!(attempt, wait_ms = wait.as_millis() as u64, status = ?e.status(), path = %req.path, "retrying request");
+            }
+            tokio::time::sleep(wait).await;
+            waited += wait;
+        }
+    }
+
+    async fn attempt(&self, req: &Request) -> Result<RawResponse, Error> {
+        let date = httpdate::fmt_http_date(std::time::SystemTime::now());
+        let auth = self
+            .inner
+            .signer
+            .authorization(req.method.as_str(), &req.path, &date);
+        let url = format!(
+            "{}{}",
+            self.inner.endpoint,
+            req.path.trim_start_matches('/')
+        );
+        let mut rb = self
+            .inner
+            .http
+            .request(req.method.clone(), url)
+            .header("x-ms-date", &date)
+            .header("authorization", auth)
+            .header("x-ms-version", "2020-07-15")
+            .header("user-agent", &self.inner.user_agent)
+            .header("accept", "application/json");
+        for (k, v) in &req.headers {
+            rb = rb.header(*k, v);
+        }
+        if let Some(b) = &req.body {
+            rb = rb.body(b.clone());
+        }
+        let resp = rb.send().await.map_err(Error::transport)?;
+        let status = resp.status().as_u16();
+        let headers = resp.headers().clone();
+        let body = resp.bytes().await.map_err(Error::transport)?.to_vec();
+        if status < 400 {
+            return Ok(RawResponse {
+                status,
+                headers,
+                body,
+            });
+        }
+        let h = |n: &str| {
+            headers
+                .get(n)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string)
+        };
+        let parsed: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        let code = parsed["code"]
+            .as_str()
+            .map(str::to_string)
+            .unwrap_or_else(|| status.to_string());
+        let message = parsed["message"]
+            .as_str()
+            .map(|m| m.split("\r\nActivityId").next().unwrap_or(m).to_string())
+            .unwrap_or_else(|| String::from_utf8_lossy(&body).into_owned());
+        let retry_after = h("x-ms-retry-after-ms")
+            .and_then(|v| v.parse::<f64>().ok())
+            .map(|ms| Duration::from_secs_f64(ms / 1000.0));
+        Err(Error::service(
+            status,
+            h("x-ms-substatus").and_then(|v| v.parse().ok()),
+            code,
+            message,
+            h("x-ms-activity-id"),
+            retry_after,
+        ))
+    }
+}
+
+fn is_connect(e: &Error) -> bool {
+    use std::error::Error as _;
+    e.source()
+        .and_then(|s| s.downcast_ref::<reqwest::Error>())
+        .is_some_and(|r| r.is_connect())
+}
+
+impl std::fmt::Debug for CosmosClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CosmosClient")
+            .field("endpoint", &self.inner.endpoint)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,247 @@
+//! Queries: text with typed parameters, options, and pages that report how strata routed them.
+
+use crate::client::Request;
+use crate::{ContainerClient, Error, PartitionKey};
+use futures::Stream;
+use reqwest::Method;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+/// A Cosmos SQL query with named parameters.
+///
+/// ```
+/// use strata_sdk::Query;
+/// let q = Query::new("SELECT * FROM c WHERE c.TenantId = @t AND c.n > @n")
+///     .param("@t", "contoso")
+///     .param("@n", 5);
+/// assert_eq!(q.text(), "SELECT * FROM c WHERE c.TenantId = @t AND c.n > @n");
+/// ```
+#[derive(Debug, Clone)]
+pub struct Query {
+    text: String,
+    params: Vec<(String, Value)>,
+    error: Option<String>,
+}
+
+impl Query {
+    /// A query without parameters yet.
+    ///
+    /// ```
+    /// let q = strata_sdk::Query::new("SELECT VALUE COUNT(1) FROM c");
+    /// # let _ = q;
+    /// ```
+    pub fn new(text: impl Into<String>) -> Self {
+        Self {
+            text: text.into(),
+            params: Vec::new(),
+            error: None,
+        }
+    }
+
+    /// Binds `@name` to any serializable value.
+    ///
+    /// ```
+    /// let q = strata_sdk::Query::new("SELECT * FROM c WHERE ARRAY_CONTAINS(@tags, c.tag)").param("@tags", vec!["a", "b"]);
+    /// # let _ = q;
+    /// ```
+    pub fn param(mut self, name: &str, value: impl Serialize) -> Self {
+        let name = if name.starts_with('@') {
+            name.to_string()
+        } else {
+            format!("@{name}")
+        };
+        match serde_json::to_value(value) {
+            Ok(v) => self.params.push((name, v)),
+            Err(e) => self.error = Some(format!("parameter {name} cannot be serialized: {e}")),
+        }
+        self
+    }
+
+    /// The query text.
+    ///
+    /// ```
+    /// assert_eq!(strata_sdk::Query::new("SELECT 1").text(), "SELECT 1");
+    /// ```
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    fn body(&self) -> Result<Value, Error> {
+        if let Some(e) = &self.error {
+            return Err(Error::invalid(e.clone()));
+        }
+        Ok(serde_json::json!({
+            "query": self.text,
+            "parameters": self.params.iter().map(|(n, v)| serde_json::json!({"name": n, "value": v})).collect::<Vec<_>>(),
+        }))
+    }
+}
+
+impl From<&str> for Query {
+    fn from(s: &str) -> Self {
+        Query::new(s)
+    }
+}
+
+impl From<String> for Query {
+    fn from(s: String) -> Self {
+        Query::new(s)
+    }
+}
+
+/// How a query runs.
+///
+/// ```
+/// use strata_sdk::{PartitionKey, QueryOptions};
+/// let opts = QueryOptions { partition_key: Some(PartitionKey::from("tenant1")), max_item_count: Some(50), ..Default::default() };
+/// # let _ = opts;
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct QueryOptions {
+    /// Scope: a full key (one logical partition) or a hierarchical prefix.
+    pub partition_key: Option<PartitionKey>,
+    /// Items per page (the service's default when `None`).
+    pub max_item_count: Option<u32>,
+    /// Resume from a continuation token of an earlier page.
+    pub continuation: Option<String>,
+}
+
+/// How strata routed a query page (from the `x-strata-query-route` header).
+///
+/// ```
+/// let r = strata_sdk::QueryRoute::parse("targeted; ranges=3,5; scanned=120").unwrap();
+/// assert_eq!(r.kind, "targeted");
+/// assert_eq!(r.ranges, vec!["3", "5"]);
+/// assert_eq!(r.scanned, 120);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueryRoute {
+    /// `single`, `targeted` or `fanout`.
+    pub kind: String,
+    /// Physical partitions visited.
+    pub ranges: Vec<String>,
+    /// Documents scanned for this page.
+    pub scanned: u64,
+}
+
+impl QueryRoute {
+    /// Parses the header value.
+    ///
+    /// ```
+    /// assert!(strata_sdk::QueryRoute::parse("garbage").is_none());
+    /// ```
+    pub fn parse(h: &str) -> Option<Self> {
+        let mut parts = h.split(';').map(str::trim);
+        let kind = parts.next()?.to_string();
+        if !matches!(kind.as_str(), "single" | "targeted" | "fanout") {
+            return None;
+        }
+        let mut ranges = Vec::new();
+        let mut scanned = 0;
+        for p in parts {
+            if let Some(r) = p.strip_prefix("ranges=") {
+                ranges = r
+                    .split(',')
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_string)
+                    .collect();
+            } else if let Some(s) = p.strip_prefix("scanned=") {
+                scanned = s.parse().unwrap_or(0);
+            }
+        }
+        Some(Self {
+            kind,
+            ranges,
+            scanned,
+        })
+    }
+}
+
+/// One page of query results.
+///
+/// ```no_run
+/// # async fn f(c: strata_sdk::ContainerClient) -> Result<(), strata_sdk::Error> {
+/// use futures::TryStreamExt;
+/// let mut pages = std::pin::pin!(c.query_items::<serde_json::Value>("SELECT * FROM c", Default::default()));
+/// if let Some(page) = pages.try_next().await? {
+///     println!("{} items; resume with {:?}", page.items.len(), page.continuation);
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct QueryPage<T> {
+    /// The items of this page.
+    pub items: Vec<T>,
+    /// Token for the next page (None on the last page).
+    pub continuation: Option<String>,
+    /// Request units this page cost.
+    pub request_charge: f64,
+    /// How strata routed it (None against services that do not report it).
+    pub route: Option<QueryRoute>,
+    /// The request's activity id.
+    pub activity_id: Option<String>,
+}
+
+struct State {
+    container: ContainerClient,
+    body: Result<Value, Error>,
+    options: QueryOptions,
+    next: Option<String>,
+    done: bool,
+}
+
+pub(crate) fn pages<T: DeserializeOwned + Send + 'static>(
+    container: ContainerClient,
+    query: Query,
+    options: QueryOptions,
+) -> impl Stream<Item = Result<QueryPage<T>, Error>> + Send + 'static {
+    let state = State {
+        container,
+        body: query.body(),
+        next: options.continuation.clone(),
+        options,
+        done: false,
+    };
+    futures::stream::try_unfold(state, |mut st| async move {
+        if st.done {
+            return Ok(None);
+        }
+        let body = match &st.body {
+            Ok(b) => b.clone(),
+            Err(e) => return Err(Error::invalid(e.message().to_string())),
+        };
+        let mut req = Request::new(Method::POST, format!("{}/docs", st.container.link))
+            .json(&body)
+            .header("content-type", "application/query+json")
+            .header("x-ms-documentdb-isquery", "true")
+            .header("x-ms-documentdb-query-enablecrosspartition", "true");
+        if let Some(pk) = &st.options.partition_key {
+            req = req.header("x-ms-documentdb-partitionkey", pk.to_header());
+        }
+        if let Some(n) = st.options.max_item_count {
+            req = req.header("x-ms-max-item-count", n.to_string());
+        }
+        if let Some(c) = &st.next {
+            req = req.header("x-ms-continuation", c.clone());
+        }
+        let r = st.container.client.send(req).await?;
+        let v = r.json()?;
+        let docs = v["Documents"].as_array().cloned().unwrap_or_default();
+        let items = docs
+            .into_iter()
+            .map(|d| serde_json::from_value(d).map_err(Error::serde))
+            .collect::<Result<Vec<T>, Error>>()?;
+        let continuation = r.header("x-ms-continuation").map(str::to_string);
+        st.done = continuation.is_none();
+        st.next = continuation.clone();
+        let page = QueryPage {
+            items,
+            continuation,
+            request_charge: r.charge(),
+            route: r.header("x-strata-query-route").and_then(QueryRoute::parse),
+            activity_id: r.header("x-ms-activity-id").map(str::to_string),
+        };
+        Ok(Some((page, st)))
+    })
+}

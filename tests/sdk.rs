@@ -1,0 +1,612 @@
+//! strata-sdk against an in-process strata: every method, typed items, automatic key
+//! extraction for 1-, 2- and 3-level keys, prefix queries, paging resumed from a serialized
+//! token, batches, patch, the change feed across splits, throughput, error mapping and the
+//! retry policy.
+
+use futures::TryStreamExt;
+use serde::{Deserialize, Serialize};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use strata_sdk::{
+    ChangeFeedOptions, ChangeFeedStart, ContainerProperties, CosmosClient, ItemOptions,
+    PartitionKey, PartitionKeyBuilder, PartitionKeyDefinition, PatchOperations, Query,
+    QueryOptions, RetryOptions, Throughput, TransactionalBatch, EMULATOR_KEY,
+};
+use strata_server::store::container::Limits;
+use strata_tests::{Options, TestServer};
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+struct Event {
+    id: String,
+    #[serde(rename = "TenantId")]
+    tenant: String,
+    #[serde(rename = "UserId", skip_serializing_if = "Option::is_none")]
+    user: Option<String>,
+    #[serde(rename = "SessionId", skip_serializing_if = "Option::is_none")]
+    session: Option<String>,
+    n: i64,
+}
+
+fn ev(id: &str, t: &str, u: &str, s: &str, n: i64) -> Event {
+    Event {
+        id: id.into(),
+        tenant: t.into(),
+        user: Some(u.into()),
+        session: Some(s.into()),
+        n,
+    }
+}
+
+fn hpk() -> PartitionKeyDefinition {
+    PartitionKeyDefinition::hierarchical(["/TenantId", "/UserId", "/SessionId"]).unwrap()
+}
+
+#[tokio::test]
+async fn databases_containers_and_items() {
+    let s = TestServer::start().await;
+    let client = CosmosClient::new(&s.url, EMULATOR_KEY).unwrap();
+    let db = client.create_database("app").await.unwrap();
+    assert!(client
+        .create_database("app")
+        .await
+        .unwrap_err()
+        .is_conflict());
+    let db2 = client.create_database_if_not_exists("app").await.unwrap();
+    assert_eq!(db2.read().await.unwrap().id, "app");
+    assert_eq!(client.list_databases().await.unwrap().len(), 1);
+
+    let events = db
+        .create_container(ContainerProperties::new("events", hpk()))
+        .await
+        .unwrap();
+    assert_eq!(
+        db.list_containers().await.unwrap()[0]
+            .partition_key
+            .paths()
+            .len(),
+        3
+    );
+    // Automatic extraction of the full 3-level key from a typed item.
+    let r = events
+        .create_item(&ev("1", "contoso", "alice", "s1", 1))
+        .await
+        .unwrap();
+    assert_eq!(r.status, 201);
+    assert!(
+        r.etag.is_some()
+            && r.request_charge > 0.0
+            && r.session_token.is_some()
+            && r.activity_id.is_some()
+    );
+    assert_eq!(r.item.unwrap().n, 1);
+    let pk = PartitionKeyBuilder::new()
+        .add("contoso")
+        .add("alice")
+        .add("s1")
+        .build();
+    let read = events.read_item::<Event>("1", pk.clone()).await.unwrap();
+    assert_eq!(read.item.unwrap(), ev("1", "contoso", "alice", "s1", 1));
+    // Errors map to status checks.
+    let e = events
+        .read_item::<Event>("nope", pk.clone())
+        .await
+        .unwrap_err();
+    assert!(
+        e.is_not_found() && e.activity_id().is_some() && !e.message().is_empty(),
+        "{e}"
+    );
+    let e = events
+        .create_item(&ev("1", "contoso", "alice", "s1", 1))
+        .await
+        .unwrap_err();
+    assert!(e.is_conflict());
+    // A prefix is refused by point operations with a clear error, before any request.
+    let prefix = PartitionKeyBuilder::new().add("contoso").build();
+    let e = events
+        .read_item::<Event>("1", prefix.clone())
+        .await
+        .unwrap_err();
+    assert!(e.message().contains("full partition key"), "{e}");
+    // Optimistic concurrency.
+    let etag = read.etag.clone();
+    let mut changed = ev("1", "contoso", "alice", "s1", 2);
+    events
+        .replace_item(
+            "1",
+            &changed,
+            ItemOptions {
+                if_match: etag.clone(),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    changed.n = 3;
+    let e = events
+        .replace_item(
+            "1",
+            &changed,
+            ItemOptions {
+                if_match: etag,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap_err();
+    assert!(e.is_precondition_failed());
+    // Upsert and delete.
+    let r = events
+        .upsert_item(&ev("2", "contoso", "bob", "s1", 5), Default::default())
+        .await
+        .unwrap();
+    assert_eq!(r.status, 201);
+    let r = events
+        .upsert_item(&ev("2", "contoso", "bob", "s1", 6), Default::default())
+        .await
+        .unwrap();
+    assert_eq!(r.status, 200);
+    let bob = PartitionKeyBuilder::new()
+        .add("contoso")
+        .add("bob")
+        .add("s1")
+        .build();
+    events
+        .delete_item("2", bob.clone(), Default::default())
+        .await
+        .unwrap();
+    assert!(events
+        .delete_item("2", bob, Default::default())
+        .await
+        .unwrap_err()
+        .is_not_found());
+
+    // 1- and 2-level containers, and an absent level.
+    let one = db
+        .create_container(ContainerProperties::new(
+            "one",
+            PartitionKeyDefinition::new("/TenantId"),
+        ))
+        .await
+        .unwrap();
+    one.create_item(&ev("x", "t", "u", "s", 0)).await.unwrap();
+    assert_eq!(
+        one.read_item::<Event>("x", "t")
+            .await
+            .unwrap()
+            .item
+            .unwrap()
+            .tenant,
+        "t"
+    );
+    let two = db
+        .create_container(ContainerProperties::new(
+            "two",
+            PartitionKeyDefinition::hierarchical(["/TenantId", "/UserId"]).unwrap(),
+        ))
+        .await
+        .unwrap();
+    two.create_item(&ev("y", "t", "u", "s", 0)).await.unwrap();
+    assert!(two
+        .read_item::<Event>("y", PartitionKeyBuilder::new().add("t").add("u").build())
+        .await
+        .is_ok());
+    let partial = Event {
+        id: "p".into(),
+        tenant: "t".into(),
+        user: None,
+        session: None,
+        n: 0,
+    };
+    events.create_item(&partial).await.unwrap();
+    let r = events
+        .read_item::<Event>(
+            "p",
+            PartitionKeyBuilder::new()
+                .add("t")
+                .add_none()
+                .add_none()
+                .build(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.item.unwrap(), partial);
+    // Other key kinds.
+    let nums = db
+        .create_container(ContainerProperties::new(
+            "nums",
+            PartitionKeyDefinition::new("/k"),
+        ))
+        .await
+        .unwrap();
+    nums.create_item(&serde_json::json!({"id": "a", "k": 5}))
+        .await
+        .unwrap();
+    nums.create_item(&serde_json::json!({"id": "b", "k": null}))
+        .await
+        .unwrap();
+    nums.create_item(&serde_json::json!({"id": "c"}))
+        .await
+        .unwrap();
+    assert!(nums.read_item::<serde_json::Value>("a", 5).await.is_ok());
+    assert!(nums
+        .read_item::<serde_json::Value>("b", PartitionKey::NULL)
+        .await
+        .is_ok());
+    assert!(nums
+        .read_item::<serde_json::Value>("c", PartitionKey::NONE)
+        .await
+        .is_ok());
+
+    events.delete().await.unwrap();
+    assert!(events.read().await.unwrap_err().is_not_found());
+    db.delete().await.unwrap();
+    assert!(client.list_databases().await.unwrap().is_empty());
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn queries_prefixes_and_resumed_paging() {
+    let s = TestServer::start_with(Options {
+        limits: Some(Limits {
+            initial_partitions: Some(4),
+            ..Limits::default()
+        }),
+        ..Default::default()
+    })
+    .await;
+    let client = CosmosClient::new(&s.url, EMULATOR_KEY).unwrap();
+    let db = client.create_database("q").await.unwrap();
+    let events = db
+        .create_container(ContainerProperties::new("events", hpk()))
+        .await
+        .unwrap();
+    for t in 0..3 {
+        for u in 0..4 {
+            for x in 0..3 {
+                let e = ev(
+                    &format!("{t}{u}{x}"),
+                    &format!("t{t}"),
+                    &format!("u{u}"),
+                    &format!("s{x}"),
+                    t * 100 + u * 10 + x,
+                );
+                events.create_item(&e).await.unwrap();
+            }
+        }
+    }
+    // Full key, prefix and fan-out, with the route each page reports.
+    let full = PartitionKeyBuilder::new()
+        .add("t1")
+        .add("u2")
+        .add("s0")
+        .build();
+    let mut pages = std::pin::pin!(events.query_items::<Event>(
+        "SELECT * FROM c",
+        QueryOptions {
+            partition_key: Some(full),
+            ..Default::default()
+        }
+    ));
+    let page = pages.try_next().await.unwrap().unwrap();
+    assert_eq!(page.items.len(), 1);
+    assert_eq!(page.route.as_ref().unwrap().kind, "single");
+    let tenant = PartitionKeyBuilder::new().add("t1").build();
+    let rows: Vec<i64> = events
+        .query_all(
+            "SELECT VALUE c.n FROM c",
+            QueryOptions {
+                partition_key: Some(tenant),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 12);
+    let q = Query::new("SELECT VALUE c.n FROM c WHERE c.UserId = @u ORDER BY c.n DESC")
+        .param("@u", "u3");
+    let mut pages = std::pin::pin!(events.query_items::<i64>(q.clone(), Default::default()));
+    let first = pages.try_next().await.unwrap().unwrap();
+    assert_eq!(first.route.as_ref().unwrap().kind, "fanout");
+    assert_eq!(first.route.as_ref().unwrap().ranges.len(), 4);
+    // Paging resumed from a serialized token in a fresh stream.
+    let opts = QueryOptions {
+        max_item_count: Some(4),
+        ..Default::default()
+    };
+    let mut pages = std::pin::pin!(events.query_items::<i64>(q.clone(), opts.clone()));
+    let p1 = pages.try_next().await.unwrap().unwrap();
+    let token = p1.continuation.clone().expect("more pages");
+    let stored = serde_json::to_string(&token).unwrap();
+    let restored: String = serde_json::from_str(&stored).unwrap();
+    let rest: Vec<i64> = events
+        .query_all(
+            q,
+            QueryOptions {
+                continuation: Some(restored),
+                ..opts
+            },
+        )
+        .await
+        .unwrap();
+    let mut all = p1.items.clone();
+    all.extend(rest);
+    assert_eq!(all, vec![232, 231, 230, 132, 131, 130, 32, 31, 30]);
+    // A bad query is a 400 with a message.
+    let e = events
+        .query_all::<serde_json::Value>("SELECT c.value FROM c", Default::default())
+        .await
+        .unwrap_err();
+    assert_eq!(e.status(), Some(400));
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn batch_patch_change_feed_and_throughput() {
+    let s = TestServer::start_with(Options {
+        limits: Some(Limits {
+            partition_split_bytes: 16 * 1024,
+            ..Limits::default()
+        }),
+        ..Default::default()
+    })
+    .await;
+    let client = CosmosClient::new(&s.url, EMULATOR_KEY).unwrap();
+    let db = client.create_database("m").await.unwrap();
+    let c = db
+        .create_container(ContainerProperties::new(
+            "c",
+            PartitionKeyDefinition::new("/pk"),
+        ))
+        .await
+        .unwrap();
+    let doc = |id: &str, pk: &str| serde_json::json!({"id": id, "pk": pk, "n": 0});
+    let r = c
+        .execute_batch(
+            TransactionalBatch::new("a")
+                .create_item(&doc("1", "a"))
+                .upsert_item(&doc("2", "a"))
+                .read_item("1")
+                .patch_item("2", PatchOperations::new().incr("/n", 5)),
+        )
+        .await
+        .unwrap();
+    assert!(r.is_success());
+    assert_eq!(
+        r.results.iter().map(|x| x.status).collect::<Vec<_>>(),
+        vec![201, 201, 200, 200]
+    );
+    let r = c
+        .execute_batch(
+            TransactionalBatch::new("a")
+                .create_item(&doc("3", "a"))
+                .create_item(&doc("1", "a")),
+        )
+        .await
+        .unwrap();
+    assert!(!r.is_success());
+    assert_eq!(r.failed_index(), Some(1));
+    assert!(c
+        .read_item::<serde_json::Value>("3", "a")
+        .await
+        .unwrap_err()
+        .is_not_found());
+    let p = c
+        .patch_item::<serde_json::Value>(
+            "2",
+            "a",
+            PatchOperations::new().incr("/n", 1).set("/tag", "x"),
+            Default::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(p.item.unwrap()["n"], 6);
+    let e = c
+        .patch_item::<serde_json::Value>(
+            "2",
+            "a",
+            PatchOperations::new()
+                .set("/x", 1)
+                .condition("FROM c WHERE c.n > 100"),
+            Default::default(),
+        )
+        .await
+        .unwrap_err();
+    assert!(e.is_precondition_failed());
+
+    // The change feed reader follows the partitions through splits.
+    let mut feed = c.change_feed::<serde_json::Value>(ChangeFeedOptions {
+        start: ChangeFeedStart::Beginning,
+        ..Default::default()
+    });
+    let first = feed.next_page().await.unwrap();
+    assert_eq!(first.items.len(), 2);
+    for i in 0..120 {
+        c.create_item(&serde_json::json!({"id": format!("f{i}"), "pk": format!("k{i}"), "pad": "z".repeat(300)})).await.unwrap();
+    }
+    let mut seen = std::collections::HashSet::new();
+    loop {
+        let page = feed.next_page().await.unwrap();
+        if page.items.is_empty() {
+            break;
+        }
+        for d in page.items {
+            seen.insert(d["id"].as_str().unwrap().to_string());
+        }
+    }
+    assert_eq!(seen.len(), 120, "every change once, across splits");
+    assert!(
+        c.read_partition_key_ranges().await.unwrap().len() > 1,
+        "the container split"
+    );
+    let token = feed.continuation();
+    c.create_item(&serde_json::json!({"id": "late", "pk": "late"}))
+        .await
+        .unwrap();
+    let mut resumed = c.change_feed::<serde_json::Value>(ChangeFeedOptions {
+        continuation: Some(token),
+        ..Default::default()
+    });
+    let page = resumed.next_page().await.unwrap();
+    assert_eq!(
+        page.items
+            .iter()
+            .map(|d| d["id"].as_str().unwrap())
+            .collect::<Vec<_>>(),
+        vec!["late"]
+    );
+
+    // Delete a whole logical partition.
+    c.delete_all_items_by_partition_key("a").await.unwrap();
+    assert!(c
+        .read_item::<serde_json::Value>("1", "a")
+        .await
+        .unwrap_err()
+        .is_not_found());
+
+    // Throughput.
+    let t = db
+        .create_container_with_throughput(
+            ContainerProperties::new("t", PartitionKeyDefinition::new("/pk")),
+            Throughput::Manual(400),
+        )
+        .await
+        .unwrap();
+    assert_eq!(t.read_throughput().await.unwrap(), Throughput::Manual(400));
+    t.replace_throughput(Throughput::Manual(11_000))
+        .await
+        .unwrap();
+    assert_eq!(
+        t.read_throughput().await.unwrap(),
+        Throughput::Manual(11_000)
+    );
+    s.stop().await;
+}
+
+/// A scripted server: answers `status` for the first `failures` requests, then 200.
+async fn scripted(status: u16, failures: u32) -> (String, Arc<AtomicU32>) {
+    use axum::http::StatusCode;
+    let hits = Arc::new(AtomicU32::new(0));
+    let h = Arc::clone(&hits);
+    let app = axum::Router::new().fallback(move || {
+        let h = Arc::clone(&h);
+        async move {
+            let n = h.fetch_add(1, Ordering::SeqCst);
+            if n < failures {
+                (
+                    StatusCode::from_u16(status).unwrap(),
+                    r#"{"code":"X","message":"scripted"}"#.to_string(),
+                )
+            } else {
+                (
+                    StatusCode::OK,
+                    r#"{"_rid":"","Databases":[],"_count":0}"#.to_string(),
+                )
+            }
+        }
+    });
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/", l.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(l, app).await.unwrap() });
+    (url, hits)
+}
+
+#[tokio::test]
+async fn retries_follow_the_backoff_formula() {
+    let retry = RetryOptions {
+        base_delay: Duration::from_millis(50),
+        ..RetryOptions::default()
+    };
+    // 429 twice (without retry-after), then 200: waits ~backoff(1) + backoff(2) and succeeds.
+    let (url, hits) = scripted(429, 2).await;
+    let client = CosmosClient::builder(&url, EMULATOR_KEY)
+        .retry(retry.clone())
+        .build()
+        .unwrap();
+    let started = Instant::now();
+    client.list_databases().await.unwrap();
+    let took = started.elapsed();
+    assert_eq!(hits.load(Ordering::SeqCst), 3);
+    let min = retry.backoff(1, 0.8) + retry.backoff(2, 0.8);
+    let max = retry.backoff(1, 1.2) + retry.backoff(2, 1.2) + Duration::from_millis(500);
+    assert!(
+        took >= min && took <= max,
+        "waited {took:?}, expected between {min:?} and {max:?}"
+    );
+    // 503 on a read is retried too.
+    let (url, hits) = scripted(503, 1).await;
+    CosmosClient::builder(&url, EMULATOR_KEY)
+        .retry(retry.clone())
+        .build()
+        .unwrap()
+        .list_databases()
+        .await
+        .unwrap();
+    assert_eq!(hits.load(Ordering::SeqCst), 2);
+    // A 401 is never retried.
+    let (url, hits) = scripted(401, 5).await;
+    let e = CosmosClient::builder(&url, EMULATOR_KEY)
+        .retry(retry.clone())
+        .build()
+        .unwrap()
+        .list_databases()
+        .await
+        .unwrap_err();
+    assert_eq!(e.status(), Some(401));
+    assert_eq!(hits.load(Ordering::SeqCst), 1);
+    // Retries stop at max_retries.
+    let (url, hits) = scripted(429, 100).await;
+    let few = RetryOptions {
+        max_retries: 2,
+        base_delay: Duration::from_millis(5),
+        ..RetryOptions::default()
+    };
+    let e = CosmosClient::builder(&url, EMULATOR_KEY)
+        .retry(few)
+        .build()
+        .unwrap()
+        .list_databases()
+        .await
+        .unwrap_err();
+    assert!(e.is_throttled());
+    assert_eq!(hits.load(Ordering::SeqCst), 3);
+    // Connection errors are retried, then reported as transport errors.
+    let dead = CosmosClient::builder("http://127.0.0.1:9/", EMULATOR_KEY)
+        .retry(RetryOptions {
+            max_retries: 1,
+            base_delay: Duration::from_millis(5),
+            ..RetryOptions::default()
+        })
+        .build()
+        .unwrap();
+    assert!(dead.list_databases().await.unwrap_err().is_transport());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sdk_recovers_from_real_throttling() {
+    let s = TestServer::start_with(Options {
+        enforce_throughput: true,
+        ..Default::default()
+    })
+    .await;
+    let client = CosmosClient::new(&s.url, EMULATOR_KEY).unwrap();
+    let db = client.create_database("thr").await.unwrap();
+    let c = db
+        .create_container_with_throughput(
+            ContainerProperties::new("c", PartitionKeyDefinition::new("/pk")),
+            Throughput::Manual(400),
+        )
+        .await
+        .unwrap();
+    for i in 0..200 {
+        c.create_item(&serde_json::json!({"id": format!("{i}"), "pk": "hot"}))
+            .await
+            .unwrap();
+    }
+    let n: Vec<u64> = c
+        .query_all("SELECT VALUE COUNT(1) FROM c", Default::default())
+        .await
+        .unwrap();
+    assert_eq!(n, vec![200]);
+    s.stop().await;
+}
