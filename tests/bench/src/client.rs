@@ -1,0 +1,182 @@
+//! A minimal signed HTTP client: the same client drives strata and the baseline server, so
+//! the ratios compare servers, not clients.
+
+use reqwest::Method;
+use serde_json::Value;
+use strata_server::api::auth::{MasterKey, EMULATOR_KEY};
+use strata_server::api::endpoint::{auth_scope, path_segments};
+
+#[derive(Clone)]
+pub struct Http {
+    pub base: String,
+    key: MasterKey,
+    client: reqwest::Client,
+}
+
+/// The outcome of one request.
+pub struct Outcome {
+    pub status: u16,
+    pub charge: f64,
+    pub body: bytes::Bytes,
+    pub continuation: Option<String>,
+}
+
+impl Http {
+    pub fn new(base: &str) -> Self {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        Self {
+            base: base.trim_end_matches('/').to_string(),
+            key: MasterKey::from_base64(EMULATOR_KEY).expect("key"),
+            client: reqwest::Client::builder()
+                .pool_max_idle_per_host(512)
+                .tcp_nodelay(true)
+                .danger_accept_invalid_certs(true)
+                .build()
+                .expect("client"),
+        }
+    }
+
+    pub async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Option<Vec<u8>>,
+    ) -> Result<Outcome, String> {
+        let date = httpdate::fmt_http_date(std::time::SystemTime::now());
+        let scope = auth_scope(&path_segments(path).map_err(|e| e.message)?);
+        let auth = self.key.authorization(method.as_str(), &scope, &date);
+        let mut rb = self
+            .client
+            .request(method, format!("{}{path}", self.base))
+            .header("x-ms-date", &date)
+            .header("authorization", auth)
+            .header("x-ms-version", "2020-07-15");
+        for (k, v) in headers {
+            rb = rb.header(*k, *v);
+        }
+        if let Some(b) = body {
+            rb = rb.body(b);
+        }
+        let r = rb.send().await.map_err(|e| e.to_string())?;
+        let status = r.status().as_u16();
+        let charge = r
+            .headers()
+            .get("x-ms-request-charge")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0.0);
+        let continuation = r
+            .headers()
+            .get("x-ms-continuation")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        let body = r.bytes().await.map_err(|e| e.to_string())?;
+        Ok(Outcome {
+            status,
+            charge,
+            body,
+            continuation,
+        })
+    }
+
+    pub async fn json(
+        &self,
+        method: Method,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &Value,
+    ) -> Result<Outcome, String> {
+        self.send(
+            method,
+            path,
+            headers,
+            Some(serde_json::to_vec(body).unwrap_or_default()),
+        )
+        .await
+    }
+
+    /// Creates a database and a container (ignoring "already exists").
+    pub async fn setup(
+        &self,
+        db: &str,
+        coll: &str,
+        pk: Value,
+        throughput: Option<u32>,
+    ) -> Result<(), String> {
+        let r = self
+            .json(Method::POST, "/dbs", &[], &serde_json::json!({"id": db}))
+            .await?;
+        if r.status != 201 && r.status != 409 {
+            return Err(format!("create database: {}", r.status));
+        }
+        let t = throughput.map(|t| t.to_string());
+        let mut h = Vec::new();
+        if let Some(t) = &t {
+            h.push(("x-ms-offer-throughput", t.as_str()));
+        }
+        let r = self
+            .json(
+                Method::POST,
+                &format!("/dbs/{db}/colls"),
+                &h,
+                &serde_json::json!({"id": coll, "partitionKey": pk}),
+            )
+            .await?;
+        if r.status != 201 && r.status != 409 {
+            return Err(format!(
+                "create container: {} {}",
+                r.status,
+                String::from_utf8_lossy(&r.body)
+            ));
+        }
+        Ok(())
+    }
+
+    /// Runs a query to the end; returns (rows, RU).
+    pub async fn query_all(
+        &self,
+        db: &str,
+        coll: &str,
+        sql: &str,
+        params: Value,
+        extra: &[(&str, &str)],
+    ) -> Result<(usize, f64), String> {
+        let mut cont: Option<String> = None;
+        let (mut rows, mut ru) = (0, 0.0);
+        loop {
+            let mut h: Vec<(&str, &str)> = vec![
+                ("x-ms-documentdb-isquery", "true"),
+                ("content-type", "application/query+json"),
+                ("x-ms-documentdb-query-enablecrosspartition", "true"),
+                ("x-ms-max-item-count", "1000"),
+            ];
+            h.extend_from_slice(extra);
+            if let Some(c) = &cont {
+                h.push(("x-ms-continuation", c));
+            }
+            let r = self
+                .json(
+                    Method::POST,
+                    &format!("/dbs/{db}/colls/{coll}/docs"),
+                    &h,
+                    &serde_json::json!({"query": sql, "parameters": params}),
+                )
+                .await?;
+            if r.status != 200 {
+                return Err(format!(
+                    "query {sql}: {} {}",
+                    r.status,
+                    String::from_utf8_lossy(&r.body)
+                ));
+            }
+            let v: Value = serde_json::from_slice(&r.body).map_err(|e| e.to_string())?;
+            rows += v["Documents"].as_array().map(Vec::len).unwrap_or(0);
+            ru += r.charge;
+            cont = r.continuation;
+            if cont.is_none() {
+                return Ok((rows, ru));
+            }
+        }
+    }
+}

@@ -1,0 +1,1008 @@
+//! `strata-bench`: load generator and benchmark suites.
+//!
+//! Every figure is reported next to a baseline measured in the same run with the same client
+//! (a minimal axum server with the same routes, no storage, no auth), because these machines
+//! are shared and noisy: ratios are meaningful, absolute numbers less so.
+//!
+//! Suites: `throughput` (every workload vs the baseline), `queries` (parse+plan time, prefix
+//! queries on 1 vs 64 partitions, fan-out scan rate), `split` (write latency while partitions
+//! split), `scale` (a separate strata process: load rate, point reads at 10k vs N items, RSS,
+//! disk, restart time). `--smoke` runs everything tiny and quickly (CI).
+
+mod baseline;
+mod client;
+mod dataset;
+mod runner;
+
+use clap::Parser;
+use client::Http;
+use dataset::Dataset;
+use reqwest::Method;
+use runner::{Measured, Op};
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+#[derive(Parser, Debug, Clone)]
+#[command(
+    name = "strata-bench",
+    about = "Benchmarks strata against an in-process HTTP baseline."
+)]
+struct Args {
+    /// all, throughput, queries, split or scale (comma-separated).
+    #[arg(long, default_value = "all")]
+    suite: String,
+    /// Tiny data and short runs: checks that everything works (CI), not speed.
+    #[arg(long)]
+    smoke: bool,
+    /// Concurrent clients per workload.
+    #[arg(long, default_value_t = 32)]
+    clients: usize,
+    /// Measured seconds per workload.
+    #[arg(long, default_value_t = 10.0)]
+    seconds: f64,
+    /// Warm-up seconds per workload.
+    #[arg(long, default_value_t = 2.0)]
+    warmup: f64,
+    /// Items loaded for the throughput and query suites.
+    #[arg(long, default_value_t = 20_000)]
+    items: u64,
+    /// Item size in bytes.
+    #[arg(long, default_value_t = 1024)]
+    item_size: usize,
+    /// Tenants (Zipf-skewed sizes).
+    #[arg(long, default_value_t = 100)]
+    tenants: usize,
+    /// Items for the scale suite.
+    #[arg(long, default_value_t = 1_000_000)]
+    scale_items: u64,
+    /// Split threshold for the split suite.
+    #[arg(long, default_value_t = 32 * 1024 * 1024)]
+    split_bytes: u64,
+    /// Only these workloads (comma-separated) in the throughput suite.
+    #[arg(long)]
+    workloads: Option<String>,
+    /// The strata binary for the scale suite (default target/release/strata, else debug).
+    #[arg(long)]
+    server_bin: Option<PathBuf>,
+    /// The SQL corpus for parse timing.
+    #[arg(long)]
+    corpus: Option<PathBuf>,
+    /// Where to write the JSON report.
+    #[arg(long, default_value = "target/bench/report.json")]
+    json: PathBuf,
+}
+
+fn mix(x: u64) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(&x.to_le_bytes())
+}
+
+fn rss_kb(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+fn dir_bytes(p: &Path) -> u64 {
+    let mut total = 0;
+    if let Ok(rd) = std::fs::read_dir(p) {
+        for e in rd.flatten() {
+            let path = e.path();
+            if path.is_dir() {
+                total += dir_bytes(&path);
+            } else if let Ok(m) = e.metadata() {
+                total += m.len();
+            }
+        }
+    }
+    total
+}
+
+fn temp_dir(label: &str) -> PathBuf {
+    let p = std::env::temp_dir().join(format!("strata-bench-{label}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&p);
+    std::fs::create_dir_all(&p).expect("temp dir");
+    p
+}
+
+/// Starts strata inside this process (disk-backed unless `dir` is None).
+async fn in_process(
+    dir: Option<PathBuf>,
+    split_bytes: Option<u64>,
+) -> (strata_server::Running, Http) {
+    let mut limits = strata_server::store::container::Limits::default();
+    if let Some(b) = split_bytes {
+        limits.partition_split_bytes = b;
+    }
+    let running = strata_server::start(strata_server::ServerConfig {
+        port: 0,
+        store: strata_server::store::StoreConfig {
+            data_dir: dir,
+            limits,
+        },
+        ..Default::default()
+    })
+    .await
+    .expect("strata starts");
+    let http = Http::new(&running.url());
+    (running, http)
+}
+
+/// Loads items `from..to` with `concurrency` concurrent upserts; returns items/s.
+async fn load(
+    http: &Http,
+    ds: &Arc<Dataset>,
+    coll: &str,
+    from: u64,
+    to: u64,
+    concurrency: usize,
+) -> f64 {
+    let started = Instant::now();
+    let next = Arc::new(std::sync::atomic::AtomicU64::new(from));
+    let mut tasks = Vec::new();
+    for _ in 0..concurrency {
+        let (http, ds, next, coll) = (
+            http.clone(),
+            Arc::clone(ds),
+            Arc::clone(&next),
+            coll.to_string(),
+        );
+        tasks.push(tokio::spawn(async move {
+            loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if i >= to {
+                    return;
+                }
+                let pk = ds.pk_header(i);
+                for _ in 0..20 {
+                    let r = http
+                        .json(
+                            Method::POST,
+                            &format!("/dbs/bench/colls/{coll}/docs"),
+                            &[
+                                ("x-ms-documentdb-partitionkey", &pk),
+                                ("x-ms-documentdb-is-upsert", "true"),
+                            ],
+                            &ds.doc(i, 0),
+                        )
+                        .await;
+                    if matches!(r, Ok(ref o) if o.status < 300) {
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            }
+        }));
+    }
+    for t in tasks {
+        let _ = t.await;
+    }
+    (to - from) as f64 / started.elapsed().as_secs_f64()
+}
+
+fn ok(o: Result<client::Outcome, String>, want: &[u16]) -> Result<f64, String> {
+    let o = o?;
+    if want.contains(&o.status) {
+        Ok(o.charge)
+    } else {
+        Err(format!(
+            "status {}: {}",
+            o.status,
+            String::from_utf8_lossy(&o.body[..o.body.len().min(200)])
+        ))
+    }
+}
+
+/// The operation of a named workload against container `coll` holding `ds`.
+fn workload(name: &str, http: &Http, ds: &Arc<Dataset>, coll: &str) -> Option<Op> {
+    let (http, ds, coll) = (http.clone(), Arc::clone(ds), coll.to_string());
+    let docs = format!("/dbs/bench/colls/{coll}/docs");
+    let query_headers = |pk: Option<&str>| {
+        let mut h = vec![
+            ("x-ms-documentdb-isquery".to_string(), "true".to_string()),
+            (
+                "content-type".to_string(),
+                "application/query+json".to_string(),
+            ),
+            (
+                "x-ms-documentdb-query-enablecrosspartition".to_string(),
+                "true".to_string(),
+            ),
+        ];
+        if let Some(p) = pk {
+            h.push(("x-ms-documentdb-partitionkey".to_string(), p.to_string()));
+        }
+        h
+    };
+    let read = {
+        let (http, ds, docs) = (http.clone(), Arc::clone(&ds), docs.clone());
+        move |n: u64| {
+            let (http, ds, docs) = (http.clone(), Arc::clone(&ds), docs.clone());
+            Box::pin(async move {
+                let i = mix(n) % ds.items;
+                let pk = ds.pk_header(i);
+                ok(
+                    http.send(
+                        Method::GET,
+                        &format!("{docs}/{}", Dataset::id(i)),
+                        &[("x-ms-documentdb-partitionkey", &pk)],
+                        None,
+                    )
+                    .await,
+                    &[200],
+                )
+            }) as futures::future::BoxFuture<'static, Result<f64, String>>
+        }
+    };
+    let upsert = {
+        let (http, ds, docs) = (http.clone(), Arc::clone(&ds), docs.clone());
+        move |n: u64| {
+            let (http, ds, docs) = (http.clone(), Arc::clone(&ds), docs.clone());
+            Box::pin(async move {
+                let i = mix(n ^ 0x77) % ds.items;
+                let pk = ds.pk_header(i);
+                ok(
+                    http.json(
+                        Method::POST,
+                        &docs,
+                        &[
+                            ("x-ms-documentdb-partitionkey", &pk),
+                            ("x-ms-documentdb-is-upsert", "true"),
+                        ],
+                        &ds.doc(i, n),
+                    )
+                    .await,
+                    &[200, 201],
+                )
+            }) as futures::future::BoxFuture<'static, Result<f64, String>>
+        }
+    };
+    let op: Op = match name {
+        "point-read" => Arc::new(read),
+        "upsert" => Arc::new(upsert),
+        "create" => {
+            let base = ds.items * 1000
+                + (std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_millis() as u64)
+                    .unwrap_or(0)
+                    % 1_000_000)
+                    * 1_000_000;
+            Arc::new(move |n: u64| {
+                let (http, ds, docs) = (http.clone(), Arc::clone(&ds), docs.clone());
+                Box::pin(async move {
+                    let i = base + n;
+                    let pk = ds.pk_header(i);
+                    ok(
+                        http.json(
+                            Method::POST,
+                            &docs,
+                            &[("x-ms-documentdb-partitionkey", &pk)],
+                            &ds.doc(i, 0),
+                        )
+                        .await,
+                        &[201],
+                    )
+                }) as futures::future::BoxFuture<'static, Result<f64, String>>
+            })
+        }
+        "replace" => Arc::new(move |n: u64| {
+            let (http, ds, docs) = (http.clone(), Arc::clone(&ds), docs.clone());
+            Box::pin(async move {
+                let i = mix(n ^ 0x99) % ds.items;
+                let pk = ds.pk_header(i);
+                ok(
+                    http.json(
+                        Method::PUT,
+                        &format!("{docs}/{}", Dataset::id(i)),
+                        &[("x-ms-documentdb-partitionkey", &pk)],
+                        &ds.doc(i, n),
+                    )
+                    .await,
+                    &[200],
+                )
+            }) as futures::future::BoxFuture<'static, Result<f64, String>>
+        }),
+        "single-partition-query" | "prefix-query" | "fan-out-query" => {
+            let kind = name.to_string();
+            Arc::new(move |n: u64| {
+                let (http, ds, docs, kind) =
+                    (http.clone(), Arc::clone(&ds), docs.clone(), kind.clone());
+                let hdrs = query_headers(None);
+                Box::pin(async move {
+                    let i = mix(n ^ 0x33) % ds.items;
+                    let (t, u, s) = ds.key(i);
+                    let (sql, params, pk) = match kind.as_str() {
+                        "single-partition-query" => (
+                            "SELECT * FROM c WHERE c.TenantId = @t AND c.UserId = @u AND c.SessionId = @s",
+                            json!([{"name": "@t", "value": t}, {"name": "@u", "value": u}, {"name": "@s", "value": s}]),
+                            Some(ds.pk_header(i)),
+                        ),
+                        "prefix-query" => (
+                            "SELECT * FROM c WHERE c.TenantId = @t AND c.UserId = @u",
+                            json!([{"name": "@t", "value": t}, {"name": "@u", "value": u}]),
+                            None,
+                        ),
+                        _ => ("SELECT TOP 10 c.id FROM c WHERE c.UserId = @u", json!([{"name": "@u", "value": u}]), None),
+                    };
+                    let mut h: Vec<(&str, &str)> =
+                        hdrs.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+                    if let Some(p) = &pk {
+                        h.push(("x-ms-documentdb-partitionkey", p));
+                    }
+                    ok(
+                        http.json(
+                            Method::POST,
+                            &docs,
+                            &h,
+                            &json!({"query": sql, "parameters": params}),
+                        )
+                        .await,
+                        &[200],
+                    )
+                }) as futures::future::BoxFuture<'static, Result<f64, String>>
+            })
+        }
+        "mixed-a" | "mixed-b" => {
+            let every = if name == "mixed-a" { 2 } else { 20 };
+            Arc::new(move |n: u64| {
+                if n.is_multiple_of(every) {
+                    upsert(n)
+                } else {
+                    read(n)
+                }
+            })
+        }
+        _ => return None,
+    };
+    Some(op)
+}
+
+const WORKLOADS: &[&str] = &[
+    "point-read",
+    "upsert",
+    "create",
+    "replace",
+    "single-partition-query",
+    "prefix-query",
+    "fan-out-query",
+    "mixed-a",
+    "mixed-b",
+];
+
+struct Report {
+    rows: Vec<Measured>,
+    extra: serde_json::Map<String, Value>,
+    targets: Vec<(String, String, bool)>,
+}
+
+impl Report {
+    fn target(&mut self, name: &str, value: String, met: bool) {
+        println!(
+            "  target {:<58} {:<28} {}",
+            name,
+            value,
+            if met { "MET" } else { "MISSED" }
+        );
+        self.targets.push((name.to_string(), value, met));
+    }
+}
+
+async fn throughput(a: &Args, r: &mut Report) {
+    let warm = Duration::from_secs_f64(a.warmup);
+    let dur = Duration::from_secs_f64(a.seconds);
+    println!(
+        "== throughput: {} clients, {} s per workload after {} s warm-up, {} items of {} B",
+        a.clients, a.seconds, a.warmup, a.items, a.item_size
+    );
+    let ds = Arc::new(Dataset::new(a.items, a.item_size, a.tenants));
+    let base = Http::new(&baseline::start(a.item_size).await);
+    let get: Op = {
+        let (b, ds) = (base.clone(), Arc::clone(&ds));
+        Arc::new(move |n: u64| {
+            let (b, ds) = (b.clone(), Arc::clone(&ds));
+            Box::pin(async move {
+                let i = mix(n) % ds.items;
+                ok(
+                    b.send(
+                        Method::GET,
+                        &format!("/dbs/bench/colls/events/docs/{}", Dataset::id(i)),
+                        &[("x-ms-documentdb-partitionkey", &ds.pk_header(i))],
+                        None,
+                    )
+                    .await,
+                    &[200],
+                )
+            })
+        })
+    };
+    let post: Op = {
+        let (b, ds) = (base.clone(), Arc::clone(&ds));
+        Arc::new(move |n: u64| {
+            let (b, ds) = (b.clone(), Arc::clone(&ds));
+            Box::pin(async move {
+                let i = mix(n) % ds.items;
+                ok(
+                    b.json(
+                        Method::POST,
+                        "/dbs/bench/colls/events/docs",
+                        &[("x-ms-documentdb-partitionkey", &ds.pk_header(i))],
+                        &ds.doc(i, n),
+                    )
+                    .await,
+                    &[200],
+                )
+            })
+        })
+    };
+    let bget = runner::run("baseline-get", a.clients, warm, dur, get).await;
+    let bpost = runner::run("baseline-post", a.clients, warm, dur, post).await;
+    let dir = temp_dir("throughput");
+    let (running, http) = in_process(Some(dir.clone()), None).await;
+    http.setup("bench", "events", Dataset::definition(), None)
+        .await
+        .expect("setup");
+    let rate = load(&http, &ds, "events", 0, a.items, 64).await;
+    println!(
+        "  loaded {} items at {rate:.0} items/s (durable upserts, 64 concurrent)",
+        a.items
+    );
+    r.extra
+        .insert("throughput_load_items_per_sec".into(), json!(rate));
+    let selected: Vec<&str> = match &a.workloads {
+        Some(w) => w.split(',').map(str::trim).collect(),
+        None => WORKLOADS.to_vec(),
+    };
+    let mut rows = vec![bget.clone(), bpost.clone()];
+    for w in selected {
+        let Some(op) = workload(w, &http, &ds, "events") else {
+            eprintln!("unknown workload {w}");
+            continue;
+        };
+        let mut m = runner::run(w, a.clients, warm, dur, op).await;
+        let basis = if w == "point-read" { &bget } else { &bpost };
+        m.ratio_to_baseline = Some(m.ops_per_sec / basis.ops_per_sec.max(1e-9));
+        rows.push(m);
+    }
+    let disk = dir_bytes(&dir);
+    println!(
+        "  process RSS {} MB, {:.0} bytes on disk per item",
+        rss_kb(std::process::id()) / 1024,
+        disk as f64 / a.items.max(1) as f64
+    );
+    r.extra.insert(
+        "throughput_disk_bytes_per_item".into(),
+        json!(disk as f64 / a.items.max(1) as f64),
+    );
+    print_rows(&rows);
+    let find = |n: &str| rows.iter().find(|m| m.workload == n).cloned();
+    if let Some(m) = find("point-read") {
+        let ratio = m.ratio_to_baseline.unwrap_or(0.0);
+        r.target(
+            "point-read throughput >= 70% of baseline GET",
+            format!("{:.0}%", ratio * 100.0),
+            ratio >= 0.7,
+        );
+    }
+    if let Some(m) = find("upsert") {
+        let ratio = m.ratio_to_baseline.unwrap_or(0.0);
+        r.target(
+            "durable upsert >= 40% of baseline POST",
+            format!("{:.0}%", ratio * 100.0),
+            ratio >= 0.4,
+        );
+    }
+    r.rows.extend(rows);
+    let _ = running.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn print_rows(rows: &[Measured]) {
+    println!(
+        "  {:<24} {:>7} {:>10} {:>9} {:>9} {:>9} {:>7} {:>9} {:>9}",
+        "workload", "clients", "ops/s", "p50 us", "p99 us", "p99.9 us", "errors", "RU/s", "vs base"
+    );
+    for m in rows {
+        println!(
+            "  {:<24} {:>7} {:>10.0} {:>9} {:>9} {:>9} {:>7} {:>9.0} {:>9}",
+            m.workload,
+            m.clients,
+            m.ops_per_sec,
+            m.p50_us,
+            m.p99_us,
+            m.p999_us,
+            m.errors,
+            m.ru_per_sec,
+            m.ratio_to_baseline
+                .map(|r| format!("{:.0}%", r * 100.0))
+                .unwrap_or_else(|| "-".into())
+        );
+        if let Some(e) = &m.first_error {
+            println!("    first error: {e}");
+        }
+    }
+}
+
+async fn queries(a: &Args, r: &mut Report) {
+    println!("== queries");
+    // Parse + plan time over the corpus.
+    let corpus = a.corpus.clone().unwrap_or_else(|| {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/testdata/sql-corpus")
+    });
+    let mut texts = Vec::new();
+    for f in ["docs.txt", "samples.txt"] {
+        if let Ok(t) = std::fs::read_to_string(corpus.join(f)) {
+            let mut cur = String::new();
+            for line in t.lines() {
+                if line.starts_with("### ") {
+                    if !cur.trim().is_empty() {
+                        texts.push(std::mem::take(&mut cur));
+                    }
+                } else {
+                    cur.push_str(line);
+                    cur.push('\n');
+                }
+            }
+            if !cur.trim().is_empty() {
+                texts.push(cur);
+            }
+        }
+    }
+    if texts.is_empty() {
+        texts.push("SELECT * FROM c WHERE c.TenantId = @t AND c.n > 5 ORDER BY c.n".into());
+    }
+    let reps = if a.smoke { 5 } else { 200 };
+    let def = strata_query::pk::PartitionKeyDefinition::multi_hash(&[
+        "/TenantId",
+        "/UserId",
+        "/SessionId",
+    ])
+    .expect("def");
+    let (mut parse_ns, mut plan_ns, mut planned) = (0u128, 0u128, 0usize);
+    for t in &texts {
+        let params: Vec<(String, Value)> = t
+            .split('@')
+            .skip(1)
+            .filter_map(|s| {
+                let name: String = s
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_')
+                    .collect();
+                (!name.is_empty()).then(|| (name, json!(1)))
+            })
+            .collect();
+        let t0 = Instant::now();
+        for _ in 0..reps {
+            let _ = strata_query::sql::parser::parse(t);
+        }
+        parse_ns += t0.elapsed().as_nanos() / reps as u128;
+        if strata_query::sql::prepare(t, &params, Some(&def)).is_ok() {
+            let t0 = Instant::now();
+            for _ in 0..reps {
+                let _ = strata_query::sql::prepare(t, &params, Some(&def));
+            }
+            plan_ns += t0.elapsed().as_nanos() / reps as u128;
+            planned += 1;
+        }
+    }
+    let parse_us = parse_ns as f64 / texts.len() as f64 / 1000.0;
+    let plan_us = plan_ns as f64 / planned.max(1) as f64 / 1000.0;
+    println!("  corpus: {} queries, parse {parse_us:.1} us/query; parse+bind+plan {plan_us:.1} us/query ({planned} plannable)", texts.len());
+    r.extra.insert("parse_us_per_query".into(), json!(parse_us));
+    r.extra
+        .insert("parse_plan_us_per_query".into(), json!(plan_us));
+
+    // The same data in a 1-partition and a 64-partition container.
+    let items = if a.smoke { 2_000 } else { a.items };
+    let ds = Arc::new(Dataset::new(items, a.item_size, a.tenants));
+    let dir = temp_dir("queries");
+    let (running, http) = in_process(Some(dir.clone()), None).await;
+    http.setup("bench", "p1", Dataset::definition(), Some(400))
+        .await
+        .expect("setup p1");
+    http.setup("bench", "p64", Dataset::definition(), Some(640_000))
+        .await
+        .expect("setup p64");
+    load(&http, &ds, "p1", 0, items, 64).await;
+    load(&http, &ds, "p64", 0, items, 64).await;
+    let warm = Duration::from_secs_f64(a.warmup);
+    let dur = Duration::from_secs_f64(a.seconds.min(if a.smoke { 1.0 } else { 5.0 }));
+    let mut rows = Vec::new();
+    for (coll, label) in [("p1", "1 partition"), ("p64", "64 partitions")] {
+        let one = runner::run(
+            &format!("prefix-query, {label}, 1 client"),
+            1,
+            warm,
+            dur,
+            workload("prefix-query", &http, &ds, coll).expect("op"),
+        )
+        .await;
+        rows.push(one);
+    }
+    let single = runner::run(
+        "single-partition-query, 1 client",
+        1,
+        warm,
+        dur,
+        workload("single-partition-query", &http, &ds, "p64").expect("op"),
+    )
+    .await;
+    rows.push(single);
+    print_rows(&rows);
+    let (p1, p64) = (rows[0].p50_us as f64, rows[1].p50_us as f64);
+    let ratio = p64 / p1.max(1.0);
+    r.extra
+        .insert("prefix_p50_us_1_partition".into(), json!(p1));
+    r.extra
+        .insert("prefix_p50_us_64_partitions".into(), json!(p64));
+    r.target(
+        "prefix query on 64 partitions within 20% of 1 partition (p50)",
+        format!("{:.2}x ({p64:.0} vs {p1:.0} us)", ratio),
+        ratio <= 1.2,
+    );
+    // Fan-out scan rate: a filter that matches nothing makes every partition scan everything.
+    let reps = if a.smoke { 1 } else { 5 };
+    let t0 = Instant::now();
+    let mut scanned = 0u64;
+    for _ in 0..reps {
+        http.query_all(
+            "bench",
+            "p64",
+            "SELECT VALUE COUNT(1) FROM c WHERE c.pad = 'no such value'",
+            json!([]),
+            &[],
+        )
+        .await
+        .expect("fan-out");
+        scanned += items;
+    }
+    let rate = scanned as f64 / t0.elapsed().as_secs_f64();
+    let cores = num_cpus::get();
+    println!("  fan-out scan: {rate:.0} documents/s over 64 partitions = {:.0} documents/s per core ({cores} cores)", rate / cores as f64);
+    r.extra.insert(
+        "fanout_docs_per_sec_per_core".into(),
+        json!(rate / cores as f64),
+    );
+    r.rows.extend(rows);
+    let _ = running.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+async fn split(a: &Args, r: &mut Report) {
+    let threshold = if a.smoke { 256 * 1024 } else { a.split_bytes };
+    let secs = if a.smoke { 3.0 } else { 40.0 };
+    println!(
+        "== split: writes while partitions split (threshold {} KB, {secs} s)",
+        threshold / 1024
+    );
+    let dir = temp_dir("split");
+    let (running, http) = in_process(Some(dir.clone()), Some(threshold)).await;
+    http.setup("bench", "s", Dataset::definition(), None)
+        .await
+        .expect("setup");
+    let ds = Arc::new(Dataset::new(u64::MAX / 4, a.item_size, a.tenants));
+    let t_start = Instant::now();
+    let end = t_start + Duration::from_secs_f64(secs);
+    let samples = Arc::new(std::sync::Mutex::new(Vec::<(f64, u64, bool)>::new()));
+    let counter = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let mut tasks = Vec::new();
+    for _ in 0..8 {
+        let (http, ds, samples, counter) = (
+            http.clone(),
+            Arc::clone(&ds),
+            Arc::clone(&samples),
+            Arc::clone(&counter),
+        );
+        tasks.push(tokio::spawn(async move {
+            while Instant::now() < end {
+                let i = counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let t0 = Instant::now();
+                let res = http
+                    .json(
+                        Method::POST,
+                        "/dbs/bench/colls/s/docs",
+                        &[("x-ms-documentdb-partitionkey", &ds.pk_header(i))],
+                        &ds.doc(i, 0),
+                    )
+                    .await;
+                let ok = matches!(res, Ok(ref o) if o.status == 201);
+                samples.lock().unwrap_or_else(|p| p.into_inner()).push((
+                    t0.duration_since(t_start).as_secs_f64(),
+                    t0.elapsed().as_micros() as u64,
+                    ok,
+                ));
+            }
+        }));
+    }
+    let mut splits = Vec::new();
+    let mut last = 1;
+    while Instant::now() < end {
+        if let Ok(o) = http
+            .send(Method::GET, "/dbs/bench/colls/s/pkranges", &[], None)
+            .await
+        {
+            let n = serde_json::from_slice::<Value>(&o.body)
+                .ok()
+                .and_then(|v| v["_count"].as_u64())
+                .unwrap_or(last);
+            if n != last {
+                splits.push(t_start.elapsed().as_secs_f64());
+                last = n;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for t in tasks {
+        let _ = t.await;
+    }
+    let samples = samples.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let in_window = |t: f64| splits.iter().any(|s| t >= s - 0.3 && t <= s + 0.1);
+    let pct = |mut v: Vec<u64>, q: f64| -> u64 {
+        if v.is_empty() {
+            return 0;
+        }
+        v.sort_unstable();
+        v[((v.len() as f64 * q) as usize).min(v.len() - 1)]
+    };
+    let during: Vec<u64> = samples
+        .iter()
+        .filter(|s| in_window(s.0))
+        .map(|s| s.1)
+        .collect();
+    let steady: Vec<u64> = samples
+        .iter()
+        .filter(|s| !in_window(s.0) && s.0 > 0.5)
+        .map(|s| s.1)
+        .collect();
+    let errors = samples.iter().filter(|s| !s.2).count();
+    let (p99_d, p99_s) = (pct(during.clone(), 0.99), pct(steady.clone(), 0.99));
+    println!(
+        "  {} writes, {} partitions after {} splits; p50/p99 steady {}/{} us, during splits {}/{} us ({} samples); {} failed",
+        samples.len(), last, splits.len(), pct(steady.clone(), 0.5), p99_s, pct(during.clone(), 0.5), p99_d, during.len(), errors
+    );
+    r.extra.insert("split_count".into(), json!(splits.len()));
+    r.extra.insert("split_p99_us_steady".into(), json!(p99_s));
+    r.extra.insert("split_p99_us_during".into(), json!(p99_d));
+    r.extra.insert("split_failed_writes".into(), json!(errors));
+    if !splits.is_empty() {
+        let ratio = p99_d as f64 / p99_s.max(1) as f64;
+        r.target(
+            "p99 write latency during splits <= 2x steady state",
+            format!("{ratio:.2}x"),
+            ratio <= 2.0,
+        );
+    }
+    r.target(
+        "no request fails because of a split",
+        format!("{errors} failed"),
+        errors == 0,
+    );
+    let _ = running.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn server_bin(a: &Args) -> PathBuf {
+    if let Some(b) = &a.server_bin {
+        return b.clone();
+    }
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let release = root.join("target/release/strata");
+    if release.exists() {
+        release
+    } else {
+        root.join("target/debug/strata")
+    }
+}
+
+fn spawn_server(bin: &Path, dir: &Path) -> (Child, String) {
+    let mut child = Command::new(bin)
+        .args(["--port", "0", "--log", "warn", "--data-dir"])
+        .arg(dir)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| {
+            panic!(
+                "cannot start {}: {e} (build it: cargo build --release -p strata-server)",
+                bin.display()
+            )
+        });
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("banner");
+    let url = line
+        .split_whitespace()
+        .find(|w| w.starts_with("http"))
+        .unwrap_or_default()
+        .to_string();
+    (child, url)
+}
+
+async fn point_reads(http: &Http, ds: &Arc<Dataset>, a: &Args, label: &str) -> Measured {
+    let op = workload("point-read", http, ds, "events").expect("op");
+    let dur = Duration::from_secs_f64(a.seconds.min(if a.smoke { 1.0 } else { 5.0 }));
+    runner::run(
+        label,
+        a.clients,
+        Duration::from_secs_f64(a.warmup.min(1.0)),
+        dur,
+        op,
+    )
+    .await
+}
+
+async fn scale(a: &Args, r: &mut Report) {
+    let n = if a.smoke { 5_000 } else { a.scale_items };
+    let small = if a.smoke { 1_000 } else { 10_000 }.min(n);
+    let bin = server_bin(a);
+    println!(
+        "== scale: {n} items in a separate strata process ({})",
+        bin.display()
+    );
+    let dir = temp_dir("scale");
+    let (mut child, url) = spawn_server(&bin, &dir);
+    let http = Http::new(&url);
+    http.setup("bench", "events", Dataset::definition(), None)
+        .await
+        .expect("setup");
+    let ds_small = Arc::new(Dataset::new(small, a.item_size, a.tenants));
+    load(&http, &ds_small, "events", 0, small, 64).await;
+    let at_small = point_reads(&http, &ds_small, a, &format!("point-read @ {small}")).await;
+    let ds = Arc::new(Dataset::new(n, a.item_size, a.tenants));
+    let started = Instant::now();
+    let rate = load(&http, &ds, "events", small, n, 64).await;
+    println!(
+        "  loaded {} more items in {:.1} s: {rate:.0} items/s",
+        n - small,
+        started.elapsed().as_secs_f64()
+    );
+    let at_n = point_reads(&http, &ds, a, &format!("point-read @ {n}")).await;
+    let rss = rss_kb(child.id()) / 1024;
+    let disk = dir_bytes(&dir);
+    print_rows(&[at_small.clone(), at_n.clone()]);
+    println!(
+        "  server RSS {rss} MB, disk {:.1} MB ({:.0} bytes/item)",
+        disk as f64 / 1e6,
+        disk as f64 / n as f64
+    );
+    // Clean stop, then time a restart to the first served read.
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let _ = child.wait();
+    let t0 = Instant::now();
+    let (mut child2, url2) = spawn_server(&bin, &dir);
+    let http2 = Http::new(&url2);
+    let pk = ds.pk_header(7);
+    loop {
+        if let Ok(o) = http2
+            .send(
+                Method::GET,
+                &format!("/dbs/bench/colls/events/docs/{}", Dataset::id(7)),
+                &[("x-ms-documentdb-partitionkey", &pk)],
+                None,
+            )
+            .await
+        {
+            if o.status == 200 {
+                break;
+            }
+        }
+        if t0.elapsed() > Duration::from_secs(60) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let restart = t0.elapsed().as_secs_f64();
+    println!("  restart to first served read: {:.0} ms", restart * 1000.0);
+    let _ = child2.kill();
+    let _ = child2.wait();
+    r.extra.insert("scale_items".into(), json!(n));
+    r.extra
+        .insert("scale_load_items_per_sec".into(), json!(rate));
+    r.extra.insert("scale_rss_mb".into(), json!(rss));
+    r.extra.insert(
+        "scale_disk_bytes_per_item".into(),
+        json!(disk as f64 / n as f64),
+    );
+    r.extra
+        .insert("scale_restart_ms".into(), json!(restart * 1000.0));
+    let ratio = at_n.p99_us as f64 / at_small.p99_us.max(1) as f64;
+    r.target(
+        &format!("restart with {n} items on disk < 1 s"),
+        format!("{:.0} ms", restart * 1000.0),
+        restart < 1.0,
+    );
+    r.target(
+        &format!("RSS < 300 MB at {n} items"),
+        format!("{rss} MB"),
+        rss < 300,
+    );
+    r.target(
+        &format!("point-read p99 at {n} within 1.5x of p99 at {small}"),
+        format!("{ratio:.2}x ({} vs {} us)", at_n.p99_us, at_small.p99_us),
+        ratio <= 1.5,
+    );
+    r.rows.push(at_small);
+    r.rows.push(at_n);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn main() {
+    let mut a = Args::parse();
+    if a.smoke {
+        a.seconds = 1.0;
+        a.warmup = 0.2;
+        a.items = 500;
+        a.clients = a.clients.min(8);
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let mut report = Report {
+        rows: Vec::new(),
+        extra: serde_json::Map::new(),
+        targets: Vec::new(),
+    };
+    let suites: Vec<String> = if a.suite == "all" {
+        vec![
+            "throughput".into(),
+            "queries".into(),
+            "split".into(),
+            "scale".into(),
+        ]
+    } else {
+        a.suite.split(',').map(|s| s.trim().to_string()).collect()
+    };
+    println!(
+        "strata-bench: {} cores, {} suite(s){}",
+        num_cpus::get(),
+        suites.join(", "),
+        if a.smoke {
+            " (smoke: checks that it works, not speed)"
+        } else {
+            ""
+        }
+    );
+    rt.block_on(async {
+        for s in &suites {
+            match s.as_str() {
+                "throughput" => throughput(&a, &mut report).await,
+                "queries" => queries(&a, &mut report).await,
+                "split" => split(&a, &mut report).await,
+                "scale" => scale(&a, &mut report).await,
+                other => eprintln!("unknown suite {other}"),
+            }
+        }
+    });
+    let errors: u64 = report.rows.iter().map(|m| m.errors).sum();
+    let json = json!({
+        "machine": {"cores": num_cpus::get()},
+        "args": format!("{a:?}"),
+        "workloads": report.rows,
+        "metrics": report.extra,
+        "targets": report.targets.iter().map(|(n, v, m)| json!({"target": n, "value": v, "met": m})).collect::<Vec<_>>(),
+    });
+    if let Some(dir) = a.json.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    let _ = std::fs::write(
+        &a.json,
+        serde_json::to_vec_pretty(&json).unwrap_or_default(),
+    );
+    println!("report written to {}", a.json.display());
+    if a.smoke && errors > 0 {
+        eprintln!("smoke run: {errors} requests failed");
+        std::process::exit(1);
+    }
+}
