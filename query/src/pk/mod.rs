@@ -221,6 +221,30 @@ impl PartitionKeyDefinition {
         PartitionKey(comps)
     }
 
+    /// [`Self::extract`] for a document held as a JSON object (no copy of the document).
+    pub fn extract_map(&self, doc: &Map<String, Value>) -> PartitionKey {
+        let comps = self
+            .segments
+            .iter()
+            .map(|segs| {
+                let Some((first, rest)) = segs.split_first() else {
+                    return PkComponent::Undefined;
+                };
+                let Some(mut cur) = doc.get(first.as_str()) else {
+                    return PkComponent::Undefined;
+                };
+                for s in rest {
+                    match cur.get(s.as_str()) {
+                        Some(v) => cur = v,
+                        None => return PkComponent::Undefined,
+                    }
+                }
+                PkComponent::from_json(cur).unwrap_or(PkComponent::Undefined)
+            })
+            .collect();
+        PartitionKey(comps)
+    }
+
     /// Checks that `pk` addresses exactly one logical partition of this container.
     pub fn check_full(&self, pk: &PartitionKey) -> Result<(), PkError> {
         if self.system_key && pk.0.is_empty() {

@@ -51,7 +51,7 @@ pub fn point_key(
 ) -> Result<(PartitionKey, String), ApiError> {
     let pk = match (given, doc) {
         (Some(pk), _) => pk,
-        (None, Some(d)) => c.pk.extract(&Value::Object(d.clone())),
+        (None, Some(d)) => c.pk.extract_map(d),
         (None, None) if c.pk.system_key => PartitionKey::default(),
         (None, None) => {
             return Err(ApiError::bad_request(
@@ -79,7 +79,7 @@ pub fn check_doc_key(
     if c.pk.system_key {
         return Ok(());
     }
-    let found = c.pk.extract(&Value::Object(doc.clone()));
+    let found = c.pk.extract_map(doc);
     let ok = pk.0.len() == found.0.len()
         && pk
             .0

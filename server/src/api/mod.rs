@@ -88,12 +88,7 @@ impl App {
     /// RU/s budget of each physical partition of `c` (its own throughput, else its database's
     /// shared throughput).
     pub fn partition_rate(&self, c: &Container) -> f64 {
-        let shared = self
-            .store
-            .database(&c.db)
-            .ok()
-            .and_then(|d| d.throughput.map(|t| t.max_ru()));
-        self.governor.rate(c, shared)
+        self.governor.rate(c, self.store.database_throughput(&c.db))
     }
 
     /// Spends request units on partitions; 429 when throttling is on and they lack budget.
@@ -105,13 +100,13 @@ impl App {
         ru: f64,
     ) -> Result<(), ApiError> {
         self.governor
-            .spend(c, self.partition_rate(c), ranges, epk, ru)
+            .spend(c, || self.partition_rate(c), ranges, epk, ru)
     }
 
     /// Records request units already consumed (no admission check).
     pub fn record(&self, c: &Container, ranges: &[u32], epk: Option<&str>, ru: f64) {
         self.governor
-            .record(c, self.partition_rate(c), ranges, epk, ru)
+            .record(c, || self.partition_rate(c), ranges, epk, ru)
     }
 
     /// Runs after every successful item write: starts a split when a partition outgrew the
@@ -158,7 +153,9 @@ async fn handle(State(app): State<App>, req: Request<Body>) -> Response {
         .map(str::to_string)
         .unwrap_or_else(new_activity_id);
     let method = req.method().clone();
-    let path = req.uri().path().to_string();
+    // Cheap to clone (shared bytes); only read when logging.
+    let uri = req.uri().clone();
+    let path = uri.path();
     let resp = match dispatch(&app, req, &activity_id).await {
         Ok(r) => r.into_response_with(&activity_id),
         Err(e) => {

@@ -54,19 +54,20 @@ impl Reply {
 
     /// Session token and LSN headers for a response that touched `ranges`.
     pub fn session(self, ranges: &[u32], lsn: u64) -> Self {
-        let token = ranges
-            .iter()
-            .map(|r| format!("{r}:-1#{lsn}"))
-            .collect::<Vec<_>>()
-            .join(",");
-        let ids = ranges
-            .iter()
-            .map(u32::to_string)
-            .collect::<Vec<_>>()
-            .join(",");
+        use std::fmt::Write as _;
+        let (mut token, mut ids) = (String::with_capacity(24), String::with_capacity(8));
+        for (i, r) in ranges.iter().enumerate() {
+            if i > 0 {
+                token.push(',');
+                ids.push(',');
+            }
+            let _ = write!(token, "{r}:-1#{lsn}");
+            let _ = write!(ids, "{r}");
+        }
+        let lsn = lsn.to_string();
         self.header("x-ms-session-token", token)
-            .header("lsn", lsn.to_string())
-            .header("x-ms-global-committed-lsn", lsn.to_string())
+            .header("lsn", &lsn)
+            .header("x-ms-global-committed-lsn", lsn)
             .header("x-ms-documentdb-partitionkeyrangeid", ids)
     }
 

@@ -154,6 +154,8 @@ pub struct Container {
     pub id: String,
     pub rid: String,
     pub db_rid: String,
+    /// `dbs/{db}/colls/{id}`, the `x-ms-alt-content-path` of every response.
+    pub alt_content_path: String,
     pub pk: PartitionKeyDefinition,
     /// User-settable properties, timestamps and throughput (the `ranges` field is not kept
     /// current here; the partition map is authoritative).
@@ -204,6 +206,7 @@ impl Container {
             id: rec.id.clone(),
             rid: catalog::coll_rid(rec.db_seq, rec.cid),
             db_rid: catalog::db_rid(rec.db_seq),
+            alt_content_path: format!("dbs/{}/colls/{}", rec.db, rec.id),
             pk,
             meta: RwLock::new(rec),
             map: RwLock::new(map),
@@ -361,6 +364,7 @@ impl Container {
             next_lsn: self.lsn.load(Ordering::Acquire) + 1,
             now: catalog::now_secs(),
             default_ttl: self.default_ttl(),
+            deleted_any: false,
         };
         let out = f(&mut txn)?;
         if txn.ops.is_empty() {
@@ -389,11 +393,15 @@ impl Container {
                 _ => ops.push(Op::Delete(Space::Partitions, key)),
             }
         }
-        ops.push(Op::Put(
-            Space::Catalog,
-            keys::catalog_lsn(self.cid),
-            last_lsn.to_be_bytes().to_vec(),
-        ));
+        // The newest change-feed entry records the last LSN, so restarts recover it from
+        // there; only a delete can remove that entry, so only then is the LSN stored itself.
+        if txn.deleted_any {
+            ops.push(Op::Put(
+                Space::Catalog,
+                keys::catalog_lsn(self.cid),
+                last_lsn.to_be_bytes().to_vec(),
+            ));
+        }
         let seq = self.engine.write(ops).map_err(StoreError::from)?;
         self.lsn.store(last_lsn, Ordering::Release);
         let mut map = write(&self.map);
@@ -444,6 +452,8 @@ pub struct Txn<'a> {
     next_lsn: u64,
     now: u64,
     default_ttl: Option<i64>,
+    /// Whether this transaction deletes anything (see [`Container::write`]).
+    deleted_any: bool,
 }
 
 impl Txn<'_> {
@@ -599,6 +609,7 @@ impl Txn<'_> {
         self.ops.push(Op::Delete(Space::Items, key));
         // A delete consumes an LSN too, so session tokens and range LSNs move forward.
         self.next_lsn += 1;
+        self.deleted_any = true;
         self.staged.insert((epk.to_string(), id.to_string()), None);
         Ok(())
     }

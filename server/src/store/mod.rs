@@ -76,8 +76,8 @@ struct StoreInner {
 #[derive(Default)]
 struct Catalog {
     dbs: BTreeMap<String, DatabaseRecord>,
-    /// By (database id, container id).
-    containers: BTreeMap<(String, String), Arc<Container>>,
+    /// By database id, then container id (looked up by `&str`, without allocating).
+    containers: BTreeMap<String, BTreeMap<String, Arc<Container>>>,
 }
 
 impl Store {
@@ -101,13 +101,31 @@ impl Store {
         for (_, v) in scan_prefix(&engine, Space::Catalog, b"coll/")? {
             let rec: ContainerRecord = serde_json::from_slice(&v)
                 .map_err(|e| StoreError::Corrupt(format!("container record: {e}")))?;
-            let lsn = engine
+            // The last LSN: the newest change-feed entry, or the stored one (written when a
+            // delete may have removed the newest entry), whichever is higher.
+            let stored = engine
                 .get(Space::Catalog, &keys::catalog_lsn(rec.cid))?
                 .and_then(|v| v[..].try_into().ok().map(u64::from_be_bytes))
                 .unwrap_or(0);
-            let key = (rec.db.clone(), rec.id.clone());
+            let newest = engine
+                .scan(
+                    Space::Feed,
+                    Bound::Included(&keys::container_prefix(rec.cid)),
+                    Bound::Excluded(&keys::container_prefix(rec.cid + 1)),
+                    1,
+                    true,
+                )?
+                .first()
+                .and_then(|(k, _)| keys::parse_feed_key(k))
+                .map(|(_, lsn)| lsn)
+                .unwrap_or(0);
+            let lsn = stored.max(newest);
+            let (db, id) = (rec.db.clone(), rec.id.clone());
             let c = Container::load(rec, lsn, engine.clone(), cfg.limits.clone())?;
-            cat.containers.insert(key, Arc::new(c));
+            cat.containers
+                .entry(db)
+                .or_default()
+                .insert(id, Arc::new(c));
         }
         let pending: Vec<u32> = scan_prefix(&engine, Space::Catalog, b"purge/")?
             .into_iter()
@@ -244,10 +262,9 @@ impl Store {
         let db = self.database(id)?;
         let doomed: Vec<Arc<Container>> = read(&self.inner.catalog)
             .containers
-            .iter()
-            .filter(|((d, _), _)| *d == db.id)
-            .map(|(_, c)| Arc::clone(c))
-            .collect();
+            .get(&db.id)
+            .map(|m| m.values().cloned().collect())
+            .unwrap_or_default();
         let mut ops = vec![Op::Delete(Space::Catalog, keys::catalog_database(&db.id))];
         for c in &doomed {
             ops.push(Op::Delete(Space::Catalog, keys::catalog_container(c.cid)));
@@ -261,7 +278,7 @@ impl Store {
         {
             let mut cat = write(&self.inner.catalog);
             cat.dbs.remove(&db.id);
-            cat.containers.retain(|(d, _), _| *d != db.id);
+            cat.containers.remove(&db.id);
         }
         for c in doomed {
             c.deleted.store(true, Ordering::Release);
@@ -300,10 +317,9 @@ impl Store {
         let db = self.database(db)?;
         Ok(read(&self.inner.catalog)
             .containers
-            .iter()
-            .filter(|((d, _), _)| *d == db.id)
-            .map(|(_, c)| Arc::clone(c))
-            .collect())
+            .get(&db.id)
+            .map(|m| m.values().cloned().collect())
+            .unwrap_or_default())
     }
 
     /// Every container of every database.
@@ -311,21 +327,37 @@ impl Store {
         read(&self.inner.catalog)
             .containers
             .values()
-            .cloned()
+            .flat_map(|m| m.values().cloned())
             .collect()
+    }
+
+    /// The RU/s of a database with shared throughput, if it has any.
+    pub fn database_throughput(&self, id: &str) -> Option<u64> {
+        read(&self.inner.catalog)
+            .dbs
+            .get(id)
+            .and_then(|d| d.throughput.as_ref().map(Throughput::max_ru))
     }
 
     /// Finds a container by database and container id (or `_rid`s).
     pub fn container(&self, db: &str, id: &str) -> Result<Arc<Container>, StoreError> {
+        // The common case: both names, no allocation.
+        if let Some(c) = read(&self.inner.catalog)
+            .containers
+            .get(db)
+            .and_then(|m| m.get(id))
+        {
+            return Ok(Arc::clone(c));
+        }
         let dbrec = self.database(db)?;
         let cat = read(&self.inner.catalog);
-        if let Some(c) = cat.containers.get(&(dbrec.id.clone(), id.to_string())) {
+        if let Some(c) = cat.containers.get(&dbrec.id).and_then(|m| m.get(id)) {
             return Ok(Arc::clone(c));
         }
         cat.containers
-            .iter()
-            .find(|((d, _), c)| *d == dbrec.id && c.rid == id)
-            .map(|(_, c)| Arc::clone(c))
+            .get(&dbrec.id)
+            .and_then(|m| m.values().find(|c| c.rid == id))
+            .map(Arc::clone)
             .ok_or_else(|| {
                 StoreError::NotFound(format!(
                     "Container '{id}' does not exist in database '{}' (resource not found).",
@@ -339,6 +371,7 @@ impl Store {
         read(&self.inner.catalog)
             .containers
             .values()
+            .flat_map(|m| m.values())
             .find(|c| c.rid == rid)
             .cloned()
     }
@@ -355,7 +388,8 @@ impl Store {
         let dbrec = self.database(db)?;
         if read(&self.inner.catalog)
             .containers
-            .contains_key(&(dbrec.id.clone(), id.to_string()))
+            .get(&dbrec.id)
+            .is_some_and(|m| m.contains_key(id))
         {
             return Err(StoreError::Conflict(format!(
                 "Container '{id}' already exists in database '{}'.",
@@ -431,7 +465,9 @@ impl Store {
         )?);
         write(&self.inner.catalog)
             .containers
-            .insert((dbrec.id, id.to_string()), Arc::clone(&container));
+            .entry(dbrec.id)
+            .or_default()
+            .insert(id.to_string(), Arc::clone(&container));
         Ok(container)
     }
 
@@ -485,9 +521,9 @@ impl Store {
                 Op::Put(Space::Catalog, keys::catalog_purge(c.cid), Vec::new()),
             ])
             .await?;
-        write(&self.inner.catalog)
-            .containers
-            .remove(&(c.db.clone(), c.id.clone()));
+        if let Some(m) = write(&self.inner.catalog).containers.get_mut(&c.db) {
+            m.remove(&c.id);
+        }
         c.deleted.store(true, Ordering::Release);
         self.spawn_purge(c.cid);
         Ok(())
@@ -590,5 +626,70 @@ impl Store {
         drop(_ddl);
         self.maybe_split(c);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn doc(id: &str) -> Map<String, Value> {
+        match json!({"id": id, "pk": "a"}) {
+            Value::Object(m) => m,
+            _ => unreachable!(),
+        }
+    }
+
+    /// Change-feed positions are LSNs: they must never repeat after a restart, even when the
+    /// newest write was a delete (which removes the newest feed entry).
+    #[tokio::test]
+    async fn lsn_never_goes_back_across_restarts() {
+        let dir = std::env::temp_dir().join(format!("strata-lsn-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let cfg = StoreConfig {
+            data_dir: Some(dir.clone()),
+            limits: Limits::default(),
+        };
+        let epk = "0A";
+        {
+            let s = Store::open(cfg.clone()).unwrap();
+            s.create_database("d", None).await.unwrap();
+            let c = s
+                .create_container(
+                    "d",
+                    "c",
+                    PartitionKeyDefinition::hash_v2("/pk"),
+                    Map::new(),
+                    None,
+                )
+                .await
+                .unwrap();
+            for id in ["1", "2", "3"] {
+                let (_, seq) = c.write(|t| t.put(epk, id, doc(id), None)).unwrap();
+                s.engine().durable(seq).await.unwrap();
+            }
+            let (_, seq) = c
+                .write(|t| {
+                    let prev = t.get_raw(epk, "3")?.expect("exists");
+                    t.delete(epk, "3", &prev)
+                })
+                .unwrap();
+            s.engine().durable(seq).await.unwrap();
+            assert_eq!(c.current_lsn(), 4);
+            s.shutdown().unwrap();
+        }
+        let s = Store::open(cfg.clone()).unwrap();
+        let c = s.container("d", "c").unwrap();
+        assert_eq!(c.current_lsn(), 4, "the delete's LSN is remembered");
+        let (w, _) = c.write(|t| t.put(epk, "4", doc("4"), None)).unwrap();
+        assert_eq!(w.item.lsn, 5);
+        s.shutdown().unwrap();
+        drop((c, s));
+        // Without deletes, the newest feed entry alone gives the LSN.
+        let s = Store::open(cfg).unwrap();
+        assert_eq!(s.container("d", "c").unwrap().current_lsn(), 5);
+        s.shutdown().unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

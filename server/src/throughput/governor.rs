@@ -52,6 +52,12 @@ impl Bucket {
         let dt = now.duration_since(self.last).as_secs_f64();
         self.tokens = (self.tokens + dt * rate).min(rate);
         self.last = now;
+        self.roll_window();
+    }
+
+    /// Moves the one-second consumption window forward.
+    fn roll_window(&mut self) {
+        let now = Instant::now();
         let w = now.duration_since(self.window_start).as_secs_f64();
         if w >= 1.0 {
             self.last_window_ru = if w < 2.0 { self.window_ru } else { 0.0 };
@@ -119,10 +125,11 @@ impl Governor {
 
     /// Spends `ru` on the given partitions (split evenly), or refuses with 429 when enforcing
     /// and any of them lacks the budget (then nothing is spent).
+    /// `rate` is only asked for when enforcing (tracking alone does not need it).
     pub fn spend(
         &self,
         c: &Container,
-        rate: f64,
+        rate: impl FnOnce() -> f64,
         ranges: &[u32],
         epk: Option<&str>,
         ru: f64,
@@ -130,6 +137,11 @@ impl Governor {
         if ranges.is_empty() || ru <= 0.0 {
             return Ok(());
         }
+        if !self.enforce {
+            self.track(c, ranges, epk, ru);
+            return Ok(());
+        }
+        let rate = rate();
         let share = ru / ranges.len() as f64;
         let cell = self.container(c.cid);
         let mut map = cell.lock().unwrap_or_else(|p| p.into_inner());
@@ -167,12 +179,36 @@ impl Governor {
         Ok(())
     }
 
+    /// Consumption tracking only (no budget): windows, totals, hot keys.
+    fn track(&self, c: &Container, ranges: &[u32], epk: Option<&str>, ru: f64) {
+        let share = ru / ranges.len() as f64;
+        let cell = self.container(c.cid);
+        let mut map = cell.lock().unwrap_or_else(|p| p.into_inner());
+        for r in ranges {
+            let b = map.entry(*r).or_insert_with(|| Bucket::new(0.0));
+            b.roll_window();
+            b.consume(share, epk);
+        }
+    }
+
     /// Records consumption without checking (the difference between an estimate and the
     /// actual charge of a write that already ran).
-    pub fn record(&self, c: &Container, rate: f64, ranges: &[u32], epk: Option<&str>, ru: f64) {
+    pub fn record(
+        &self,
+        c: &Container,
+        rate: impl FnOnce() -> f64,
+        ranges: &[u32],
+        epk: Option<&str>,
+        ru: f64,
+    ) {
         if ranges.is_empty() || ru == 0.0 {
             return;
         }
+        if !self.enforce {
+            self.track(c, ranges, epk, ru);
+            return;
+        }
+        let rate = rate();
         let share = ru / ranges.len() as f64;
         let cell = self.container(c.cid);
         let mut map = cell.lock().unwrap_or_else(|p| p.into_inner());
