@@ -71,10 +71,16 @@ struct Args {
     /// The SQL corpus for parse timing.
     #[arg(long)]
     corpus: Option<PathBuf>,
+    /// Run the in-process server without disk (diagnosis: separates durability from CPU cost).
+    #[arg(long)]
+    in_memory: bool,
     /// Where to write the JSON report.
     #[arg(long, default_value = "target/bench/report.json")]
     json: PathBuf,
 }
+
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn mix(x: u64) -> u64 {
     xxhash_rust::xxh3::xxh3_64(&x.to_le_bytes())
@@ -444,10 +450,11 @@ async fn throughput(a: &Args, r: &mut Report) {
             })
         })
     };
-    let bget = runner::run("baseline-get", a.clients, warm, dur, get).await;
-    let bpost = runner::run("baseline-post", a.clients, warm, dur, post).await;
+    let bget = runner::run("baseline-get", a.clients, warm, dur, Arc::clone(&get)).await;
+    let bpost = runner::run("baseline-post", a.clients, warm, dur, Arc::clone(&post)).await;
+    let rounds = (a.seconds.round() as usize).max(1);
     let dir = temp_dir("throughput");
-    let (running, http) = in_process(Some(dir.clone()), None).await;
+    let (running, http) = in_process((!a.in_memory).then(|| dir.clone()), None).await;
     http.setup("bench", "events", Dataset::definition(), None)
         .await
         .expect("setup");
@@ -468,10 +475,33 @@ async fn throughput(a: &Args, r: &mut Report) {
             eprintln!("unknown workload {w}");
             continue;
         };
-        let mut m = runner::run(w, a.clients, warm, dur, op).await;
-        let basis = if w == "point-read" { &bget } else { &bpost };
-        m.ratio_to_baseline = Some(m.ops_per_sec / basis.ops_per_sec.max(1e-9));
+        let before = running.store.engine().commit_stats();
+        let (basis, bname) = if w == "point-read" {
+            (&get, "baseline-get")
+        } else {
+            (&post, "baseline-post")
+        };
+        let (m, paired_base) = runner::paired(
+            w,
+            &format!("  ({bname}, paired)"),
+            a.clients,
+            warm,
+            rounds,
+            op,
+            Arc::clone(basis),
+        )
+        .await;
+        let after = running.store.engine().commit_stats();
+        let (writes, syncs, micros) = (after.0 - before.0, after.1 - before.1, after.2 - before.2);
+        if syncs > 0 {
+            println!(
+                "  {w}: {writes} writes in {syncs} journal syncs ({:.1} writes per sync, {:.0} us per sync)",
+                writes as f64 / syncs as f64,
+                micros as f64 / syncs as f64
+            );
+        }
         rows.push(m);
+        rows.push(paired_base);
     }
     let disk = dir_bytes(&dir);
     println!(
