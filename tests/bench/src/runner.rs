@@ -4,6 +4,7 @@
 use futures::future::BoxFuture;
 use hdrhistogram::Histogram;
 use serde::Serialize;
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -78,6 +79,9 @@ pub async fn paired(
     baseline: Op,
 ) -> (Measured, Measured) {
     let slice = Duration::from_secs(1);
+    // One operation counter per workload across all its slices: workloads such as `create`
+    // derive fresh ids from it, so restarting it per slice would repeat ids (409s).
+    let (seq_w, seq_b) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
     let mut w: Option<Sample> = None;
     let mut b: Option<Sample> = None;
     for r in 0..rounds.max(1) {
@@ -86,8 +90,8 @@ pub async fn paired(
         } else {
             Duration::from_millis(100)
         };
-        let sb = sample(clients, warm, slice, Arc::clone(&baseline)).await;
-        let sw = sample(clients, warm, slice, Arc::clone(&op)).await;
+        let sb = sample(clients, warm, slice, Arc::clone(&baseline), &seq_b).await;
+        let sw = sample(clients, warm, slice, Arc::clone(&op), &seq_w).await;
         match &mut b {
             Some(x) => x.merge(sb),
             None => b = Some(sb),
@@ -111,20 +115,25 @@ pub async fn run(
     duration: Duration,
     op: Op,
 ) -> Measured {
-    sample(clients, warmup, duration, op)
+    sample(clients, warmup, duration, op, &Arc::new(AtomicU64::new(0)))
         .await
         .measured(name, clients)
 }
 
-async fn sample(clients: usize, warmup: Duration, duration: Duration, op: Op) -> Sample {
+async fn sample(
+    clients: usize,
+    warmup: Duration,
+    duration: Duration,
+    op: Op,
+    seq: &Arc<AtomicU64>,
+) -> Sample {
     let start = Instant::now();
     let measure_from = start + warmup;
     let end = measure_from + duration;
-    let seq = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let mut tasks = Vec::with_capacity(clients);
     for _ in 0..clients {
         let op = Arc::clone(&op);
-        let seq = Arc::clone(&seq);
+        let seq = Arc::clone(seq);
         tasks.push(tokio::spawn(async move {
             let mut h = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("histogram");
             let (mut errors, mut ru, mut first_error) = (0u64, 0.0f64, None);
