@@ -650,3 +650,182 @@ async fn hostile_inputs_never_cause_server_errors() {
     }
     s.stop().await;
 }
+
+/// The SDKs address an item by its `_self` link (`dbs/{rid}/colls/{rid}/docs/{rid}`) when a
+/// call is given the item rather than its id (Python's `replace_item(item=doc, ...)`).
+#[tokio::test]
+async fn items_are_addressable_by_their_self_link() {
+    let s = hpk_server().await;
+    let pk = json!(["t1", "u1", "s1"]).to_string();
+    let hdr = [("x-ms-documentdb-partitionkey", pk.as_str())];
+    // Neighbours in the same logical partition, so the lookup must pick the right one.
+    for i in 0..5 {
+        let r = s
+            .create(
+                "db",
+                "hpk",
+                &json!(["t1", "u1", "s1"]),
+                doc(&format!("n{i}"), "t1", "u1", "s1"),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::CREATED, "{r:?}");
+    }
+    let created = s
+        .create(
+            "db",
+            "hpk",
+            &json!(["t1", "u1", "s1"]),
+            doc("target", "t1", "u1", "s1"),
+        )
+        .await;
+    let self_link = format!("/{}", created.json["_self"].as_str().unwrap());
+    assert!(!self_link.contains("/db/"), "rid-based: {self_link}");
+
+    let r = s.request(Method::GET, &self_link, &hdr, None).await;
+    assert_eq!(r.status, StatusCode::OK, "{r:?}");
+    assert_eq!(r.json["id"], "target");
+    assert_eq!(r.json["_rid"], created.json["_rid"]);
+
+    let mut changed = r.json.clone();
+    changed["payload"] = json!("y");
+    let r = s
+        .request(Method::PUT, &self_link, &hdr, Some(changed))
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{r:?}");
+    assert_eq!(r.json["payload"], "y");
+    assert_eq!(
+        r.json["_rid"], created.json["_rid"],
+        "a replace keeps the rid"
+    );
+
+    let patch = json!({"operations": [{"op": "set", "path": "/payload", "value": "z"}]});
+    let r = s
+        .request(Method::PATCH, &self_link, &hdr, Some(patch))
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{r:?}");
+    assert_eq!(r.json["payload"], "z");
+
+    let r = s.request(Method::DELETE, &self_link, &hdr, None).await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT, "{r:?}");
+    let r = s.request(Method::GET, &self_link, &hdr, None).await;
+    assert_error(&r, 404, "NotFound");
+    // The neighbours are untouched.
+    let r = s
+        .request(Method::GET, &format!("{DOCS}/n3"), &hdr, None)
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{r:?}");
+    // On a name-based path, an id that looks like a rid is just an id.
+    let rid = created.json["_rid"].as_str().unwrap();
+    let r = s
+        .request(Method::GET, &format!("{DOCS}/{rid}"), &hdr, None)
+        .await;
+    assert_error(&r, 404, "NotFound");
+}
+
+/// What the official SDK's container tests read back: a normalized indexing policy, per-range
+/// statistics and index progress on request, and an (always empty) conflicts feed.
+#[tokio::test]
+async fn container_details_the_sdks_read() {
+    let s = TestServer::start().await;
+    assert_eq!(
+        s.post("/dbs", &[], json!({"id": "d"})).await.status,
+        StatusCode::CREATED
+    );
+    let r = s
+        .post(
+            "/dbs/d/colls",
+            &[],
+            json!({"id": "c", "partitionKey": {"paths": ["/'first level\" 1*()'/\"le/vel2\""], "kind": "Hash", "version": 2},
+                   "indexingPolicy": {"automatic": true, "indexingMode": "consistent",
+                       "includedPaths": [{"path": "/", "indexes": [{"kind": "Hash", "dataType": "Number", "precision": 2}]}],
+                       "excludedPaths": [{"path": "/\"systemMetadata\"/*"}]}}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{r:?}");
+    let ip = &r.json["indexingPolicy"];
+    assert_eq!(
+        ip["includedPaths"],
+        json!([{"path": "/"}]),
+        "legacy indexes dropped"
+    );
+    assert_eq!(
+        ip["excludedPaths"],
+        json!([{"path": "/\"systemMetadata\"/*"}, {"path": "/\"_etag\"/?"}]),
+        "_etag is always excluded"
+    );
+    // The quoted partition key path reaches into the document.
+    let pk = json!(["v"]).to_string();
+    let r = s
+        .post(
+            "/dbs/d/colls/c/docs",
+            &[("x-ms-documentdb-partitionkey", pk.as_str())],
+            json!({"id": "1", "first level\" 1*()": {"le/vel2": "v"}}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{r:?}");
+    let wrong = json!(["w"]).to_string();
+    let r = s
+        .post(
+            "/dbs/d/colls/c/docs",
+            &[("x-ms-documentdb-partitionkey", wrong.as_str())],
+            json!({"id": "2", "first level\" 1*()": {"le/vel2": "v"}}),
+        )
+        .await;
+    assert_error(&r, 400, "BadRequest");
+
+    let r = s.get("/dbs/d/colls/c", &[]).await;
+    assert_eq!(
+        r.header("x-ms-documentdb-collection-index-transformation-progress"),
+        Some("100")
+    );
+    assert!(r.json.get("statistics").is_none(), "only on request");
+    let r = s
+        .get(
+            "/dbs/d/colls/c",
+            &[("x-ms-documentdb-populatepartitionstatistics", "true")],
+        )
+        .await;
+    let stats = r.json["statistics"].as_array().expect("statistics");
+    assert_eq!(stats.len(), 1);
+    assert_eq!(stats[0]["documentCount"], 1);
+
+    let r = s.get("/dbs/d/colls/c/conflicts", &[]).await;
+    assert_eq!(r.status, StatusCode::OK, "{r:?}");
+    assert_eq!(r.json["Conflicts"], json!([]));
+    let q = [
+        ("x-ms-documentdb-isquery", "true"),
+        ("content-type", "application/query+json"),
+    ];
+    let r = s
+        .post(
+            "/dbs/d/colls/c/conflicts",
+            &q,
+            json!({"query": "SELECT * FROM root r WHERE r.resourceType = 'document'"}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{r:?}");
+    assert_eq!(r.json["Conflicts"], json!([]));
+    let r = s
+        .post(
+            "/dbs/d/colls/c/conflicts",
+            &q,
+            json!({"query": "SELECT FROM"}),
+        )
+        .await;
+    assert_error(&r, 400, "BadRequest");
+    assert_error(
+        &s.get("/dbs/d/colls/c/conflicts/x", &[]).await,
+        404,
+        "NotFound",
+    );
+    let r = s
+        .request(Method::DELETE, "/dbs/d/colls/c/conflicts/x", &[], None)
+        .await;
+    assert_error(&r, 404, "NotFound");
+    assert_error(
+        &s.get("/dbs/d/colls/nope/conflicts", &[]).await,
+        404,
+        "NotFound",
+    );
+    s.stop().await;
+}

@@ -179,6 +179,18 @@ async fn bad_queries_are_400s_with_positions() {
         )
         .await;
     assert!(r.message().contains("line 1, column"), "{r:?}");
+    // An empty partition key scopes nothing (Cosmos rejects it; no key means all partitions).
+    let mut hh = h.to_vec();
+    hh.push(("x-ms-documentdb-partitionkey", "[]"));
+    let r = s
+        .post(
+            "/dbs/db/colls/ev/docs",
+            &hh,
+            json!({"query": "SELECT * FROM c"}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{r:?}");
+    assert!(r.message().contains("partition key []"), "{r:?}");
     // A continuation token from another query is rejected.
     let (_, pages) = s
         .query_all(

@@ -74,7 +74,7 @@ impl PartitionKeyDefinition {
         }
         if paths.len() > MAX_LEVELS {
             return err(format!(
-                "The partition key definition has {} paths; at most {MAX_LEVELS} are supported.",
+                "Too many partition key paths: the definition has {}; at most {MAX_LEVELS} are supported.",
                 paths.len()
             ));
         }
@@ -293,8 +293,9 @@ fn parse_path(p: &str) -> Result<Vec<String>, PkError> {
     let mut chars = rest.chars().peekable();
     loop {
         let mut seg = String::new();
-        if chars.peek() == Some(&'"') {
-            chars.next();
+        // A name with special characters is quoted, in double or single quotes
+        // (`/"first level"/'le/vel2'`), as the SDKs' path parsers accept.
+        if let Some(quote) = chars.next_if(|c| *c == '"' || *c == '\'') {
             let mut closed = false;
             while let Some(c) = chars.next() {
                 match c {
@@ -302,7 +303,7 @@ fn parse_path(p: &str) -> Result<Vec<String>, PkError> {
                         Some(e) => seg.push(e),
                         None => return bad("an escape is unfinished"),
                     },
-                    '"' => {
+                    c if c == quote => {
                         closed = true;
                         break;
                     }
@@ -518,6 +519,20 @@ mod tests {
             parse_path("/\"a b\"/c").unwrap(),
             vec!["a b".to_string(), "c".to_string()]
         );
+        // The official SDK's tests use both quote styles, with the other quote, '*' and '/'
+        // inside the name.
+        assert_eq!(
+            parse_path("/'first level\" 1*()'/'first le/vel2'").unwrap(),
+            vec![
+                "first level\" 1*()".to_string(),
+                "first le/vel2".to_string()
+            ]
+        );
+        assert_eq!(
+            parse_path("/\"second level' 1*()\"/\"le/vel2\"").unwrap(),
+            vec!["second level' 1*()".to_string(), "le/vel2".to_string()]
+        );
+        assert!(parse_path("/'open").is_err());
     }
 
     #[test]

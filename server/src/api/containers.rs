@@ -8,7 +8,7 @@ use super::App;
 use crate::store::catalog;
 use crate::store::container::{read as rd, Container};
 use axum::http::StatusCode;
-use serde_json::{Map, Value};
+use serde_json::{json, Map, Value};
 use strata_query::pk::PartitionKeyDefinition;
 
 /// Properties the service owns; never stored from a request body.
@@ -106,16 +106,36 @@ pub async fn create(app: &App, req: &Req, db: &str) -> Result<Reply, ApiError> {
     Ok(Reply::json(StatusCode::CREATED, &to_json(&c)).header("etag", etag_of(&c)))
 }
 
-pub fn read(app: &App, db: &str, coll: &str) -> Result<Reply, ApiError> {
+pub fn read(app: &App, req: &Req, db: &str, coll: &str) -> Result<Reply, ApiError> {
     let c = app.store.container(db, coll)?;
-    let (bytes, count) = {
+    let (bytes, count, stats) = {
         let map = rd(&c.map);
-        map.ranges
+        let stats: Vec<Value> = map
+            .ranges
             .iter()
-            .fold((0u64, 0u64), |(b, n), r| (b + r.bytes, n + r.count))
+            .map(|r| {
+                json!({"id": r.rec.id.to_string(), "sizeInKB": r.bytes.div_ceil(1024),
+                       "documentCount": r.count, "partitionKeys": []})
+            })
+            .collect();
+        let (b, n) = map
+            .ranges
+            .iter()
+            .fold((0u64, 0u64), |(b, n), r| (b + r.bytes, n + r.count));
+        (b, n, stats)
     };
-    Ok(Reply::json(StatusCode::OK, &to_json(&c))
+    let mut body = to_json(&c);
+    // Per-range statistics, as the service returns them when asked.
+    if flag(req, "x-ms-documentdb-populatepartitionstatistics") {
+        body["statistics"] = Value::Array(stats);
+    }
+    Ok(Reply::json(StatusCode::OK, &body)
         .header("etag", etag_of(&c))
+        // strata indexes nothing, so no index transformation is ever pending.
+        .header(
+            "x-ms-documentdb-collection-index-transformation-progress",
+            "100",
+        )
         .header(
             "x-ms-resource-usage",
             format!(
@@ -129,6 +149,11 @@ pub fn read(app: &App, db: &str, coll: &str) -> Result<Reply, ApiError> {
             "documentSize=10240;documentsCount=-1;collectionSize=10240",
         )
         .container(&c))
+}
+
+fn flag(req: &Req, name: &str) -> bool {
+    req.header(name)
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
 }
 
 pub fn all(app: &App, db: &str) -> Result<Vec<Value>, ApiError> {

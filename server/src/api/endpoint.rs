@@ -105,6 +105,20 @@ pub enum Endpoint {
         db: String,
         coll: String,
     },
+    ListConflicts {
+        db: String,
+        coll: String,
+    },
+    QueryConflicts {
+        db: String,
+        coll: String,
+    },
+    /// Read or delete one conflict.
+    Conflict {
+        db: String,
+        coll: String,
+        id: String,
+    },
 }
 
 /// What the master-key signature covers.
@@ -271,6 +285,22 @@ impl Endpoint {
                     coll: owned(coll),
                 },
                 _ => return Err(not_allowed(m, "partition key ranges")),
+            },
+            ["dbs", db, "colls", coll, "conflicts"] => {
+                let (db, coll) = (owned(db), owned(coll));
+                match *m {
+                    Method::GET => Endpoint::ListConflicts { db, coll },
+                    Method::POST if is_query(headers) => Endpoint::QueryConflicts { db, coll },
+                    _ => return Err(not_allowed(m, "conflicts")),
+                }
+            }
+            ["dbs", db, "colls", coll, "conflicts", id] => match *m {
+                Method::GET | Method::DELETE => Endpoint::Conflict {
+                    db: owned(db),
+                    coll: owned(coll),
+                    id: owned(id),
+                },
+                _ => return Err(not_allowed(m, "a conflict")),
             },
             ["offers"] => match *m {
                 Method::GET => Endpoint::ListOffers,

@@ -17,6 +17,7 @@ use crate::store::StoreError;
 use crate::throughput::charge;
 use axum::http::StatusCode;
 use serde_json::{Map, Value};
+use std::borrow::Cow;
 use std::sync::Arc;
 use strata_query::patch::Patch;
 use strata_query::pk::PartitionKey;
@@ -35,6 +36,21 @@ pub fn container(app: &App, req: &Req, db: &str, coll: &str) -> Result<Arc<Conta
         }
     }
     Ok(c)
+}
+
+/// The item id a request path names. The SDKs address an item by its `_self` link
+/// (`dbs/{rid}/colls/{rid}/docs/{rid}`) when given the item itself rather than its id, so on a
+/// rid-based path the last segment is the item's `_rid`; name-based paths pass through.
+fn item_id<'a>(c: &Container, db: &str, epk: &str, id: &'a str) -> Result<Cow<'a, str>, ApiError> {
+    if db == c.db || db != c.db_rid {
+        return Ok(Cow::Borrowed(id));
+    }
+    match catalog::doc_seq_of(&c.rid, id) {
+        Some(seq) => Ok(c
+            .id_by_doc_seq(epk, seq)?
+            .map_or(Cow::Borrowed(id), Cow::Owned)),
+        None => Ok(Cow::Borrowed(id)),
+    }
 }
 
 /// Etags compare without regard to surrounding quotes; `*` matches any.
@@ -385,8 +401,9 @@ pub async fn create(app: &App, req: &Req, db: &str, coll: &str) -> Result<Reply,
 pub fn read(app: &App, req: &Req, db: &str, coll: &str, id: &str) -> Result<Reply, ApiError> {
     let c = container(app, req, db, coll)?;
     let (pk, epk) = point_key(&c, req.partition_key()?, None)?;
-    let Some((item, range_id)) = c.read_item(&epk, id)? else {
-        return Err(not_found(id, &pk));
+    let id = item_id(&c, db, &epk, id)?;
+    let Some((item, range_id)) = c.read_item(&epk, &id)? else {
+        return Err(not_found(&id, &pk));
     };
     let mut status = StatusCode::OK;
     if let Some(inm) = req.if_none_match() {
@@ -419,14 +436,15 @@ pub async fn replace(
 ) -> Result<Reply, ApiError> {
     let c = container(app, req, db, coll)?;
     let (doc, body_id) = document(req.json()?, req.body.len())?;
+    let (pk, epk) = point_key(&c, req.partition_key()?, Some(&doc))?;
+    let id = item_id(&c, db, &epk, id)?;
     if body_id != id {
         return Err(ApiError::bad_request(format!(
             "The id '{body_id}' in the body does not match the id '{id}' in the request path."
         )));
     }
-    let (pk, epk) = point_key(&c, req.partition_key()?, Some(&doc))?;
     check_doc_key(&c, &pk, &doc)?;
-    write_one(app, req, &c, pk, epk, id, Op::Replace(doc)).await
+    write_one(app, req, &c, pk, epk, &id, Op::Replace(doc)).await
 }
 
 /// `DELETE .../docs/{id}`.
@@ -439,7 +457,8 @@ pub async fn delete(
 ) -> Result<Reply, ApiError> {
     let c = container(app, req, db, coll)?;
     let (pk, epk) = point_key(&c, req.partition_key()?, None)?;
-    write_one(app, req, &c, pk, epk, id, Op::Delete).await
+    let id = item_id(&c, db, &epk, id)?;
+    write_one(app, req, &c, pk, epk, &id, Op::Delete).await
 }
 
 /// `PATCH .../docs/{id}`: Python's `{"operations", "condition"}` body or JS's bare array,
@@ -454,7 +473,8 @@ pub async fn patch(
     let c = container(app, req, db, coll)?;
     let patch = strata_query::patch::parse(&req.json()?).map_err(ApiError::bad_request)?;
     let (pk, epk) = point_key(&c, req.partition_key()?, None)?;
-    write_one(app, req, &c, pk, epk, id, Op::Patch(patch)).await
+    let id = item_id(&c, db, &epk, id)?;
+    write_one(app, req, &c, pk, epk, &id, Op::Patch(patch)).await
 }
 
 /// `POST .../operations/partitionkeydelete`: removes every item of one logical partition

@@ -8,6 +8,7 @@ pub mod account;
 pub mod auth;
 pub mod batch;
 pub mod changefeed;
+pub mod conflicts;
 pub mod containers;
 pub mod databases;
 pub mod endpoint;
@@ -214,7 +215,7 @@ async fn route(app: &App, req: &Req, ep: Endpoint) -> Result<Reply, ApiError> {
         E::DeleteDatabase { db } => databases::delete(app, &db).await,
         E::ListContainers { db } => containers::list(app, &db),
         E::CreateContainer { db } => containers::create(app, req, &db).await,
-        E::ReadContainer { db, coll } => containers::read(app, &db, &coll),
+        E::ReadContainer { db, coll } => containers::read(app, req, &db, &coll),
         E::ReplaceContainer { db, coll } => containers::replace(app, req, &db, &coll).await,
         E::DeleteContainer { db, coll } => containers::delete(app, &db, &coll).await,
         E::ReadItemFeed { db, coll } => feed::read_feed(app, req, &db, &coll),
@@ -247,5 +248,8 @@ async fn route(app: &App, req: &Req, ep: Endpoint) -> Result<Reply, ApiError> {
         E::ReadOffer { id } => offers::read_offer(app, &id),
         E::ReplaceOffer { id } => offers::replace(app, req, &id).await,
         E::InspectPartitions { db, coll } => inspect::partitions(app, &db, &coll),
+        E::ListConflicts { db, coll } => conflicts::list(app, &db, &coll),
+        E::QueryConflicts { db, coll } => conflicts::query(app, req, &db, &coll),
+        E::Conflict { db, coll, id } => conflicts::one(app, &db, &coll, &id),
     }
 }

@@ -63,10 +63,15 @@ pub fn request_scope(c: &Container, req: &Req) -> Result<Scope, ApiError> {
         route: Route::FanOut,
     };
     if let Some(pk) = req.partition_key()? {
-        let pk = if c.pk.system_key && pk.is_empty() {
-            PartitionKey(vec![PkComponent::Undefined])
-        } else {
-            pk
+        let pk = match (c.pk.system_key, pk.is_empty()) {
+            (true, true) => PartitionKey(vec![PkComponent::Undefined]),
+            (false, true) => {
+                return Err(ApiError::bad_request(format!(
+                    "The partition key [] names no value: give at least the first of the container's partition key paths ({}), or no partition key to query every partition.",
+                    c.pk.paths.join(", ")
+                )))
+            }
+            _ => pk,
         };
         let r = epk_range(&c.pk, &pk)?;
         if pk.len() == c.pk.levels() {

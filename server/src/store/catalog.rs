@@ -126,6 +126,17 @@ pub fn doc_rid(db_seq: u32, cid: u32, doc_seq: u64) -> String {
     rid(&b)
 }
 
+/// The document sequence a document rid carries, if `doc_rid` is a document rid of the
+/// container with rid `coll_rid`.
+pub fn doc_seq_of(coll_rid: &str, doc_rid: &str) -> Option<u64> {
+    let b = decode_rid(doc_rid)?;
+    let c = decode_rid(coll_rid)?;
+    if b.len() != 16 || c.len() != 8 || b[..8] != c[..] {
+        return None;
+    }
+    Some(u64::from_le_bytes(b[8..].try_into().ok()?))
+}
+
 pub fn pkrange_rid(db_seq: u32, cid: u32, range_id: u32) -> String {
     let mut b = [0u8; 16];
     b[..8].copy_from_slice(&coll_rid_bytes(db_seq, cid));
@@ -184,6 +195,19 @@ pub fn default_container_props(props: &mut Map<String, Value>) {
             .or_insert_with(|| json!([{"path": "/*"}]));
         ip.entry("excludedPaths")
             .or_insert_with(|| json!([{"path": "/\"_etag\"/?"}]));
+        // As the service does: legacy per-path `indexes` are dropped (every path gets range
+        // indexes), and `_etag` is always excluded.
+        if let Some(Value::Array(paths)) = ip.get_mut("includedPaths") {
+            for p in paths.iter_mut().filter_map(Value::as_object_mut) {
+                p.remove("indexes");
+            }
+        }
+        if let Some(Value::Array(paths)) = ip.get_mut("excludedPaths") {
+            let etag = json!({"path": "/\"_etag\"/?"});
+            if !paths.iter().any(|p| p.get("path") == etag.get("path")) {
+                paths.push(etag);
+            }
+        }
     }
     props.entry("conflictResolutionPolicy").or_insert_with(|| {
         json!({"mode": "LastWriterWins", "conflictResolutionPath": "/_ts", "conflictResolutionProcedure": ""})
@@ -210,6 +234,10 @@ mod tests {
                 &decode_rid(&c).unwrap()[..]
             );
         }
+        let c = coll_rid(3, 9);
+        assert_eq!(doc_seq_of(&c, &doc_rid(3, 9, 77)), Some(77));
+        assert_eq!(doc_seq_of(&coll_rid(3, 10), &doc_rid(3, 9, 77)), None);
+        assert_eq!(doc_seq_of(&c, "not-a-rid"), None);
         assert_ne!(offer_rid(1), offer_rid(2));
         assert_eq!(etag(1, 2), "\"00000001-0000-0000-0000-000000000002\"");
     }

@@ -294,6 +294,36 @@ impl Container {
         Ok(Some((item, range_id)))
     }
 
+    /// The id of the item of logical partition `epk` whose `_rid` carries `doc_seq` (rid-based
+    /// links address items by `_rid`; there is no rid index, so this scans the one logical
+    /// partition the request names).
+    pub fn id_by_doc_seq(&self, epk: &str, doc_seq: u64) -> Result<Option<String>, StoreError> {
+        let prefix = keys::item_key(self.cid, epk, "");
+        let end = crate::store::engine::prefix_end(&prefix);
+        let upper = match &end {
+            Some(e) => Bound::Excluded(&e[..]),
+            None => Bound::Unbounded,
+        };
+        let mut cursor: Option<Vec<u8>> = None;
+        loop {
+            let lower = match &cursor {
+                Some(c) => Bound::Excluded(&c[..]),
+                None => Bound::Included(&prefix[..]),
+            };
+            let chunk = self.engine.scan(Space::Items, lower, upper, 256, false)?;
+            let exhausted = chunk.len() < 256;
+            for (k, v) in chunk {
+                if StoredItem::decode(v).is_some_and(|i| i.doc_seq == doc_seq) {
+                    return Ok(keys::parse_item_key(&k).map(|(_, _, id)| id.to_string()));
+                }
+                cursor = Some(k);
+            }
+            if exhausted {
+                return Ok(None);
+            }
+        }
+    }
+
     /// Reads up to `limit` live items with EPK in `range`, in key order, starting after the
     /// item key `after` (exclusive) when given.
     pub fn scan_items(
