@@ -829,3 +829,52 @@ async fn container_details_the_sdks_read() {
     );
     s.stop().await;
 }
+
+/// A replace whose body carries another id renames the item (the service allows it); the new
+/// id must be free.
+#[tokio::test]
+async fn replace_with_a_new_id_renames_the_item() {
+    let s = hpk_server().await;
+    let key = json!(["t1", "u1", "s1"]);
+    let pk = key.to_string();
+    let hdr = [("x-ms-documentdb-partitionkey", pk.as_str())];
+    for id in ["old", "taken"] {
+        let r = s.create("db", "hpk", &key, doc(id, "t1", "u1", "s1")).await;
+        assert_eq!(r.status, StatusCode::CREATED, "{r:?}");
+    }
+    let r = s
+        .request(
+            Method::PUT,
+            &format!("{DOCS}/old"),
+            &hdr,
+            Some(doc("taken", "t1", "u1", "s1")),
+        )
+        .await;
+    assert_error(&r, 409, "Conflict");
+    let r = s
+        .request(
+            Method::PUT,
+            &format!("{DOCS}/old"),
+            &hdr,
+            Some(doc("new", "t1", "u1", "s1")),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{r:?}");
+    assert_eq!(r.json["id"], "new");
+    assert_error(
+        &s.request(Method::GET, &format!("{DOCS}/old"), &hdr, None)
+            .await,
+        404,
+        "NotFound",
+    );
+    let r = s
+        .request(Method::GET, &format!("{DOCS}/new"), &hdr, None)
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{r:?}");
+    let r = s.get("/_strata/containers/db/hpk/partitions", &[]).await;
+    let count: u64 = r.json["partitions"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|p| p["itemCount"].as_u64()).sum())
+        .unwrap_or(0);
+    assert_eq!(count, 2, "a rename neither adds nor loses an item: {r:?}");
+}

@@ -78,14 +78,20 @@ async fn batch_limits_and_atomicity() {
         .collect();
     assert_eq!(codes, vec![424, 424, 404]);
     assert_eq!(s.get(DOCS, &[]).await.json["_count"], json!(0));
-    // An operation on another logical partition is rejected.
+    // A document of another logical partition fails its operation, as the service reports
+    // it: 207, that operation 400 with sub-status 1001, the others 424; nothing applied.
     let r = batch(
         &s,
         pk,
-        json!([{"operationType": "Create", "resourceBody": {"id": "z", "t": "other", "u": "b"}}]),
+        json!([{"operationType": "Create", "resourceBody": doc("y")},
+               {"operationType": "Create", "resourceBody": {"id": "z", "t": "other", "u": "b"}}]),
     )
     .await;
-    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{r:?}");
+    assert_eq!(r.status, StatusCode::MULTI_STATUS, "{r:?}");
+    assert_eq!(r.json[0]["statusCode"], json!(424), "{r:?}");
+    assert_eq!(r.json[1]["statusCode"], json!(400), "{r:?}");
+    assert_eq!(r.json[1]["subStatusCode"], json!(1001), "{r:?}");
+    assert_eq!(s.get(DOCS, &[]).await.json["_count"], json!(0));
     // ifMatch inside a batch.
     let r = batch(
         &s,

@@ -5,7 +5,7 @@
 //! operation fails, nothing is applied and the response is 207 Multi-Status with the failing
 //! operation's real status and 424 (Failed Dependency) for every other one.
 
-use super::error::ApiError;
+use super::error::{substatus, ApiError};
 use super::items::{apply, check_doc_key, container, document, point_key, Conditions, Op, Outcome};
 use super::request::{Req, MAX_ITEM_BYTES};
 use super::response::Reply;
@@ -77,7 +77,11 @@ fn parse_op(
         let b = body.ok_or_else(|| at("it needs a 'resourceBody'".into()))?;
         let size = serde_json::to_vec(&b).map(|v| v.len()).unwrap_or(0);
         let (doc, id) = document(b, size).map_err(|e| at(e.message.clone()))?;
-        check_doc_key(c, pk, &doc).map_err(|e| at(e.message.clone()))?;
+        check_doc_key(c, pk, &doc).map_err(|e| {
+            let mut a = at(e.message.clone());
+            a.sub_status = e.sub_status;
+            a
+        })?;
         Ok((doc, id))
     };
     let id_of = || -> Result<String, ApiError> {
@@ -96,17 +100,13 @@ fn parse_op(
             (Op::Upsert(d), id)
         }
         "replace" => {
+            // A different id in the body renames the item.
             let (d, body_id) = doc_op(body)?;
             let id = o
                 .get("id")
                 .and_then(Value::as_str)
                 .map(str::to_string)
-                .unwrap_or(body_id.clone());
-            if id != body_id {
-                return Err(at(format!(
-                    "the id '{body_id}' in the body does not match '{id}'"
-                )));
-            }
+                .unwrap_or(body_id);
             (Op::Replace(d), id)
         }
         "read" => (Op::Read, id_of()?),
@@ -152,6 +152,37 @@ fn error_json(e: &ApiError) -> Value {
     r
 }
 
+/// The results of an atomic batch whose operation `failed` failed: its error, and 424 for
+/// every other operation.
+fn failed_results(n: usize, failed: usize, e: &ApiError) -> Vec<Value> {
+    (0..n)
+        .map(|i| {
+            if i == failed {
+                error_json(e)
+            } else {
+                json!({"statusCode": 424, "requestCharge": 0.0})
+            }
+        })
+        .collect()
+}
+
+/// A batch that fails before anything runs.
+fn failed_batch(
+    c: &crate::store::container::Container,
+    epk: &str,
+    n: usize,
+    failed: usize,
+    e: &ApiError,
+) -> Reply {
+    Reply::json(
+        StatusCode::MULTI_STATUS,
+        &Value::Array(failed_results(n, failed, e)),
+    )
+    .charge(1.0)
+    .session(&[c.range_id_of(epk)], c.current_lsn())
+    .container(c)
+}
+
 /// `POST .../docs` with `x-ms-cosmos-is-batch-request`.
 pub async fn batch(app: &App, req: &Req, db: &str, coll: &str) -> Result<Reply, ApiError> {
     let c = container(app, req, db, coll)?;
@@ -170,7 +201,9 @@ pub async fn batch(app: &App, req: &Req, db: &str, coll: &str) -> Result<Reply, 
         }
     };
     if ops.is_empty() {
-        return Err(ApiError::bad_request("The batch has no operations."));
+        return Err(ApiError::bad_request(
+            "Batch request has no operations. Send a JSON array of 1 to 100 operations.",
+        ));
     }
     if ops.len() > MAX_OPERATIONS {
         return Err(ApiError::bad_request(format!(
@@ -182,11 +215,18 @@ pub async fn batch(app: &App, req: &Req, db: &str, coll: &str) -> Result<Reply, 
         ApiError::bad_request("A batch needs the x-ms-documentdb-partitionkey header: it runs in one logical partition.")
     })?;
     let (pk, epk) = point_key(&c, Some(pk), None)?;
-    let parsed: Vec<BatchOp> = ops
-        .iter()
-        .enumerate()
-        .map(|(i, v)| parse_op(i, v, &c, &pk))
-        .collect::<Result<_, _>>()?;
+    let mut parsed: Vec<BatchOp> = Vec::with_capacity(ops.len());
+    for (i, v) in ops.iter().enumerate() {
+        match parse_op(i, v, &c, &pk) {
+            Ok(b) => parsed.push(b),
+            // A document of another logical partition fails that operation (and so the
+            // batch), as the service reports it: 207 with the operation's 400/1001.
+            Err(e) if e.sub_status == Some(substatus::PARTITION_KEY_MISMATCH) => {
+                return Ok(failed_batch(&c, &epk, ops.len(), i, &e))
+            }
+            Err(e) => return Err(e),
+        }
+    }
     let atomic =
         req.header("x-ms-cosmos-batch-atomic").is_none() || req.flag("x-ms-cosmos-batch-atomic");
     let n = parsed.len();
@@ -221,18 +261,7 @@ pub async fn batch(app: &App, req: &Req, db: &str, coll: &str) -> Result<Reply, 
                 )
             }
             Err(Abort::Store(e)) => return Err(e.into()),
-            Err(Abort::Op(failed, e)) => {
-                let v = (0..n)
-                    .map(|i| {
-                        if i == failed {
-                            error_json(&e)
-                        } else {
-                            json!({"statusCode": 424, "requestCharge": 0.0})
-                        }
-                    })
-                    .collect();
-                (v, StatusCode::MULTI_STATUS)
-            }
+            Err(Abort::Op(failed, e)) => (failed_results(n, failed, &e), StatusCode::MULTI_STATUS),
         }
     } else {
         // Not atomic (bulk): every operation commits on its own.

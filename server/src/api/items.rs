@@ -77,7 +77,7 @@ pub fn point_key(
     };
     if pk.len() < c.pk.levels() && !(c.pk.system_key && pk.is_empty()) {
         return Err(ApiError::bad_request(format!(
-            "Point operations need the full partition key: the container has {} partition key path(s) ({}) but {} value(s) were given. A prefix is only accepted by queries and the change feed.",
+            "Partition key provided either doesn't correspond to definition in the collection or doesn't match partition key field values specified in the document. Point operations need the full partition key: the container has {} partition key path(s) ({}) but {} value(s) were given. A prefix is only accepted by queries and the change feed.",
             c.pk.levels(),
             c.pk.paths.join(", "),
             pk.len()
@@ -244,7 +244,31 @@ pub fn apply(
         Op::Replace(doc) => {
             let prev = live.ok_or_else(|| not_found(id, pk))?;
             check_if_match(&prev, c, cond)?;
-            written(t, doc, StatusCode::OK)
+            let new_id = doc
+                .get("id")
+                .and_then(Value::as_str)
+                .unwrap_or(id)
+                .to_string();
+            if new_id == id {
+                return written(t, doc, StatusCode::OK);
+            }
+            // A body with another id renames the item, as the service allows; the new id
+            // must be free in the logical partition.
+            if t.get(epk, &new_id)?.is_some() {
+                return Err(ApiError::conflict(format!(
+                    "Entity with the specified id already exists in the system: the item '{id}' cannot be renamed to '{new_id}', which already exists in logical partition {pk}."
+                )));
+            }
+            let raw = t.get_raw(epk, id)?;
+            t.delete(epk, id, raw.as_ref().unwrap_or(&prev))?;
+            let stale_new = t.get_raw(epk, &new_id)?;
+            let w = t.put(epk, &new_id, doc, stale_new.as_ref())?;
+            let bytes = w.item.json.len();
+            Ok(Outcome {
+                status: StatusCode::OK,
+                item: Some(w.item),
+                bytes,
+            })
         }
         Op::Read => {
             let item = live.ok_or_else(|| not_found(id, pk))?;
@@ -435,14 +459,10 @@ pub async fn replace(
     id: &str,
 ) -> Result<Reply, ApiError> {
     let c = container(app, req, db, coll)?;
-    let (doc, body_id) = document(req.json()?, req.body.len())?;
+    // A different id in the body renames the item (see `apply`).
+    let (doc, _) = document(req.json()?, req.body.len())?;
     let (pk, epk) = point_key(&c, req.partition_key()?, Some(&doc))?;
     let id = item_id(&c, db, &epk, id)?;
-    if body_id != id {
-        return Err(ApiError::bad_request(format!(
-            "The id '{body_id}' in the body does not match the id '{id}' in the request path."
-        )));
-    }
     check_doc_key(&c, &pk, &doc)?;
     write_one(app, req, &c, pk, epk, &id, Op::Replace(doc)).await
 }

@@ -23,6 +23,7 @@ pub fn throughput_from_headers(req: &Req) -> Result<Option<ThroughputRequest>, A
         return Ok(Some(ThroughputRequest {
             manual: Some(n),
             autoscale_max: None,
+            autoscale_increment_percent: 0,
         }));
     }
     if let Some(v) = req.header("x-ms-cosmos-offer-autopilot-settings") {
@@ -31,21 +32,46 @@ pub fn throughput_from_headers(req: &Req) -> Result<Option<ThroughputRequest>, A
                 "Invalid x-ms-cosmos-offer-autopilot-settings '{v}': {e}. Expected {{\"maxThroughput\": 4000}}."
             ))
         })?;
-        let max = parsed
-            .get("maxThroughput")
-            .and_then(|m| m.as_u64())
-            .ok_or_else(|| {
-                ApiError::bad_request(format!(
-                    "x-ms-cosmos-offer-autopilot-settings '{v}' has no numeric 'maxThroughput'."
-                ))
-            })?;
-        validate_autoscale(max)?;
-        return Ok(Some(ThroughputRequest {
-            manual: None,
-            autoscale_max: Some(max),
-        }));
+        return autoscale_settings(&parsed).map(Some);
     }
     Ok(None)
+}
+
+/// Autoscale settings (`{"maxThroughput": N, "autoUpgradePolicy": {"throughputPolicy":
+/// {"incrementPercent": P}}}`), from a create header or an offer's content.
+fn autoscale_settings(v: &Value) -> Result<ThroughputRequest, ApiError> {
+    let max = match v.get("maxThroughput") {
+        Some(Value::Number(n)) => n.as_i64().ok_or_else(|| {
+            ApiError::bad_request(format!(
+                "The autoscale maxThroughput {n} must be a whole number of RU/s."
+            ))
+        })?,
+        _ => {
+            return Err(ApiError::bad_request(format!(
+                "The autoscale settings {v} have no numeric 'maxThroughput'."
+            )))
+        }
+    };
+    if max < 1000 {
+        return Err(ApiError::bad_request(format!(
+            "Requested throughput {max} is less than required minimum throughput 1000."
+        )));
+    }
+    validate_autoscale(max as u64)?;
+    let increment = v
+        .pointer("/autoUpgradePolicy/throughputPolicy/incrementPercent")
+        .and_then(Value::as_u64)
+        .unwrap_or(0);
+    let increment = u32::try_from(increment).map_err(|_| {
+        ApiError::bad_request(format!(
+            "The autoscale incrementPercent {increment} is out of range."
+        ))
+    })?;
+    Ok(ThroughputRequest {
+        manual: None,
+        autoscale_max: Some(max as u64),
+        autoscale_increment_percent: increment,
+    })
 }
 
 pub fn validate_manual(n: u64) -> Result<(), ApiError> {
@@ -88,7 +114,7 @@ fn offer_json(t: &Throughput, resource: String, resource_rid: &str, pending: boo
     if let Some(max) = t.autoscale_max {
         content["offerAutopilotSettings"] = json!({
             "maxThroughput": max,
-            "autoUpgradePolicy": {"throughputPolicy": {"incrementPercent": 0}},
+            "autoUpgradePolicy": {"throughputPolicy": {"incrementPercent": t.autoscale_increment_percent}},
         });
     }
     json!({
@@ -198,20 +224,9 @@ pub async fn replace(app: &App, req: &Req, id: &str) -> Result<Reply, ApiError> 
     let content = body.get("content").ok_or_else(|| {
         ApiError::bad_request("The offer has no 'content'; set content.offerThroughput.")
     })?;
-    let autoscale = content
-        .get("offerAutopilotSettings")
-        .and_then(|a| a.get("maxThroughput"))
-        .and_then(Value::as_u64);
-    let was_autoscale = current["content"].get("offerAutopilotSettings").is_some();
-    let t = match (autoscale, was_autoscale) {
-        (Some(max), _) => {
-            validate_autoscale(max)?;
-            ThroughputRequest {
-                manual: None,
-                autoscale_max: Some(max),
-            }
-        }
-        (None, _) => {
+    let t = match content.get("offerAutopilotSettings") {
+        Some(a) if a.get("maxThroughput").is_some() => autoscale_settings(a)?,
+        _ => {
             let n = content
                 .get("offerThroughput")
                 .and_then(Value::as_u64)
@@ -222,6 +237,7 @@ pub async fn replace(app: &App, req: &Req, id: &str) -> Result<Reply, ApiError> 
             ThroughputRequest {
                 manual: Some(n),
                 autoscale_max: None,
+                autoscale_increment_percent: 0,
             }
         }
     };
@@ -237,6 +253,7 @@ pub async fn replace(app: &App, req: &Req, id: &str) -> Result<Reply, ApiError> 
                     Some(Throughput {
                         manual: t.manual,
                         autoscale_max: t.autoscale_max,
+                        autoscale_increment_percent: t.autoscale_increment_percent,
                         offer_seq,
                         ts: catalog::now_secs(),
                         etag_seq,

@@ -10,6 +10,8 @@ use serde_json::{json, Map, Value};
 pub struct ThroughputRequest {
     pub manual: Option<u64>,
     pub autoscale_max: Option<u64>,
+    /// Autoscale `autoUpgradePolicy.throughputPolicy.incrementPercent` (kept and echoed).
+    pub autoscale_increment_percent: u32,
 }
 
 /// Provisioned throughput of a container or a shared-throughput database.
@@ -19,6 +21,9 @@ pub struct Throughput {
     pub manual: Option<u64>,
     /// Autoscale maximum RU/s (`x-ms-cosmos-offer-autopilot-settings`).
     pub autoscale_max: Option<u64>,
+    /// Autoscale `incrementPercent` (absent in records written before it was kept).
+    #[serde(default)]
+    pub autoscale_increment_percent: u32,
     /// Numeric id of the offer resource.
     pub offer_seq: u32,
     pub ts: u64,

@@ -563,7 +563,7 @@ impl Txn<'_> {
             None => lsn,
         };
         let ttl = match doc.get("ttl") {
-            None | Some(Value::Null) => None,
+            None => None,
             Some(Value::Number(n)) => match n.as_i64() {
                 Some(t) if t == -1 || t > 0 => Some(t),
                 _ => {

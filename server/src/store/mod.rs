@@ -237,6 +237,7 @@ impl Store {
             throughput: throughput.map(|t| Throughput {
                 manual: t.manual,
                 autoscale_max: t.autoscale_max,
+                autoscale_increment_percent: t.autoscale_increment_percent,
                 offer_seq: c.next_offer_seq,
                 ts: now,
                 etag_seq: c.next_etag_seq,
@@ -408,6 +409,7 @@ impl Store {
         let t = throughput.map(|t| Throughput {
             manual: t.manual,
             autoscale_max: t.autoscale_max,
+            autoscale_increment_percent: t.autoscale_increment_percent,
             offer_seq: c.next_offer_seq,
             ts: now,
             etag_seq: c.next_etag_seq,
@@ -610,6 +612,7 @@ impl Store {
             m.throughput = Some(Throughput {
                 manual: t.manual,
                 autoscale_max: t.autoscale_max,
+                autoscale_increment_percent: t.autoscale_increment_percent,
                 offer_seq,
                 ts: now,
                 etag_seq,
