@@ -207,7 +207,7 @@ pub async fn batch(app: &App, req: &Req, db: &str, coll: &str) -> Result<Reply, 
     }
     if ops.len() > MAX_OPERATIONS {
         return Err(ApiError::bad_request(format!(
-            "The batch has {} operations; at most {MAX_OPERATIONS} are allowed.",
+            "Batch request has more operations than what is supported. It has {}; at most {MAX_OPERATIONS} are allowed.",
             ops.len()
         )));
     }

@@ -1,0 +1,3 @@
+"""A stand-in for the Azure SDK repository's test utilities, which the azure-cosmos test
+suite imports but which are not published. strata runs the suite against the emulator
+endpoint with the master key, so only these two names are needed."""
