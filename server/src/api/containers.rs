@@ -126,7 +126,7 @@ pub fn read(app: &App, req: &Req, db: &str, coll: &str) -> Result<Reply, ApiErro
     };
     let mut body = to_json(&c);
     // Per-range statistics, as the service returns them when asked.
-    if flag(req, "x-ms-documentdb-populatepartitionstatistics") {
+    if req.flag("x-ms-documentdb-populatepartitionstatistics") {
         body["statistics"] = Value::Array(stats);
     }
     Ok(Reply::json(StatusCode::OK, &body)
@@ -149,11 +149,6 @@ pub fn read(app: &App, req: &Req, db: &str, coll: &str) -> Result<Reply, ApiErro
             "documentSize=10240;documentsCount=-1;collectionSize=10240",
         )
         .container(&c))
-}
-
-fn flag(req: &Req, name: &str) -> bool {
-    req.header(name)
-        .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
 }
 
 pub fn all(app: &App, db: &str) -> Result<Vec<Value>, ApiError> {
