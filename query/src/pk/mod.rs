@@ -204,21 +204,11 @@ impl PartitionKeyDefinition {
     /// Reads the partition key of a document. Absent paths (and non-primitive values, which the
     /// SDKs also treat as absent) are `Undefined`.
     pub fn extract(&self, doc: &Value) -> PartitionKey {
-        let comps = self
-            .segments
-            .iter()
-            .map(|segs| {
-                let mut cur = doc;
-                for s in segs {
-                    match cur.get(s.as_str()) {
-                        Some(v) => cur = v,
-                        None => return PkComponent::Undefined,
-                    }
-                }
-                PkComponent::from_json(cur).unwrap_or(PkComponent::Undefined)
-            })
-            .collect();
-        PartitionKey(comps)
+        match doc {
+            Value::Object(m) => self.extract_map(m),
+            // No property of a non-object exists: every level is absent.
+            _ => PartitionKey(vec![PkComponent::Undefined; self.segments.len()]),
+        }
     }
 
     /// [`Self::extract`] for a document held as a JSON object (no copy of the document).
