@@ -151,7 +151,7 @@ impl Governor {
             b.refill(rate);
             // A charge above one second of budget is admitted once the bucket is full.
             let need = share.min(rate);
-            if self.enforce && b.tokens < need {
+            if b.tokens < need {
                 wait_ms = wait_ms
                     .max((((need - b.tokens) / rate) * 1000.0).ceil() as u64)
                     .max(1);
