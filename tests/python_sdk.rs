@@ -1,6 +1,6 @@
 //! The official Python SDK (`azure-cosmos`, unmodified) against strata.
 
-use strata_tests::python::{run_script, shared_testdata};
+use strata_tests::python::{run_script, testdata};
 use strata_tests::{Options, TempDir, TestServer};
 
 async fn script(server: &TestServer, name: &'static str, env: Vec<(String, String)>) -> String {
@@ -62,11 +62,11 @@ async fn queries_survive_partition_splits() {
     s.stop().await;
 }
 
-/// The documented query cases (shared/testdata/query-cases.json) through the official SDK.
+/// The documented query cases (tests/data/query-cases.json) through the official SDK.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn documented_query_cases() {
     let s = TestServer::start().await;
-    let cases = shared_testdata().join("run_query_cases.py");
+    let cases = testdata().join("run_query_cases.py");
     let out = script(
         &s,
         "query_cases.py",

@@ -1,4 +1,4 @@
-//! Runs every reference vector in `shared/testdata/epk-vectors.json` (produced by running the
+//! Runs every reference vector in `tests/data/epk-vectors.json` (produced by running the
 //! official SDKs) through our EPK code. V2 and MultiHash must match exactly; V1 must match the
 //! reference (.NET/Java) value, which is `epk_min` even where the Python SDK deviates.
 
@@ -8,7 +8,7 @@ use strata_query::pk::{PartitionKey, PartitionKeyDefinition, PartitionKind, PkCo
 
 fn vectors_path() -> std::path::PathBuf {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    root.join("../shared/testdata/epk-vectors.json")
+    root.join("tests/data/epk-vectors.json")
 }
 
 fn component(v: &Value) -> PkComponent {

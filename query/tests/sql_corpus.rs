@@ -1,4 +1,4 @@
-//! Every query of `shared/testdata/sql-corpus/` marked `expect=ok` parses, and every probe
+//! Every query of `tests/data/sql-corpus/` marked `expect=ok` parses, and every probe
 //! marked `expect=err` is rejected (by the parser or the binder), as Cosmos does.
 
 use std::path::Path;
@@ -11,7 +11,7 @@ struct Case {
 }
 
 fn load() -> Vec<Case> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/testdata/sql-corpus");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/sql-corpus");
     let mut out = Vec::new();
     for name in ["docs.txt", "samples.txt", "probes.txt"] {
         let text = std::fs::read_to_string(dir.join(name)).expect("corpus file");

@@ -1,4 +1,4 @@
-"""Runs shared/testdata/query-cases.json through the official SDK (the shared runner)."""
+"""Runs tests/data/query-cases.json through the official SDK (the shared runner)."""
 import os
 import runpy
 import sys

@@ -78,7 +78,7 @@ pub fn run_script(script: &str, endpoint: &str, extra_env: &[(&str, &str)]) -> S
     stdout
 }
 
-/// Path of the shared test data (beside the project root).
-pub fn shared_testdata() -> PathBuf {
-    workspace().join("..").join("shared").join("testdata")
+/// Path of the test data kept in the repository (`tests/data/`, see its README).
+pub fn testdata() -> PathBuf {
+    workspace().join("tests").join("data")
 }

@@ -592,7 +592,7 @@ async fn queries(a: &Args, r: &mut Report) {
     println!("== queries");
     // Parse + plan time over the corpus.
     let corpus = a.corpus.clone().unwrap_or_else(|| {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/testdata/sql-corpus")
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../data/sql-corpus")
     });
     let mut texts = Vec::new();
     for f in ["docs.txt", "samples.txt"] {
