@@ -340,6 +340,12 @@ fn write_name(f: &mut fmt::Formatter<'_>, s: &str) -> fmt::Result {
 
 impl fmt::Display for Expr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        super::limits::deep(|| self.fmt_at_depth(f))
+    }
+}
+
+impl Expr {
+    fn fmt_at_depth(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Expr::Lit(v) => write!(f, "{v}"),
             Expr::Undefined => f.write_str("undefined"),

@@ -203,6 +203,10 @@ impl Binder<'_> {
     }
 
     fn expr(&mut self, e: &mut Expr, scope: &[(String, Slot)]) -> R<()> {
+        super::limits::deep(|| self.expr_at_depth(e, scope))
+    }
+
+    fn expr_at_depth(&mut self, e: &mut Expr, scope: &[(String, Slot)]) -> R<()> {
         match e {
             Expr::Param(p) => {
                 *e = Expr::Lit(self.param(p)?);

@@ -7,6 +7,7 @@
 use super::ast::*;
 use super::error::QueryError;
 use super::functions;
+use super::limits::SizeBudget;
 use super::value::{self, canonical, canonical_opt, compare, equals, order_cmp, Val};
 use serde_json::{Map, Value};
 use std::cmp::Ordering;
@@ -92,6 +93,10 @@ fn to_i32(f: f64) -> Option<i32> {
 }
 
 pub fn eval<'e>(e: &'e Expr, env: EnvRef<'e>, cx: &Ctx) -> R<Val<'e>> {
+    super::limits::deep(|| eval_at_depth(e, env, cx))
+}
+
+fn eval_at_depth<'e>(e: &'e Expr, env: EnvRef<'e>, cx: &Ctx) -> R<Val<'e>> {
     Ok(match e {
         Expr::Lit(v) => Val::Ref(v),
         Expr::Undefined => Val::Undef,
@@ -110,8 +115,13 @@ pub fn eval<'e>(e: &'e Expr, env: EnvRef<'e>, cx: &Ctx) -> R<Val<'e>> {
         }
         Expr::Array(items) => {
             let mut out = Vec::with_capacity(items.len());
+            let mut budget = SizeBudget::default();
             for it in items {
-                if let Some(v) = eval(it, env, cx)?.into_owned() {
+                let v = eval(it, env, cx)?;
+                if let Some(x) = v.get() {
+                    budget.add(x)?;
+                }
+                if let Some(v) = v.into_owned() {
                     out.push(v);
                 }
             }
@@ -119,8 +129,14 @@ pub fn eval<'e>(e: &'e Expr, env: EnvRef<'e>, cx: &Ctx) -> R<Val<'e>> {
         }
         Expr::Object(props) => {
             let mut m = Map::new();
+            let mut budget = SizeBudget::default();
             for (k, it) in props {
-                if let Some(v) = eval(it, env, cx)?.into_owned() {
+                let v = eval(it, env, cx)?;
+                if let Some(x) = v.get() {
+                    budget.add(x)?;
+                    budget.add_bytes(k.len())?;
+                }
+                if let Some(v) = v.into_owned() {
                     m.insert(k.clone(), v);
                 }
             }
@@ -311,7 +327,10 @@ fn binary<'e>(op: BinOp, a: &'e Expr, b: &'e Expr, env: EnvRef<'e>, cx: &Ctx) ->
         BinOp::Le => bool_val(compare(xv, yv).map(|o| o != Ordering::Greater)),
         BinOp::Ge => bool_val(compare(xv, yv).map(|o| o != Ordering::Less)),
         BinOp::Concat => match (xv, yv) {
-            (Value::String(p), Value::String(q)) => Val::Own(Value::String(format!("{p}{q}"))),
+            (Value::String(p), Value::String(q)) => {
+                SizeBudget::default().add_bytes(p.len() + q.len())?;
+                Val::Own(Value::String(format!("{p}{q}")))
+            }
             _ => Val::Undef,
         },
         _ => {
@@ -943,6 +962,8 @@ pub fn run_all(q: &Query, env: EnvRef<'_>, cx: &Ctx, cap: Option<usize>) -> R<Ve
     let aggregate = is_aggregate(q);
     let mut groups = Groups::default();
     let mut rows: Vec<(Vec<Option<Value>>, Value)> = Vec::new();
+    // A subquery's rows become one value (ARRAY(...)), bounded like any built value.
+    let mut budget = SizeBudget::default();
     let early_cap = if q.order_by.is_none() && !q.select.distinct && !aggregate {
         let skip = q.offset.as_ref().map(lit_usize).unwrap_or(0);
         let mut lim = cap.unwrap_or(usize::MAX);
@@ -965,6 +986,7 @@ pub fn run_all(q: &Query, env: EnvRef<'_>, cx: &Ctx, cap: Option<usize>) -> R<Ve
             return Ok(Flow::Continue);
         }
         if let Some(v) = project(q, row, cx)? {
+            budget.add(&v)?;
             rows.push((order_keys(q, row, cx)?, v));
         }
         Ok(match early_cap {

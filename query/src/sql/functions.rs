@@ -7,6 +7,7 @@
 use super::datetime;
 use super::error::QueryError;
 use super::eval::Ctx;
+use super::limits::SizeBudget;
 use super::spatial;
 use super::value::{self, canonical, json_equal, number, Val};
 use serde_json::{Map, Value};
@@ -224,14 +225,18 @@ pub fn call<'a>(name: &str, args: Vec<Val<'a>>, cx: &Ctx) -> R<Val<'a>> {
         "IS_STRING" => b(matches!(get(0), Some(Value::String(_)))),
 
         "CONCAT" => {
-            let mut out = String::new();
+            let mut parts = Vec::with_capacity(a.len());
+            let mut budget = SizeBudget::default();
             for v in a {
                 match v.as_str() {
-                    Some(x) => out.push_str(x),
+                    Some(x) => {
+                        budget.add_bytes(x.len())?;
+                        parts.push(x);
+                    }
                     None => return Ok(Val::Undef),
                 }
             }
-            s(out)
+            s(parts.concat())
         }
         "CONTAINS" | "STARTSWITH" | "ENDSWITH" => {
             let (Some(x), Some(y), Some(ic)) = (a[0].as_str(), a[1].as_str(), opt_bool(a, 2))
@@ -324,7 +329,13 @@ pub fn call<'a>(name: &str, args: Vec<Val<'a>>, cx: &Ctx) -> R<Val<'a>> {
             })
         }
         "REPLACE" => match (a[0].as_str(), a[1].as_str(), a[2].as_str()) {
-            (Some(x), Some(f), Some(r)) if !f.is_empty() => s(x.replace(f, r)),
+            (Some(x), Some(f), Some(r)) if !f.is_empty() => {
+                if r.len() > f.len() {
+                    let grows = x.matches(f).count() * (r.len() - f.len());
+                    SizeBudget::default().add_bytes(x.len().saturating_add(grows))?;
+                }
+                s(x.replace(f, r))
+            }
             (Some(x), Some(_), Some(_)) => s(x.to_string()),
             _ => Val::Undef,
         },
@@ -421,18 +432,28 @@ pub fn call<'a>(name: &str, args: Vec<Val<'a>>, cx: &Ctx) -> R<Val<'a>> {
                 return Ok(Val::Undef);
             };
             let mut parts = Vec::with_capacity(items.len());
+            let mut budget = SizeBudget::default();
             for it in items {
                 match it.as_str() {
-                    Some(t) => parts.push(t),
+                    Some(t) => {
+                        budget.add_bytes(t.len() + sep.len())?;
+                        parts.push(t);
+                    }
                     None => return Ok(Val::Undef),
                 }
             }
             s(parts.join(sep))
         }
         "STRINGSPLIT" => match (a[0].as_str(), a[1].as_str()) {
-            (Some(x), Some(sep)) if !sep.is_empty() => Val::Own(Value::Array(
-                x.split(sep).map(|p| Value::String(p.to_string())).collect(),
-            )),
+            (Some(x), Some(sep)) if !sep.is_empty() => {
+                // Each piece costs a string header besides its bytes.
+                let pieces = x.matches(sep).count() + 1;
+                SizeBudget::default()
+                    .add_bytes(x.len().saturating_add(pieces.saturating_mul(32)))?;
+                Val::Own(Value::Array(
+                    x.split(sep).map(|p| Value::String(p.to_string())).collect(),
+                ))
+            }
             (Some(x), Some(_)) => Val::Own(Value::Array(vec![Value::String(x.to_string())])),
             _ => Val::Undef,
         },
@@ -524,9 +545,13 @@ pub fn call<'a>(name: &str, args: Vec<Val<'a>>, cx: &Ctx) -> R<Val<'a>> {
 
         "ARRAY_CONCAT" => {
             let mut out = Vec::new();
+            let mut budget = SizeBudget::default();
             for v in a {
                 match v.get() {
-                    Some(Value::Array(x)) => out.extend(x.iter().cloned()),
+                    Some(arr @ Value::Array(x)) => {
+                        budget.add(arr)?;
+                        out.extend(x.iter().cloned());
+                    }
                     _ => return Ok(Val::Undef),
                 }
             }

@@ -12,6 +12,7 @@ pub mod error;
 pub mod eval;
 pub mod functions;
 pub mod lexer;
+pub mod limits;
 pub mod parser;
 pub mod plan;
 pub mod sdkplan;
@@ -116,6 +117,13 @@ pub fn parse_parameters(v: Option<&Value>) -> Result<Vec<(String, Value)>, Query
                 "The query 'parameters' must be an array of {\"name\": \"@p\", \"value\": ...}.",
             )),
         };
+    if arr.len() > limits::MAX_PARAMETERS {
+        return Err(QueryError::semantic(format!(
+            "The query has {} parameters; at most {} are allowed.",
+            arr.len(),
+            limits::MAX_PARAMETERS
+        )));
+    }
     let mut out = Vec::with_capacity(arr.len());
     for p in arr {
         let name = p.get("name").and_then(Value::as_str).ok_or_else(|| {

@@ -7,12 +7,12 @@
 use super::ast::*;
 use super::error::{QueryError, Span};
 use super::lexer::{tokenize, Tok, Token};
+use super::limits::{MAX_DEPTH, MAX_IN_LIST, MAX_JOINS, MAX_QUERY_BYTES};
 use serde_json::Value;
 
 /// Parses a complete query.
 pub fn parse(sql: &str) -> Result<Query, QueryError> {
-    let tokens = tokenize(sql)?;
-    let mut p = Parser { tokens, pos: 0 };
+    let mut p = Parser::new(sql)?;
     let q = p.query()?;
     p.expect_eof()?;
     Ok(q)
@@ -20,21 +20,80 @@ pub fn parse(sql: &str) -> Result<Query, QueryError> {
 
 /// Parses a standalone expression (e.g. a patch condition's WHERE part).
 pub fn parse_expr(sql: &str) -> Result<Expr, QueryError> {
-    let tokens = tokenize(sql)?;
-    let mut p = Parser { tokens, pos: 0 };
+    let mut p = Parser::new(sql)?;
     let e = p.expr()?;
     p.expect_eof()?;
     Ok(e)
 }
 
+/// The parser recurses once per nesting level of the text, so `depth` (the levels open now)
+/// is bounded by [`MAX_DEPTH`]: deeper text is a 400, never a stack overflow. Chains of
+/// binary operators do not recurse while parsing but build a tree one level deeper per term,
+/// which every later pass walks recursively, so they count against the same bound; `AND` and
+/// `OR` chains (generated filters of thousands of terms are common) are built balanced
+/// instead, which their associativity allows.
 struct Parser {
     tokens: Vec<Token>,
     pos: usize,
+    depth: usize,
 }
 
 type R<T> = Result<T, QueryError>;
 
 impl Parser {
+    fn new(sql: &str) -> R<Self> {
+        if sql.len() > MAX_QUERY_BYTES {
+            return Err(QueryError::semantic(format!(
+                "The SQL query text is {} bytes long, which exceeds the maximum allowed length of {MAX_QUERY_BYTES} bytes (512 KB).",
+                sql.len()
+            )));
+        }
+        Ok(Parser {
+            tokens: tokenize(sql)?,
+            pos: 0,
+            depth: 0,
+        })
+    }
+
+    /// Opens one nesting level; an error past [`MAX_DEPTH`].
+    fn enter(&mut self) -> R<()> {
+        self.depth += 1;
+        self.check_depth(0)
+    }
+
+    fn leave(&mut self) {
+        self.depth -= 1;
+    }
+
+    /// Runs `f` one nesting level deeper.
+    fn nested<T>(&mut self, f: impl FnOnce(&mut Self) -> R<T>) -> R<T> {
+        self.enter()?;
+        let out = super::limits::deep(|| f(self));
+        self.leave();
+        out
+    }
+
+    /// Checks the open levels plus `extra` (the terms of an operator chain so far).
+    fn check_depth(&self, extra: usize) -> R<()> {
+        if self.depth + extra > MAX_DEPTH {
+            return Err(QueryError::syntax(
+                format!(
+                    "The SQL query is nested too deeply: expressions may nest at most {MAX_DEPTH} levels (parentheses, NOT, unary operators, function calls, array and object literals, subqueries, property paths and chains of operators other than AND/OR each count one level)."
+                ),
+                self.span(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Parses `sub (op sub)*` for an associative operator into a balanced tree.
+    fn balanced_chain(&mut self, kw: &str, op: BinOp, sub: fn(&mut Self) -> R<Expr>) -> R<Expr> {
+        let mut terms = vec![sub(self)?];
+        while self.eat_kw(kw) {
+            terms.push(sub(self)?);
+        }
+        Ok(balance(op, terms))
+    }
     fn peek(&self) -> &Tok {
         &self.tokens[self.pos].tok
     }
@@ -127,6 +186,10 @@ impl Parser {
     // ---- query --------------------------------------------------------------------------
 
     fn query(&mut self) -> R<Query> {
+        self.nested(Self::query_inner)
+    }
+
+    fn query_inner(&mut self) -> R<Query> {
         self.expect_kw("SELECT")?;
         let mut distinct = false;
         let mut top = None;
@@ -169,6 +232,14 @@ impl Parser {
             let first = self.source()?;
             let mut joins = Vec::new();
             while self.eat_kw("JOIN") {
+                if joins.len() == MAX_JOINS {
+                    return Err(QueryError::syntax(
+                        format!(
+                            "A query may have at most {MAX_JOINS} JOINs (the service's limit)."
+                        ),
+                        self.span(),
+                    ));
+                }
                 joins.push(self.source()?);
             }
             Some(From { first, joins })
@@ -287,16 +358,21 @@ impl Parser {
         let root = self.ident()?;
         let mut expr = Expr::Ident(root.clone());
         let mut plain = true;
+        let mut terms = 0;
         loop {
             match self.peek() {
                 Tok::Dot => {
                     self.bump();
+                    terms += 1;
+                    self.check_depth(terms)?;
                     let name = self.member_name()?;
                     expr = Expr::Member(expr.boxed(), name);
                     plain = false;
                 }
                 Tok::LBracket => {
                     self.bump();
+                    terms += 1;
+                    self.check_depth(terms)?;
                     let idx = self.expr()?;
                     self.expect(&Tok::RBracket)?;
                     expr = Expr::Index(expr.boxed(), idx.boxed());
@@ -346,6 +422,10 @@ impl Parser {
     // ---- expressions -----------------------------------------------------------------------
 
     pub fn expr(&mut self) -> R<Expr> {
+        self.nested(Self::expr_inner)
+    }
+
+    fn expr_inner(&mut self) -> R<Expr> {
         let cond = self.coalesce()?;
         if self.eat(&Tok::Question) {
             let a = self.expr()?;
@@ -359,33 +439,23 @@ impl Parser {
     fn coalesce(&mut self) -> R<Expr> {
         let left = self.or()?;
         if self.eat(&Tok::Coalesce) {
-            let right = self.coalesce()?;
+            let right = self.nested(Self::coalesce)?;
             return Ok(Expr::Coalesce(left.boxed(), right.boxed()));
         }
         Ok(left)
     }
 
     fn or(&mut self) -> R<Expr> {
-        let mut left = self.and()?;
-        while self.eat_kw("OR") {
-            let right = self.and()?;
-            left = Expr::Binary(BinOp::Or, left.boxed(), right.boxed());
-        }
-        Ok(left)
+        self.balanced_chain("OR", BinOp::Or, Self::and)
     }
 
     fn and(&mut self) -> R<Expr> {
-        let mut left = self.not()?;
-        while self.eat_kw("AND") {
-            let right = self.not()?;
-            left = Expr::Binary(BinOp::And, left.boxed(), right.boxed());
-        }
-        Ok(left)
+        self.balanced_chain("AND", BinOp::And, Self::not)
     }
 
     fn not(&mut self) -> R<Expr> {
         if self.eat_kw("NOT") {
-            let e = self.not()?;
+            let e = self.nested(Self::not)?;
             return Ok(Expr::Unary(UnOp::Not, e.boxed()));
         }
         self.comparison()
@@ -393,6 +463,7 @@ impl Parser {
 
     fn comparison(&mut self) -> R<Expr> {
         let mut left = self.bit_or()?;
+        let mut terms = 0;
         loop {
             let op = match self.peek() {
                 Tok::Eq => BinOp::Eq,
@@ -403,16 +474,22 @@ impl Parser {
                 Tok::Ge => BinOp::Ge,
                 Tok::Kw("NOT") if matches!(self.peek_at(1), Tok::Kw("IN" | "BETWEEN" | "LIKE")) => {
                     self.bump();
+                    terms += 1;
+                    self.check_depth(terms)?;
                     left = self.special(left, true)?;
                     continue;
                 }
                 Tok::Kw("IN" | "BETWEEN" | "LIKE") => {
+                    terms += 1;
+                    self.check_depth(terms)?;
                     left = self.special(left, false)?;
                     continue;
                 }
                 _ => return Ok(left),
             };
             self.bump();
+            terms += 1;
+            self.check_depth(terms)?;
             let right = self.bit_or()?;
             left = Expr::Binary(op, left.boxed(), right.boxed());
         }
@@ -426,6 +503,12 @@ impl Parser {
                 let mut list = Vec::new();
                 if !matches!(self.peek(), Tok::RParen) {
                     loop {
+                        if list.len() == MAX_IN_LIST {
+                            return Err(QueryError::syntax(
+                                format!("An IN list may hold at most {MAX_IN_LIST} values; pass a larger set as an array parameter and use ARRAY_CONTAINS."),
+                                self.span(),
+                            ));
+                        }
                         list.push(self.expr()?);
                         if !self.eat(&Tok::Comma) {
                             break;
@@ -469,7 +552,10 @@ impl Parser {
 
     fn bit_or(&mut self) -> R<Expr> {
         let mut left = self.bit_xor()?;
+        let mut terms = 0;
         while self.eat(&Tok::Pipe) {
+            terms += 1;
+            self.check_depth(terms)?;
             let right = self.bit_xor()?;
             left = Expr::Binary(BinOp::BitOr, left.boxed(), right.boxed());
         }
@@ -478,7 +564,10 @@ impl Parser {
 
     fn bit_xor(&mut self) -> R<Expr> {
         let mut left = self.bit_and()?;
+        let mut terms = 0;
         while self.eat(&Tok::Caret) {
+            terms += 1;
+            self.check_depth(terms)?;
             let right = self.bit_and()?;
             left = Expr::Binary(BinOp::BitXor, left.boxed(), right.boxed());
         }
@@ -487,7 +576,10 @@ impl Parser {
 
     fn bit_and(&mut self) -> R<Expr> {
         let mut left = self.shift()?;
+        let mut terms = 0;
         while self.eat(&Tok::Amp) {
+            terms += 1;
+            self.check_depth(terms)?;
             let right = self.shift()?;
             left = Expr::Binary(BinOp::BitAnd, left.boxed(), right.boxed());
         }
@@ -496,6 +588,7 @@ impl Parser {
 
     fn shift(&mut self) -> R<Expr> {
         let mut left = self.additive()?;
+        let mut terms = 0;
         loop {
             let op = match self.peek() {
                 Tok::Shl => BinOp::Shl,
@@ -504,6 +597,8 @@ impl Parser {
                 _ => return Ok(left),
             };
             self.bump();
+            terms += 1;
+            self.check_depth(terms)?;
             let right = self.additive()?;
             left = Expr::Binary(op, left.boxed(), right.boxed());
         }
@@ -511,6 +606,7 @@ impl Parser {
 
     fn additive(&mut self) -> R<Expr> {
         let mut left = self.multiplicative()?;
+        let mut terms = 0;
         loop {
             let op = match self.peek() {
                 Tok::Plus => BinOp::Add,
@@ -519,6 +615,8 @@ impl Parser {
                 _ => return Ok(left),
             };
             self.bump();
+            terms += 1;
+            self.check_depth(terms)?;
             let right = self.multiplicative()?;
             left = Expr::Binary(op, left.boxed(), right.boxed());
         }
@@ -526,6 +624,7 @@ impl Parser {
 
     fn multiplicative(&mut self) -> R<Expr> {
         let mut left = self.unary()?;
+        let mut terms = 0;
         loop {
             let op = match self.peek() {
                 Tok::Star => BinOp::Mul,
@@ -534,6 +633,8 @@ impl Parser {
                 _ => return Ok(left),
             };
             self.bump();
+            terms += 1;
+            self.check_depth(terms)?;
             let right = self.unary()?;
             left = Expr::Binary(op, left.boxed(), right.boxed());
         }
@@ -547,7 +648,7 @@ impl Parser {
             _ => return self.postfix_expr(),
         };
         self.bump();
-        let e = self.unary()?;
+        let e = self.nested(Self::unary)?;
         // Fold negative number literals so `-1` is a constant.
         if let (UnOp::Neg, Expr::Lit(Value::Number(n))) = (op, &e) {
             if let Some(f) = n.as_f64() {
@@ -559,15 +660,20 @@ impl Parser {
 
     fn postfix_expr(&mut self) -> R<Expr> {
         let mut e = self.primary()?;
+        let mut terms = 0;
         loop {
             match self.peek() {
                 Tok::Dot => {
                     self.bump();
+                    terms += 1;
+                    self.check_depth(terms)?;
                     let name = self.member_name()?;
                     e = Expr::Member(e.boxed(), name);
                 }
                 Tok::LBracket => {
                     self.bump();
+                    terms += 1;
+                    self.check_depth(terms)?;
                     let idx = self.expr()?;
                     self.expect(&Tok::RBracket)?;
                     e = match idx {
@@ -722,6 +828,16 @@ impl Parser {
         self.expect(&Tok::RParen)?;
         Ok(args)
     }
+}
+
+/// Builds `t0 op t1 op … tn` as a balanced tree: depth log2(n) instead of n. Only for
+/// associative operators (`AND`, `OR`), where the shape does not change the value.
+fn balance(op: BinOp, mut terms: Vec<Expr>) -> Expr {
+    if terms.len() == 1 {
+        return terms.pop().unwrap_or(Expr::Undefined);
+    }
+    let right = terms.split_off(terms.len().div_ceil(2));
+    Expr::Binary(op, balance(op, terms).boxed(), balance(op, right).boxed())
 }
 
 /// A JSON number, as an integer when it is one.

@@ -1,0 +1,102 @@
+//! Bounds on what one query may ask for, so that no query text can exhaust the server's stack,
+//! memory or time.
+//!
+//! Where the service documents a limit ("Azure Cosmos DB service quotas", SQL query limits and
+//! per-item limits), strata uses the same number. Where it does not (nesting of expressions,
+//! parameters, `IN` lists), strata picks a bound far above what real queries use and says so in
+//! the error, so a query that works here also fits the service.
+
+/// Longest query text. Service quota: "Maximum length of SQL query: 512 KB".
+pub const MAX_QUERY_BYTES: usize = 512 * 1024;
+
+/// Most `JOIN`s in one query (per `FROM`). Service quota: "Maximum JOINs per query: 10".
+pub const MAX_JOINS: usize = 10;
+
+/// Deepest nesting of one expression: parentheses, `NOT`, unary operators, function calls,
+/// array and object literals, subqueries, member paths and chains of operators other than
+/// `AND`/`OR` each count one level. strata's bound; it matches the service's documented
+/// "Maximum level of nesting for embedded objects / arrays: 128".
+pub const MAX_DEPTH: usize = 128;
+
+/// Most parameters of one query (strata's bound; the request body limit bounds them anyway).
+pub const MAX_PARAMETERS: usize = 10_000;
+
+/// Most values in one `IN (…)` list (strata's bound).
+pub const MAX_IN_LIST: usize = 10_000;
+
+/// Largest value one expression may build (a string, array or object): the service's
+/// documented "Maximum response size: 4 MB", since a larger value could never be returned.
+pub const MAX_VALUE_BYTES: usize = 4 * 1024 * 1024;
+
+/// Runs `f`, first moving to a fresh heap-allocated stack segment when less than 256 KB of the
+/// current one is left. Every recursive pass over a query tree (parse, bind, plan, print,
+/// evaluate) calls this once per level: the depth bound above keeps the total small, and this
+/// keeps it off the caller's stack, which may be a 2 MB async worker's (and an unoptimised
+/// build spends tens of kilobytes per level).
+#[inline]
+pub fn deep<T>(f: impl FnOnce() -> T) -> T {
+    stacker::maybe_grow(256 * 1024, 2 * 1024 * 1024, f)
+}
+
+/// The size of `v` as JSON text, roughly (strings and keys by their bytes, a few bytes per
+/// element), or `None` once it passes `limit`: the walk stops there, so checking a huge value
+/// costs no more than `limit`. Iterative, so a deep value cannot exhaust the stack.
+pub fn size_within(v: &serde_json::Value, limit: usize) -> Option<usize> {
+    use serde_json::Value;
+    let mut total = 0usize;
+    let mut todo = vec![v];
+    while let Some(v) = todo.pop() {
+        total += match v {
+            Value::String(s) => s.len() + 2,
+            Value::Array(a) => {
+                todo.extend(a.iter());
+                2 + a.len()
+            }
+            Value::Object(m) => {
+                for (k, x) in m {
+                    total += k.len() + 4;
+                    todo.push(x);
+                }
+                2
+            }
+            _ => 8,
+        };
+        if total > limit {
+            return None;
+        }
+    }
+    Some(total)
+}
+
+/// Adds up the sizes of the values one expression builds, and fails the query before it
+/// builds one larger than [`MAX_VALUE_BYTES`].
+#[derive(Debug, Default)]
+pub struct SizeBudget {
+    used: usize,
+}
+
+impl SizeBudget {
+    /// Counts `v` (a value about to be copied into the result).
+    pub fn add(&mut self, v: &serde_json::Value) -> Result<(), super::QueryError> {
+        match size_within(v, MAX_VALUE_BYTES - self.used) {
+            Some(n) => self.add_bytes(n),
+            None => Err(too_large()),
+        }
+    }
+
+    /// Counts `n` bytes about to be allocated.
+    pub fn add_bytes(&mut self, n: usize) -> Result<(), super::QueryError> {
+        self.used = self.used.saturating_add(n);
+        if self.used > MAX_VALUE_BYTES {
+            return Err(too_large());
+        }
+        Ok(())
+    }
+}
+
+/// The error for an expression that would build a value larger than [`MAX_VALUE_BYTES`].
+pub fn too_large() -> super::QueryError {
+    super::QueryError::semantic(format!(
+        "The query builds a value larger than {MAX_VALUE_BYTES} bytes (4 MB, the largest response the service returns); strings, arrays and objects built by a query are limited to that size."
+    ))
+}
