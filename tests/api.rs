@@ -58,10 +58,7 @@ async fn authentication_errors() {
     assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
     // Wrong key.
     let other = strata_server::api::auth::MasterKey::from_base64("c2VjcmV0").unwrap();
-    let scope = AuthScope {
-        resource_type: "dbs".into(),
-        resource_link: "".into(),
-    };
+    let scope = AuthScope::new("dbs", "");
     let r = s
         .http
         .get(&url)

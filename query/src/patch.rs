@@ -95,11 +95,7 @@ pub fn parse(body: &Value) -> Result<Patch, String> {
             .and_then(Value::as_str)
             .ok_or_else(|| format!("Patch operation {i} ({name}) has no string 'path'."))?
             .to_string();
-        if !path.starts_with('/') {
-            return Err(format!(
-                "Patch operation {i} ({name}): the path '{path}' must start with '/'."
-            ));
-        }
+        check_path(&path).map_err(|why| format!("Patch operation {i} ({name}): {why}"))?;
         let missing = format!("Patch operation {i} ({name} {path}) has no 'value'.");
         let value = || op.get("value").cloned().ok_or_else(|| missing.clone());
         out.push(match name.to_ascii_lowercase().as_str() {
@@ -122,6 +118,8 @@ pub fn parse(body: &Value) -> Result<Patch, String> {
                     .and_then(Value::as_str)
                     .ok_or_else(|| format!("Patch operation {i} (move {path}) has no 'from'."))?
                     .to_string();
+                check_path(&from)
+                    .map_err(|why| format!("Patch operation {i} (move from): {why}"))?;
                 PatchOp::Move { from, path }
             }
             other => {
@@ -136,6 +134,42 @@ pub fn parse(body: &Value) -> Result<Patch, String> {
         condition,
     })
 }
+
+/// A patch path names a property or element below the document's root: `/a/b/0`. The root
+/// itself (`/`) and empty segments (`/a//b`, `/a/`) name nothing the service can patch; left
+/// alone they would write a property called "" into the document.
+fn check_path(path: &str) -> Result<(), String> {
+    if !path.starts_with('/') {
+        return Err(format!("the path '{path}' must start with '/'."));
+    }
+    if path[1..].split('/').any(str::is_empty) {
+        return Err(format!(
+            "the path '{path}' is not valid: it must name a property below the document root, with no empty segments (e.g. '/address/city')."
+        ));
+    }
+    Ok(())
+}
+
+/// How deeply `v` nests (a scalar is 0, `[1]` is 1), without recursion.
+pub fn depth(v: &Value) -> usize {
+    let mut deepest = 0;
+    let mut todo = vec![(v, 0usize)];
+    while let Some((v, d)) = todo.pop() {
+        deepest = deepest.max(d);
+        match v {
+            Value::Array(a) => todo.extend(a.iter().map(|x| (x, d + 1))),
+            Value::Object(m) => todo.extend(m.values().map(|x| (x, d + 1))),
+            _ => {}
+        }
+    }
+    deepest
+}
+
+/// Deepest nesting of a stored document, counting the document itself: what serde_json reads
+/// back (and so what a create or replace body may have). The service documents "Maximum level
+/// of nesting for embedded objects / arrays: 128"; a patch may not go past what strata could
+/// read again.
+pub const MAX_DOCUMENT_DEPTH: usize = 127;
 
 /// Splits a JSON pointer into unescaped tokens (`~1` is `/`, `~0` is `~`).
 fn tokens(path: &str) -> Vec<String> {
@@ -280,14 +314,20 @@ pub fn apply(doc: &mut Value, ops: &[PatchOp], protected: &[String]) -> Result<(
                 let next = match get(doc, &toks) {
                     None => value.clone(),
                     Some(Value::Number(n)) => {
-                        if let (Some(a), Some(b)) = (n.as_i64(), value.as_i64()) {
-                            match a.checked_add(b) {
+                        let sum = match (n.as_i64(), value.as_i64()) {
+                            (Some(a), Some(b)) => match a.checked_add(b) {
                                 Some(s) => Value::from(s),
                                 None => crate::pk::number_to_json(a as f64 + b as f64),
-                            }
-                        } else {
-                            crate::pk::number_to_json(n.as_f64().unwrap_or(0.0) + by)
+                            },
+                            _ => crate::pk::number_to_json(n.as_f64().unwrap_or(0.0) + by),
+                        };
+                        // JSON has no infinity: a sum past f64's range is an error, never null.
+                        if sum.is_null() {
+                            return Err(fail(format!(
+                                "adding {value} to {n} overflows the range of a JSON number"
+                            )));
                         }
+                        sum
                     }
                     Some(_) => return Err(fail("the current value is not a number".into())),
                 };
@@ -304,6 +344,11 @@ pub fn apply(doc: &mut Value, ops: &[PatchOp], protected: &[String]) -> Result<(
     }
     if !doc.is_object() {
         return Err("The patched document is no longer an object.".into());
+    }
+    if depth(doc) > MAX_DOCUMENT_DEPTH {
+        return Err(format!(
+            "The patched document would nest more than {MAX_DOCUMENT_DEPTH} levels of objects and arrays (the service's limit)."
+        ));
     }
     Ok(())
 }
@@ -326,6 +371,37 @@ pub fn apply_to_object(
 mod tests {
     use super::*;
     use serde_json::json;
+
+    fn nest(levels: usize) -> Value {
+        (0..levels).fold(json!(1), |v, _| json!([v]))
+    }
+
+    #[test]
+    fn patches_never_store_what_cannot_be_read_back() {
+        let doc = json!({"id": "1", "n": 1.7e308, "i": 9_007_199_254_740_000i64});
+        let err = run(
+            doc.clone(),
+            json!([{"op": "incr", "path": "/n", "value": 1.7e308}]),
+        );
+        assert!(err.unwrap_err().contains("overflows"));
+        for bad in ["/", "//", "/a/", "/a//b"] {
+            let e = parse(&json!([{"op": "set", "path": bad, "value": 1}])).unwrap_err();
+            assert!(e.contains("not valid"), "{bad}: {e}");
+        }
+        // The deepest document allowed is one serde_json reads back; one level more is refused.
+        let top = run(
+            doc.clone(),
+            json!([{"op": "set", "path": "/d", "value": nest(MAX_DOCUMENT_DEPTH - 1)}]),
+        )
+        .unwrap();
+        assert_eq!(depth(&top), MAX_DOCUMENT_DEPTH);
+        assert!(serde_json::from_str::<Value>(&top.to_string()).is_ok());
+        let over = run(
+            doc,
+            json!([{"op": "set", "path": "/d", "value": nest(MAX_DOCUMENT_DEPTH)}]),
+        );
+        assert!(over.unwrap_err().contains("nest more than"));
+    }
 
     fn run(doc: Value, ops: Value) -> Result<Value, String> {
         let p = parse(&ops)?;

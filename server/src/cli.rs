@@ -48,6 +48,11 @@ pub struct Args {
     /// Physical partitions of a new container (default: one per 10,000 RU/s).
     #[arg(long)]
     initial_partitions: Option<u32>,
+    /// The most physical partitions one container may have; splits (by size or throughput)
+    /// stop there.
+    #[arg(long, default_value_t = crate::store::container::DEFAULT_MAX_PARTITIONS,
+          value_parser = clap::value_parser!(u32).range(1..=65_536))]
+    max_partitions: u32,
     /// Answer cross-partition queries that need client-side merging with 400/1004, exactly as
     /// the Cosmos gateway does.
     #[arg(long)]
@@ -121,11 +126,13 @@ pub async fn run(args: Args) {
                 partition_split_bytes: args.partition_split_bytes,
                 logical_partition_limit_bytes: args.logical_partition_limit_bytes,
                 initial_partitions: args.initial_partitions,
+                max_partitions: args.max_partitions,
             },
         },
         tls,
         gateway_compat: args.gateway_compat,
         enforce_throughput: args.enforce_throughput,
+        connections: crate::net::Connections::default(),
     };
     let running = match crate::start(cfg).await {
         Ok(r) => r,

@@ -13,4 +13,4 @@ pub mod net;
 pub mod store;
 pub mod throughput;
 
-pub use net::{start, Running, ServerConfig, Tls};
+pub use net::{start, Connections, Running, ServerConfig, Tls};

@@ -3,16 +3,16 @@
 
 use crate::api::{self, auth::MasterKey, ApiOptions, App};
 use crate::store::{Store, StoreConfig};
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
-use tokio::sync::watch;
+use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinHandle;
 
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -36,6 +36,33 @@ pub struct ServerConfig {
     pub tls: Option<Tls>,
     pub gateway_compat: bool,
     pub enforce_throughput: bool,
+    pub connections: Connections,
+}
+
+/// Bounds on clients, so that slow, idle or numerous connections cannot exhaust the server.
+#[derive(Debug, Clone)]
+pub struct Connections {
+    /// The most connections served at once (further ones wait in the listen backlog); also
+    /// kept below the process's open-files limit.
+    pub max: usize,
+    /// How long a client may take to send a request's headers (slowloris), and the TLS
+    /// handshake.
+    pub header_timeout: Duration,
+    /// How long a client may take to send a request's body once its headers arrived.
+    pub body_timeout: Duration,
+    /// A connection on which nothing arrives for this long is closed (idle keep-alive).
+    pub idle_timeout: Duration,
+}
+
+impl Default for Connections {
+    fn default() -> Self {
+        Self {
+            max: 10_000,
+            header_timeout: Duration::from_secs(20),
+            body_timeout: Duration::from_secs(60),
+            idle_timeout: Duration::from_secs(300),
+        }
+    }
 }
 
 impl Default for ServerConfig {
@@ -48,7 +75,70 @@ impl Default for ServerConfig {
             tls: None,
             gateway_compat: false,
             enforce_throughput: false,
+            connections: Connections::default(),
         }
+    }
+}
+
+/// The key continuation tokens are signed with: random, and kept in the data folder (so that
+/// tokens handed out before a restart still work); per process when nothing is on disk.
+fn token_key(dir: Option<&Path>) -> Result<strata_query::sql::token::TokenKey, BoxError> {
+    use strata_query::sql::token::TokenKey;
+    let path = dir.map(|d| d.join("token.key"));
+    if let Some(p) = &path {
+        if let Ok(bytes) = std::fs::read(p) {
+            if let Ok(k) = <[u8; 32]>::try_from(bytes.as_slice()) {
+                return Ok(TokenKey::new(k));
+            }
+        }
+    }
+    let mut k = [0u8; 32];
+    getrandom::fill(&mut k).map_err(|e| format!("no randomness for the token key: {e}"))?;
+    if let Some(p) = &path {
+        let tmp = p.with_extension("tmp");
+        std::fs::write(&tmp, k)?;
+        std::fs::rename(&tmp, p)?;
+    }
+    Ok(TokenKey::new(k))
+}
+
+/// Raises the soft open-files limit to the hard one (1,024 by default on Linux, which a few
+/// hundred clients exhaust) and returns how many connections the result leaves room for.
+fn connection_budget(wanted: usize) -> usize {
+    // Descriptors besides connections: the storage engine's files, logs, the listener.
+    const RESERVED: u64 = 256;
+    let limit = rlimit::increase_nofile_limit(u64::MAX).unwrap_or(1024);
+    let room = limit.saturating_sub(RESERVED).max(16);
+    wanted
+        .min(usize::try_from(room).unwrap_or(usize::MAX))
+        .max(1)
+}
+
+/// Logs a repeating condition at most once per 10 s, with how often it happened meanwhile.
+struct Throttled {
+    last: Option<Instant>,
+    suppressed: u64,
+}
+
+impl Throttled {
+    fn new() -> Self {
+        Self {
+            last: None,
+            suppressed: 0,
+        }
+    }
+
+    /// Whether to log now; `Some(n)` with the number of times it was held back since.
+    fn due(&mut self) -> Option<u64> {
+        if self
+            .last
+            .is_some_and(|t| t.elapsed() < Duration::from_secs(10))
+        {
+            self.suppressed += 1;
+            return None;
+        }
+        self.last = Some(Instant::now());
+        Some(std::mem::take(&mut self.suppressed))
     }
 }
 
@@ -84,13 +174,16 @@ pub async fn start(cfg: ServerConfig) -> Result<Running, BoxError> {
         None => None,
         Some(t) => Some(tls_acceptor(t)?),
     };
+    let token_key = token_key(cfg.store.data_dir.as_deref())?;
     let app = App::new(
         store.clone(),
         key,
+        token_key,
         ApiOptions {
             tls: acceptor.is_some(),
             gateway_compat: cfg.gateway_compat,
             enforce_throughput: cfg.enforce_throughput,
+            body_timeout: Some(cfg.connections.body_timeout),
         },
     );
     // Resume splits that a raised throughput still calls for (e.g. after a restart).
@@ -104,15 +197,43 @@ pub async fn start(cfg: ServerConfig) -> Result<Running, BoxError> {
     let (stop_tx, mut stop_rx) = watch::channel(false);
     let task_store = store.clone();
     let tls = acceptor.is_some();
+    let limits = cfg.connections.clone();
+    let max_connections = connection_budget(limits.max);
+    tracing::debug!(max_connections, "connection limit");
+    let permits = Arc::new(Semaphore::new(max_connections));
     let task = tokio::spawn(async move {
         let graceful = GracefulShutdown::new();
+        let mut accept_failed = Throttled::new();
+        let mut at_limit = Throttled::new();
         loop {
+            // One permit per connection: at the limit, new clients wait in the backlog.
+            let permit = match Arc::clone(&permits).try_acquire_owned() {
+                Ok(p) => p,
+                Err(_) => {
+                    if let Some(held) = at_limit.due() {
+                        tracing::warn!(
+                            max_connections,
+                            held_back = held,
+                            "connection limit reached; new connections wait until one closes"
+                        );
+                    }
+                    tokio::select! {
+                        p = Arc::clone(&permits).acquire_owned() => match p {
+                            Ok(p) => p,
+                            Err(_) => break,
+                        },
+                        _ = stop_rx.changed() => break,
+                    }
+                }
+            };
             tokio::select! {
                 res = listener.accept() => {
                     let (stream, _) = match res {
                         Ok(s) => s,
                         Err(e) => {
-                            tracing::warn!(error = %e, "accept failed");
+                            if let Some(held) = accept_failed.due() {
+                                tracing::warn!(error = %e, held_back = held, "accept failed");
+                            }
                             tokio::time::sleep(Duration::from_millis(20)).await;
                             continue;
                         }
@@ -121,15 +242,27 @@ pub async fn start(cfg: ServerConfig) -> Result<Running, BoxError> {
                     let svc = TowerToHyperService::new(router.clone());
                     let watcher = graceful.watcher();
                     let acceptor = acceptor.clone();
+                    let limits = limits.clone();
                     tokio::spawn(async move {
-                        let builder = auto::Builder::new(TokioExecutor::new());
+                        let _permit = permit;
+                        let mut builder = auto::Builder::new(TokioExecutor::new());
+                        builder
+                            .http1()
+                            .timer(TokioTimer::new())
+                            .header_read_timeout(limits.header_timeout);
+                        // A read that stalls past the idle timeout ends the connection, over
+                        // TLS and HTTP/2 too (hyper's header timeout covers HTTP/1 only).
+                        let mut stream = tokio_io_timeout::TimeoutStream::new(stream);
+                        stream.set_read_timeout(Some(limits.idle_timeout));
+                        let stream = Box::pin(stream);
                         match acceptor {
-                            Some(acc) => match acc.accept(stream).await {
-                                Ok(s) => {
+                            Some(acc) => match tokio::time::timeout(limits.header_timeout, acc.accept(stream)).await {
+                                Ok(Ok(s)) => {
                                     let conn = builder.serve_connection_with_upgrades(TokioIo::new(s), svc);
                                     let _ = watcher.watch(conn.into_owned()).await;
                                 }
-                                Err(e) => tracing::debug!(error = %e, "TLS handshake failed"),
+                                Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
+                                Err(_) => tracing::debug!("TLS handshake timed out"),
                             },
                             None => {
                                 let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), svc);

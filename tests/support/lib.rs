@@ -7,7 +7,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::Value;
 use std::sync::Once;
 use strata_server::api::auth::{MasterKey, EMULATOR_KEY};
-use strata_server::api::endpoint::{auth_scope, path_segments};
+use strata_server::api::endpoint::{auth_scope, path_segments, AuthScope};
 use strata_server::store::container::Limits;
 use strata_server::store::StoreConfig;
 use strata_server::{Running, ServerConfig, Tls};
@@ -28,6 +28,7 @@ pub struct Options {
     pub limits: Option<Limits>,
     pub gateway_compat: bool,
     pub enforce_throughput: bool,
+    pub connections: Option<strata_server::Connections>,
 }
 
 /// A strata server running inside the test process on an ephemeral port.
@@ -86,6 +87,7 @@ impl TestServer {
             }),
             gateway_compat: opts.gateway_compat,
             enforce_throughput: opts.enforce_throughput,
+            connections: opts.connections.clone().unwrap_or_default(),
         };
         let running = strata_server::start(cfg).await.expect("server starts");
         let client = Client::new(&running.url());
@@ -128,10 +130,22 @@ impl Client {
         headers: &[(&str, &str)],
         body: Option<Vec<u8>>,
     ) -> Resp {
-        let segs = path_segments(path).expect("path");
-        let scope = auth_scope(&segs);
+        let scope = auth_scope(&path_segments(path).expect("path"));
+        self.request_signed_as(method, path, &scope, headers, body)
+            .await
+    }
+
+    /// A request signed for `scope`, whatever `path` it goes to (for testing authorization).
+    pub async fn request_signed_as(
+        &self,
+        method: Method,
+        path: &str,
+        scope: &AuthScope,
+        headers: &[(&str, &str)],
+        body: Option<Vec<u8>>,
+    ) -> Resp {
         let date = httpdate::fmt_http_date(std::time::SystemTime::now());
-        let auth = self.key.authorization(method.as_str(), &scope, &date);
+        let auth = self.key.authorization(method.as_str(), scope, &date);
         let url = format!("{}{}", self.url.trim_end_matches('/'), path);
         let mut rb = self
             .http

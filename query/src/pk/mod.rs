@@ -409,6 +409,13 @@ impl PartitionKey {
                 "The partition key header '{text}' is not valid JSON: {e}. Expected a JSON array such as [\"tenant1\",\"user1\"]."
             ))
         })?;
+        // The header is always an array (the SDKs send `["t1"]`, `[5]`, `[]`); the service
+        // answers 400 to a bare value.
+        if !v.is_array() {
+            return err(format!(
+                "The partition key header '{text}' must be a JSON array of the key's components, such as [\"tenant1\"] or [\"tenant1\",\"user1\"]."
+            ));
+        }
         Self::from_json_value(&v)
     }
 

@@ -2,8 +2,10 @@
 //!
 //! A token records where the next page starts, in terms of the key space rather than
 //! partition ids (the last document key, and for ORDER BY the last sort keys), so it stays
-//! valid when partitions split between pages. It carries the query's fingerprint and a
-//! checksum; a token from another query, or edited, is rejected with a clear error.
+//! valid when partitions split between pages. It carries the query's fingerprint (which the
+//! server binds to the container) and an HMAC-SHA256 under a key only the server holds
+//! ([`TokenKey`]); a token from another query or container, edited or forged, is rejected
+//! with a clear error.
 
 use super::error::QueryError;
 use base64::Engine as _;
@@ -62,50 +64,78 @@ pub struct Continuation {
 #[derive(Serialize, Deserialize)]
 struct Envelope {
     v: u8,
-    c: Continuation,
+    c: Value,
     sum: String,
 }
 
-fn checksum(c: &Continuation) -> String {
-    let body = serde_json::to_vec(c).unwrap_or_default();
-    format!(
-        "{:016x}",
-        xxhash_rust::xxh3::xxh3_64_with_seed(&body, 0x5354_5241_5441)
-    )
+/// The server's secret for continuation tokens: tokens it hands out carry a MAC under this
+/// key, so a client can neither edit a position nor make one up.
+#[derive(Clone)]
+pub struct TokenKey([u8; 32]);
+
+impl TokenKey {
+    pub fn new(bytes: [u8; 32]) -> Self {
+        TokenKey(bytes)
+    }
+
+    /// The MAC of `body` within `scope` (what the token may be used for), hex.
+    pub fn mac(&self, scope: &str, body: &[u8]) -> String {
+        use hmac::Mac as _;
+        let mut m = <hmac::Hmac<sha2::Sha256> as hmac::Mac>::new_from_slice(&self.0)
+            .expect("HMAC accepts any key length");
+        m.update(scope.as_bytes());
+        m.update(&[0]);
+        m.update(body);
+        m.finalize().into_bytes()[..16]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    }
+
+    /// Wraps `payload` into an opaque token valid only within `scope`.
+    pub fn seal(&self, scope: &str, payload: &Value) -> String {
+        let body = payload.to_string();
+        let env =
+            serde_json::json!({"v": 2, "c": payload, "sum": self.mac(scope, body.as_bytes())});
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(env.to_string())
+    }
+
+    /// The payload of a token made by [`TokenKey::seal`] for `scope`; an error says why not.
+    pub fn open(&self, scope: &str, token: &str) -> Result<Value, &'static str> {
+        let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(token.trim())
+            .map_err(|_| "not base64url")?;
+        let env: Envelope = serde_json::from_slice(&raw).map_err(|_| "malformed")?;
+        if env.v != 2 {
+            return Err("unknown version");
+        }
+        let body = env.c.to_string();
+        if self.mac(scope, body.as_bytes()) != env.sum {
+            return Err("it was altered, or belongs to another query, container or server");
+        }
+        Ok(env.c)
+    }
 }
 
 impl Continuation {
-    pub fn encode(&self) -> String {
-        let env = Envelope {
-            v: 1,
-            c: self.clone(),
-            sum: checksum(self),
-        };
-        base64::engine::general_purpose::URL_SAFE_NO_PAD
-            .encode(serde_json::to_vec(&env).unwrap_or_default())
+    pub fn encode(&self, key: &TokenKey) -> String {
+        let payload = serde_json::to_value(self).unwrap_or(Value::Null);
+        key.seal(&self.fp, &payload)
     }
 
     /// Decodes a token and checks it belongs to the query with fingerprint `fp`.
-    pub fn decode(token: &str, fp: &str) -> Result<Self, QueryError> {
+    pub fn decode(token: &str, fp: &str, key: &TokenKey) -> Result<Self, QueryError> {
         let bad = |why: &str| {
             QueryError::BadContinuation(format!(
                 "The continuation token is invalid ({why}); run the query again without it."
             ))
         };
-        let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
-            .decode(token.trim())
-            .map_err(|_| bad("not base64url"))?;
-        let env: Envelope = serde_json::from_slice(&raw).map_err(|_| bad("malformed"))?;
-        if env.v != 1 {
-            return Err(bad("unknown version"));
-        }
-        if checksum(&env.c) != env.sum {
-            return Err(bad("checksum mismatch: it was altered"));
-        }
-        if env.c.fp != fp {
+        let payload = key.open(fp, token).map_err(bad)?;
+        let c: Continuation = serde_json::from_value(payload).map_err(|_| bad("malformed"))?;
+        if c.fp != fp {
             return Err(bad("it belongs to a different query or parameters"));
         }
-        Ok(env.c)
+        Ok(c)
     }
 }
 
@@ -127,17 +157,20 @@ mod tests {
                 ord: 1,
             },
         };
-        let t = c.encode();
-        assert_eq!(Continuation::decode(&t, "abc").unwrap(), c);
-        assert!(Continuation::decode(&t, "other").is_err());
+        let key = TokenKey::new([7; 32]);
+        let t = c.encode(&key);
+        assert_eq!(Continuation::decode(&t, "abc", &key).unwrap(), c);
+        assert!(Continuation::decode(&t, "other", &key).is_err());
+        // Another server's key (or a forger without one) cannot make a valid token.
+        assert!(Continuation::decode(&t, "abc", &TokenKey::new([8; 32])).is_err());
         let mut bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
             .decode(&t)
             .unwrap();
         let i = bytes.iter().position(|&b| b == b'7').unwrap();
         bytes[i] = b'8';
         let forged = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes);
-        assert!(Continuation::decode(&forged, "abc").is_err());
-        assert!(Continuation::decode("!!!", "abc").is_err());
-        assert!(Continuation::decode("", "abc").is_err());
+        assert!(Continuation::decode(&forged, "abc", &key).is_err());
+        assert!(Continuation::decode("!!!", "abc", &key).is_err());
+        assert!(Continuation::decode("", "abc", &key).is_err());
     }
 }

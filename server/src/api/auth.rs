@@ -77,35 +77,6 @@ fn string_to_sign(verb: &str, scope: &AuthScope, x_ms_date: &str, date: &str) ->
     )
 }
 
-/// Alternative signed forms for rid-based links: the SDKs sign those with the link
-/// lower-cased, or with only the resource's own rid (lower-cased), e.g. `offers/BAAA` is
-/// signed as `baaa`.
-fn rid_scopes(scope: &AuthScope) -> Vec<AuthScope> {
-    let mut out = Vec::new();
-    if scope.resource_type == "colls" {
-        out.push(AuthScope {
-            resource_type: "partitionkey".into(),
-            resource_link: scope.resource_link.clone(),
-        });
-    }
-    let lowered = scope.resource_link.to_lowercase();
-    if lowered != scope.resource_link {
-        out.push(AuthScope {
-            resource_type: scope.resource_type.clone(),
-            resource_link: lowered.clone(),
-        });
-    }
-    if let Some(last) = lowered.rsplit('/').next() {
-        if last != lowered {
-            out.push(AuthScope {
-                resource_type: scope.resource_type.clone(),
-                resource_link: last.to_string(),
-            });
-        }
-    }
-    out
-}
-
 fn header<'a>(h: &'a HeaderMap, name: &str) -> Option<&'a str> {
     h.get(name).and_then(|v| v.to_str().ok())
 }
@@ -169,7 +140,8 @@ pub fn verify(
     }
     let verb = method.as_str();
     let ok = key.verify(verb, scope, x_ms_date, date, &sig_bytes)
-        || rid_scopes(scope)
+        || scope
+            .alternates()
             .iter()
             .any(|alt| key.verify(verb, alt, x_ms_date, date, &sig_bytes));
     if !ok {
@@ -205,10 +177,7 @@ mod tests {
     use super::*;
 
     fn scope(t: &str, l: &str) -> AuthScope {
-        AuthScope {
-            resource_type: t.into(),
-            resource_link: l.into(),
-        }
+        AuthScope::new(t, l)
     }
 
     #[test]

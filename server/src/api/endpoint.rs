@@ -126,6 +126,53 @@ pub enum Endpoint {
 pub struct AuthScope {
     pub resource_type: String,
     pub resource_link: String,
+    /// Other spellings the official SDKs sign for this very resource. Name-based links have
+    /// none: names are case-sensitive, so `dbs/QA` and `dbs/qa` are different resources.
+    pub signed_as: SignedAs,
+}
+
+/// Which other spellings of a scope the SDKs use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SignedAs {
+    /// Only the link exactly as the path has it.
+    #[default]
+    Exact,
+    /// A rid-based link (offers): the SDKs sign it lower-cased, or as the resource's own
+    /// rid alone (`offers/BAAA` is signed as `baaa`). Rids are case-insensitive.
+    RidLink,
+    /// Delete-by-partition-key, signed on the container as `colls` (Python) or
+    /// `partitionkey` (other SDKs).
+    PartitionKeyDelete,
+}
+
+impl AuthScope {
+    /// An exact scope.
+    pub fn new(resource_type: impl Into<String>, resource_link: impl Into<String>) -> Self {
+        AuthScope {
+            resource_type: resource_type.into(),
+            resource_link: resource_link.into(),
+            signed_as: SignedAs::Exact,
+        }
+    }
+
+    /// The other spellings that also verify (see [`SignedAs`]).
+    pub fn alternates(&self) -> Vec<AuthScope> {
+        match self.signed_as {
+            SignedAs::Exact => Vec::new(),
+            SignedAs::PartitionKeyDelete => {
+                vec![AuthScope::new("partitionkey", self.resource_link.clone())]
+            }
+            SignedAs::RidLink => {
+                let lowered = self.resource_link.to_lowercase();
+                let rid = lowered.rsplit('/').next().unwrap_or("").to_string();
+                [lowered, rid]
+                    .into_iter()
+                    .filter(|l| *l != self.resource_link)
+                    .map(|l| AuthScope::new(self.resource_type.clone(), l))
+                    .collect()
+            }
+        }
+    }
 }
 
 /// Splits and percent-decodes a request path; empty segments (trailing slashes) are dropped.
@@ -148,30 +195,28 @@ pub fn path_segments(path: &str) -> Result<Vec<String>, ApiError> {
 /// The resource type and link a signature covers (PROTOCOL.md 2.2): an odd number of segments
 /// is a feed (type = last segment, link = the rest); an even number is one resource.
 pub fn auth_scope(segs: &[String]) -> AuthScope {
-    // Delete-by-partition-key is signed on the container: as `colls` by Python, as
-    // `partitionkey` by other SDKs (auth accepts both).
+    // Delete-by-partition-key is signed on the container.
     if let [coll @ .., op, kind] = segs {
         if op == "operations" && kind == "partitionkeydelete" {
             return AuthScope {
-                resource_type: "colls".into(),
-                resource_link: coll.join("/"),
+                signed_as: SignedAs::PartitionKeyDelete,
+                ..AuthScope::new("colls", coll.join("/"))
             };
         }
     }
-    match segs.len() {
-        0 => AuthScope {
-            resource_type: String::new(),
-            resource_link: String::new(),
-        },
-        n if n % 2 == 1 => AuthScope {
-            resource_type: segs[n - 1].clone(),
-            resource_link: segs[..n - 1].join("/"),
-        },
-        n => AuthScope {
-            resource_type: segs[n - 2].clone(),
-            resource_link: segs.join("/"),
-        },
+    let scope = match segs.len() {
+        0 => AuthScope::new("", ""),
+        n if n % 2 == 1 => AuthScope::new(segs[n - 1].clone(), segs[..n - 1].join("/")),
+        n => AuthScope::new(segs[n - 2].clone(), segs.join("/")),
+    };
+    // Offers are the one resource addressed by rid.
+    if matches!(segs, [first, _] if first == "offers") {
+        return AuthScope {
+            signed_as: SignedAs::RidLink,
+            ..scope
+        };
     }
+    scope
 }
 
 fn flag(headers: &HeaderMap, name: &str) -> bool {
@@ -345,17 +390,11 @@ mod tests {
     fn scopes_follow_the_protocol() {
         assert_eq!(
             auth_scope(&segs("/dbs/db1/colls/hpk/docs/1/")),
-            AuthScope {
-                resource_type: "docs".into(),
-                resource_link: "dbs/db1/colls/hpk/docs/1".into()
-            }
+            AuthScope::new("docs", "dbs/db1/colls/hpk/docs/1")
         );
         assert_eq!(
             auth_scope(&segs("/dbs/db1/colls/hpk/docs")),
-            AuthScope {
-                resource_type: "docs".into(),
-                resource_link: "dbs/db1/colls/hpk".into()
-            }
+            AuthScope::new("docs", "dbs/db1/colls/hpk")
         );
         assert_eq!(auth_scope(&segs("/")).resource_type, "");
         assert_eq!(segs("/dbs/db1/colls/hpk/docs/a%20b%C3%BC/")[5], "a bü");

@@ -80,6 +80,10 @@ impl ApiError {
         )
     }
 
+    pub fn request_timeout(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::REQUEST_TIMEOUT, "RequestTimeout", message)
+    }
+
     pub fn method_not_allowed(message: impl Into<String>) -> Self {
         Self::new(StatusCode::METHOD_NOT_ALLOWED, "MethodNotAllowed", message)
     }

@@ -6,30 +6,34 @@ use super::request::Req;
 use super::response::{feed_body, Reply};
 use super::scope::{ranges_touched, request_scope};
 use super::App;
+use crate::store::container::Container;
 use crate::store::keys;
 use crate::throughput::charge;
 use axum::http::StatusCode;
-use base64::Engine as _;
 use strata_query::pk::EpkRange;
 
 /// Page size when the client does not say (the service's default).
 pub const DEFAULT_PAGE: usize = 100;
 
-fn encode_token(last_key: &[u8]) -> String {
-    let body = serde_json::json!({"v": 1, "after": strata_query::pk::epk::encode_hex(last_key)});
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(body.to_string())
+/// What a read-feed token may resume: this container's feed.
+fn feed_scope(c: &Container) -> String {
+    format!("{}:feed", c.rid)
 }
 
-fn decode_token(cid: u32, token: &str) -> Result<Vec<u8>, ApiError> {
-    let bad = || {
+fn encode_token(app: &App, c: &Container, last_key: &[u8]) -> String {
+    let body = serde_json::json!({"after": strata_query::pk::epk::encode_hex(&last_key[4..])});
+    app.token_key.seal(&feed_scope(c), &body)
+}
+
+fn decode_token(app: &App, c: &Container, token: &str) -> Result<Vec<u8>, ApiError> {
+    let bad = |why: &str| {
         ApiError::bad_request(format!(
-            "The continuation token '{token}' is malformed or does not belong to this feed; start the feed again without it."
+            "The continuation token is invalid ({why}); start the feed again without it."
         ))
     };
-    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(token.trim())
-        .map_err(|_| bad())?;
-    let v: serde_json::Value = serde_json::from_slice(&raw).map_err(|_| bad())?;
+    let v = app.token_key.open(&feed_scope(c), token).map_err(bad)?;
+    let bad = || bad("malformed");
+    let cid = c.cid;
     let hex = v.get("after").and_then(|h| h.as_str()).ok_or_else(bad)?;
     let suffix = strata_query::pk::epk::decode_hex(hex).ok_or_else(bad)?;
     keys::split_item_suffix(&suffix).ok_or_else(bad)?;
@@ -44,7 +48,7 @@ pub fn read_feed(app: &App, req: &Req, db: &str, coll: &str) -> Result<Reply, Ap
     let page = req.max_item_count()?.unwrap_or(DEFAULT_PAGE);
     let after = req
         .continuation()
-        .map(|t| decode_token(c.cid, t))
+        .map(|t| decode_token(app, &c, t))
         .transpose()?;
     let range = scope.range.clone().unwrap_or_else(|| EpkRange::new("", ""));
     let mut docs = Vec::new();
@@ -79,7 +83,7 @@ pub fn read_feed(app: &App, req: &Req, db: &str, coll: &str) -> Result<Reply, Ap
         .container(&c);
     if more {
         if let Some(k) = last {
-            reply = reply.header("x-ms-continuation", encode_token(&k[4..]));
+            reply = reply.header("x-ms-continuation", encode_token(app, &c, &k));
         }
     }
     Ok(reply)

@@ -33,6 +33,7 @@ use axum::response::Response;
 use axum::Router;
 use endpoint::Endpoint;
 use error::ApiError;
+use futures::FutureExt as _;
 use request::Req;
 use response::Reply;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -52,6 +53,8 @@ pub struct ApiOptions {
     pub gateway_compat: bool,
     /// Throttle (429) requests beyond each partition's share of the provisioned RU/s.
     pub enforce_throughput: bool,
+    /// How long a client may take to send a request body (`None`: no limit).
+    pub body_timeout: Option<std::time::Duration>,
 }
 
 /// Shared state of the API: one cheap handle.
@@ -65,6 +68,8 @@ pub struct AppInner {
     pub key: MasterKey,
     pub options: ApiOptions,
     pub governor: crate::throughput::governor::Governor,
+    /// Signs continuation tokens (kept in the data folder, so tokens outlive a restart).
+    pub token_key: strata_query::sql::token::TokenKey,
 }
 
 impl std::ops::Deref for App {
@@ -75,11 +80,17 @@ impl std::ops::Deref for App {
 }
 
 impl App {
-    pub fn new(store: Store, key: MasterKey, options: ApiOptions) -> Self {
+    pub fn new(
+        store: Store,
+        key: MasterKey,
+        token_key: strata_query::sql::token::TokenKey,
+        options: ApiOptions,
+    ) -> Self {
         Self {
             inner: Arc::new(AppInner {
                 store,
                 key,
+                token_key,
                 governor: crate::throughput::governor::Governor::new(options.enforce_throughput),
                 options,
             }),
@@ -157,7 +168,21 @@ async fn handle(State(app): State<App>, req: Request<Body>) -> Response {
     // Cheap to clone (shared bytes); only read when logging.
     let uri = req.uri().clone();
     let path = uri.path();
-    let resp = match dispatch(&app, req, &activity_id).await {
+    // A bug in one handler answers 500 and the server keeps serving.
+    let outcome = std::panic::AssertUnwindSafe(dispatch(&app, req, &activity_id))
+        .catch_unwind()
+        .await
+        .unwrap_or_else(|panic| {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            Err(ApiError::internal(format!(
+                "strata failed while serving this request ({what}); the server keeps running. Please report it with the request that caused it."
+            )))
+        });
+    let resp = match outcome {
         Ok(r) => r.into_response_with(&activity_id),
         Err(e) => {
             if e.status.is_server_error() {
@@ -182,11 +207,31 @@ async fn dispatch(app: &App, req: Request<Body>, activity_id: &str) -> Result<Re
         &parts.headers,
     )?;
     let ep = Endpoint::decode(&parts.method, &segs, &parts.headers)?;
-    let body = axum::body::to_bytes(body, MAX_BODY).await.map_err(|_| {
+    let too_large = || {
         ApiError::too_large(format!(
             "The request body is larger than {MAX_BODY} bytes; items and batches are limited to 2 MB."
         ))
-    })?;
+    };
+    // A declared length past the limit is refused before a byte of it is read.
+    let declared = parts
+        .headers
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if declared.is_some_and(|n| n > MAX_BODY as u64) {
+        return Err(too_large());
+    }
+    let read = axum::body::to_bytes(body, MAX_BODY);
+    let body = match app.options.body_timeout {
+        Some(t) => tokio::time::timeout(t, read).await.map_err(|_| {
+            ApiError::request_timeout(format!(
+                "The request body did not arrive within {} s.",
+                t.as_secs()
+            ))
+        })?,
+        None => read.await,
+    }
+    .map_err(|_| too_large())?;
     let host = parts
         .headers
         .get("host")

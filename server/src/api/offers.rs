@@ -85,7 +85,7 @@ pub fn validate_manual(n: u64) -> Result<(), ApiError> {
             "The offer throughput {n} RU/s must be a multiple of 100."
         )));
     }
-    if n > 1_000_000 {
+    if n > MAX_THROUGHPUT {
         return Err(ApiError::bad_request(format!(
             "The offer throughput {n} RU/s is above the maximum of 1,000,000 RU/s."
         )));
@@ -99,8 +99,18 @@ pub fn validate_autoscale(n: u64) -> Result<(), ApiError> {
             "The autoscale maximum throughput {n} RU/s must be at least 1000 and a multiple of 1000."
         )));
     }
+    if n > MAX_THROUGHPUT {
+        return Err(ApiError::bad_request(format!(
+            "The autoscale maximum throughput {n} RU/s is above the maximum of 1,000,000 RU/s."
+        )));
+    }
     Ok(())
 }
+
+/// Most RU/s of one container or database, manual or autoscale maximum. Service quota:
+/// "Maximum RUs per container (dedicated throughput provisioned mode): 1,000,000" (and the
+/// same per database with shared throughput); the service raises it only by support ticket.
+pub const MAX_THROUGHPUT: u64 = 1_000_000;
 
 /// An offer as the service renders it.
 fn offer_json(t: &Throughput, resource: String, resource_rid: &str, pending: bool) -> Value {

@@ -146,7 +146,7 @@ fn per_partition(c: &Container, ranges: &[EpkRange]) -> Vec<EpkRange> {
 /// What one page produced.
 struct Page {
     docs: Vec<Bytes>,
-    continuation: Option<String>,
+    continuation: Option<Continuation>,
     scanned: u64,
     scanned_bytes: u64,
 }
@@ -309,33 +309,27 @@ fn run_streaming(
             }
             if stop {
                 if !finished {
-                    page.continuation = Some(
-                        Continuation {
-                            fp: fp.clone(),
-                            consumed,
-                            pos: Position::Stream {
-                                after: suffix_hex(key),
-                                skip: row_no,
-                            },
-                        }
-                        .encode(),
-                    );
-                }
-                return Ok(Flow::Stop);
-            }
-            if started.elapsed() > PAGE_TIME_BUDGET {
-                // Return what we have; the next page resumes after this document.
-                page.continuation = Some(
-                    Continuation {
+                    page.continuation = Some(Continuation {
                         fp: fp.clone(),
                         consumed,
                         pos: Position::Stream {
                             after: suffix_hex(key),
                             skip: row_no,
                         },
-                    }
-                    .encode(),
-                );
+                    });
+                }
+                return Ok(Flow::Stop);
+            }
+            if started.elapsed() > PAGE_TIME_BUDGET {
+                // Return what we have; the next page resumes after this document.
+                page.continuation = Some(Continuation {
+                    fp: fp.clone(),
+                    consumed,
+                    pos: Position::Stream {
+                        after: suffix_hex(key),
+                        skip: row_no,
+                    },
+                });
                 return Ok(Flow::Stop);
             }
             Ok(Flow::Continue)
@@ -486,18 +480,15 @@ async fn run_ordered(
     let limit_reached = p.limit.is_some_and(|l| new_consumed >= p.offset + l);
     let more = candidates > taken && !limit_reached;
     let continuation = match all.last() {
-        Some(r) if more => Some(
-            Continuation {
-                fp: p.fingerprint.clone(),
-                consumed: new_consumed,
-                pos: Position::Ordered {
-                    keys: r.keys.iter().map(KeyValue::from_opt).collect(),
-                    after: suffix_hex(&r.doc),
-                    ord: r.ord,
-                },
-            }
-            .encode(),
-        ),
+        Some(r) if more => Some(Continuation {
+            fp: p.fingerprint.clone(),
+            consumed: new_consumed,
+            pos: Position::Ordered {
+                keys: r.keys.iter().map(KeyValue::from_opt).collect(),
+                after: suffix_hex(&r.doc),
+                ord: r.ord,
+            },
+        }),
         _ => None,
     };
     let docs = all.into_iter().skip(skip).map(|r| r.value).collect();
@@ -621,13 +612,10 @@ async fn run_complete(
         .iter()
         .map(to_bytes)
         .collect();
-    let continuation = (end < rows.len()).then(|| {
-        Continuation {
-            fp: p.fingerprint.clone(),
-            consumed: end as u64,
-            pos: Position::Index { next: end as u64 },
-        }
-        .encode()
+    let continuation = (end < rows.len()).then(|| Continuation {
+        fp: p.fingerprint.clone(),
+        consumed: end as u64,
+        pos: Position::Index { next: end as u64 },
     });
     Ok(Page {
         docs,
@@ -708,7 +696,9 @@ pub async fn query_items(app: &App, req: &Req, db: &str, coll: &str) -> Result<R
     let started = Instant::now();
     let c = container(app, req, db, coll)?;
     let (text, params) = query_body(req)?;
-    let p = sql::prepare(&text, &params, Some(&c.pk))?;
+    let mut p = sql::prepare(&text, &params, Some(&c.pk))?;
+    // A token resumes this query on this container only.
+    p.fingerprint = format!("{}:{}", c.rid, p.fingerprint);
     let target = target(&c, req, &p)?;
     let scoped = req.partition_key()?.is_some()
         || req.header("x-ms-documentdb-partitionkeyrangeid").is_some();
@@ -746,7 +736,7 @@ pub async fn query_items(app: &App, req: &Req, db: &str, coll: &str) -> Result<R
     let page_size = req.max_item_count()?.unwrap_or(DEFAULT_PAGE);
     let token = req
         .continuation()
-        .map(|t| Continuation::decode(t, &p.fingerprint))
+        .map(|t| Continuation::decode(t, &p.fingerprint, &app.token_key))
         .transpose()?;
     let p = Arc::new(p);
     let page = if target.ranges.is_empty() && p.mode != Mode::NoFrom {
@@ -839,7 +829,7 @@ pub async fn query_items(app: &App, req: &Req, db: &str, coll: &str) -> Result<R
     .session(&target.range_ids, c.current_lsn())
     .container(&c);
     if let Some(t) = page.continuation {
-        reply = reply.header("x-ms-continuation", t);
+        reply = reply.header("x-ms-continuation", t.encode(&app.token_key));
     }
     Ok(reply)
 }

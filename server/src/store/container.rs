@@ -29,7 +29,14 @@ pub struct Limits {
     pub logical_partition_limit_bytes: u64,
     /// Overrides the throughput-derived number of partitions of a new container.
     pub initial_partitions: Option<u32>,
+    /// The most physical partitions one container may have: neither throughput nor size
+    /// splits past it, and a new container starts with at most this many.
+    pub max_partitions: u32,
 }
+
+/// Default of [`Limits::max_partitions`]: 1,000,000 RU/s (the service's default maximum per
+/// container) needs 100 partitions, so this leaves ten times that for splits by size.
+pub const DEFAULT_MAX_PARTITIONS: u32 = 1024;
 
 impl Default for Limits {
     fn default() -> Self {
@@ -37,6 +44,7 @@ impl Default for Limits {
             partition_split_bytes: 50 * 1024 * 1024 * 1024,
             logical_partition_limit_bytes: 20 * 1024 * 1024 * 1024,
             initial_partitions: None,
+            max_partitions: DEFAULT_MAX_PARTITIONS,
         }
     }
 }
@@ -164,6 +172,9 @@ pub struct Container {
     write_lock: Mutex<()>,
     lsn: AtomicU64,
     pub splitting: AtomicBool,
+    /// The partition-map generation at which a split for throughput found no place to cut;
+    /// no further throughput split is tried until the map changes (`u64::MAX`: none failed).
+    pub throughput_split_stuck_at: AtomicU64,
     pub deleted: AtomicBool,
     pub engine: Engine,
     pub limits: Limits,
@@ -213,6 +224,7 @@ impl Container {
             write_lock: Mutex::new(()),
             lsn: AtomicU64::new(lsn),
             splitting: AtomicBool::new(false),
+            throughput_split_stuck_at: AtomicU64::new(u64::MAX),
             deleted: AtomicBool::new(false),
             engine,
             limits,

@@ -414,11 +414,12 @@ impl Store {
             ts: now,
             etag_seq: c.next_etag_seq,
         });
+        let most = u64::from(self.inner.limits.max_partitions.max(1));
         let n = match self.inner.limits.initial_partitions {
-            Some(n) => n.max(1) as usize,
+            Some(n) => u64::from(n.max(1)).min(most) as usize,
             None => {
                 let ru = t.as_ref().map(Throughput::max_ru).unwrap_or(400);
-                ru.div_ceil(10_000).max(1) as usize
+                ru.div_ceil(10_000).clamp(1, most) as usize
             }
         };
         let bounds = strata_query::pk::epk::even_boundaries(&pk, n);

@@ -154,20 +154,27 @@ impl Container {
         })
     }
 
-    /// The number of physical partitions the provisioned throughput calls for.
+    /// The number of physical partitions the provisioned throughput calls for (one per
+    /// 10,000 RU/s), within `--max-partitions`.
     pub fn partitions_for_throughput(&self) -> usize {
-        read(&self.meta)
+        let want = read(&self.meta)
             .throughput
             .as_ref()
-            .map(|t| t.max_ru().div_ceil(10_000).max(1) as usize)
-            .unwrap_or(1)
+            .map(|t| t.max_ru().div_ceil(10_000).max(1))
+            .unwrap_or(1);
+        want.min(u64::from(self.limits.max_partitions.max(1))) as usize
     }
 
-    /// Whether splits are still needed (size or throughput).
+    /// Whether splits are still needed (size or throughput) and possible.
     pub fn needs_split(&self) -> bool {
         let threshold = self.limits.partition_split_bytes;
         let map = read(&self.map);
-        map.ranges.len() < self.partitions_for_throughput()
+        if map.ranges.len() >= self.limits.max_partitions as usize {
+            return false;
+        }
+        let throughput_stuck =
+            self.throughput_split_stuck_at.load(Ordering::Relaxed) == map.generation;
+        (map.ranges.len() < self.partitions_for_throughput() && !throughput_stuck)
             || map
                 .ranges
                 .iter()
@@ -193,7 +200,15 @@ impl Store {
         let store = self.clone();
         let c = Arc::clone(c);
         tokio::spawn(async move {
+            // Each round splits once or gives up, and no container has more than
+            // max_partitions ranges: a round count past that means no progress.
+            let mut rounds = 0u32;
             loop {
+                rounds += 1;
+                if rounds > 2 * c.limits.max_partitions.max(1) {
+                    tracing::warn!(container = %c.id, "splitting stopped: no progress after {rounds} rounds");
+                    break;
+                }
                 match store.split_once(&c).await {
                     Ok(true) => tokio::task::yield_now().await,
                     Ok(false) => break,
@@ -216,10 +231,13 @@ impl Store {
         if c.deleted.load(Ordering::Acquire) {
             return Ok(false);
         }
+        if !c.needs_split() {
+            return Ok(false);
+        }
         let threshold = c.limits.partition_split_bytes;
         let want = c.partitions_for_throughput();
         // The largest oversized range first; else, for throughput, the largest range.
-        let candidate = {
+        let (candidate, generation) = {
             let map = read(&c.map);
             let mut by_size: Vec<&RangeState> = map.ranges.iter().collect();
             by_size.sort_by_key(|r| std::cmp::Reverse(r.bytes));
@@ -227,7 +245,7 @@ impl Store {
                 .iter()
                 .find(|r| r.bytes > threshold && !r.unsplittable())
                 .map(|r| (r.rec.id, r.epk_range(), r.bytes, Reason::Size));
-            over.or_else(|| {
+            let candidate = over.or_else(|| {
                 (map.ranges.len() < want)
                     .then(|| {
                         by_size
@@ -235,7 +253,16 @@ impl Store {
                             .map(|r| (r.rec.id, r.epk_range(), r.bytes, Reason::Throughput))
                     })
                     .flatten()
-            })
+            });
+            (candidate, map.generation)
+        };
+        // A throughput split that finds no place to cut would be tried again and again (on
+        // every write, and in this loop): remember the map it failed on and stop quietly.
+        let stuck = || {
+            c.throughput_split_stuck_at
+                .store(generation, Ordering::Relaxed);
+            tracing::debug!(container = %c.id, "no range can split further for throughput");
+            Ok(false)
         };
         let Some((id, range, bytes, reason)) = candidate else {
             return Ok(false);
@@ -250,7 +277,7 @@ impl Store {
             (Some(cut), _) => cut,
             (None, Reason::Throughput) => match midpoint(&c.pk, &range) {
                 Some(at) => cut_at(&entries, at),
-                None => return Ok(false),
+                None => return stuck(),
             },
             (None, Reason::Size) => {
                 let map = read(&c.map);
@@ -263,6 +290,9 @@ impl Store {
             }
         };
         let Some((l, r)) = c.apply_split(id, &cut) else {
+            if reason == Reason::Throughput {
+                return stuck();
+            }
             return Ok(true);
         };
         self.persist_container(c).await?;

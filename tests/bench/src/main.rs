@@ -591,9 +591,10 @@ fn print_rows(rows: &[Measured]) {
 async fn queries(a: &Args, r: &mut Report) {
     println!("== queries");
     // Parse + plan time over the corpus.
-    let corpus = a.corpus.clone().unwrap_or_else(|| {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../data/sql-corpus")
-    });
+    let corpus = a
+        .corpus
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../data/sql-corpus"));
     let mut texts = Vec::new();
     for f in ["docs.txt", "samples.txt"] {
         if let Ok(t) = std::fs::read_to_string(corpus.join(f)) {
