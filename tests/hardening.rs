@@ -326,6 +326,25 @@ async fn deep_and_huge_queries_are_400s_everywhere() {
         )
         .await;
     assert_client_error(&r, "11 joins");
+    // JOINs of a large array with itself: a clean error, not hours of CPU.
+    let big = json!({"id": "big", "pk": "p", "a": vec![1; 2000]});
+    let r = s
+        .post(docs, &[("x-ms-documentdb-partitionkey", "[\"p\"]")], big)
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{r:?}");
+    let explode = "SELECT VALUE 1 FROM c JOIN x IN c.a JOIN y IN c.a JOIN z IN c.a WHERE false";
+    let r = s
+        .post(
+            docs,
+            &[
+                QUERY[0],
+                QUERY[1],
+                ("x-ms-documentdb-partitionkey", "[\"p\"]"),
+            ],
+            json!({"query": explode}),
+        )
+        .await;
+    assert_client_error(&r, "JOIN explosion");
     let params: Vec<Value> = (0..10_001)
         .map(|i| json!({"name": format!("@p{i}"), "value": i}))
         .collect();

@@ -209,3 +209,25 @@ fn no_query_builds_an_unbounded_value() {
         vec![json!("abc")]
     );
 }
+
+#[test]
+fn joins_cannot_multiply_without_bound() {
+    let q = prepare(
+        "SELECT VALUE 1 FROM c JOIN a IN c.big JOIN b IN c.big JOIN d IN c.big WHERE false",
+        &[],
+        None,
+    )
+    .unwrap();
+    let doc = json!({"id": "1", "big": vec![1; 2000]});
+    let err = q
+        .eval_doc(&doc, &Ctx::new(0), &mut |_| Ok(Flow::Continue))
+        .unwrap_err();
+    assert!(err.to_string().contains("rows from one document"), "{err}");
+    // The budget is per document: an ordinary JOIN over many documents is unaffected.
+    let q = prepare("SELECT VALUE a FROM c JOIN a IN c.big", &[], None).unwrap();
+    let cx = Ctx::new(0);
+    let doc = json!({"id": "1", "big": vec![1; 1000]});
+    for _ in 0..2000 {
+        q.eval_doc(&doc, &cx, &mut |_| Ok(Flow::Continue)).unwrap();
+    }
+}

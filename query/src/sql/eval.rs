@@ -12,6 +12,8 @@ use super::value::{self, canonical, canonical_opt, compare, equals, order_cmp, V
 use serde_json::{Map, Value};
 use std::cmp::Ordering;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
+use std::sync::Arc;
 
 pub type R<T> = Result<T, QueryError>;
 
@@ -41,13 +43,22 @@ pub enum Flow {
     Stop,
 }
 
-/// Evaluation context: the current group (under GROUP BY / aggregates) and the query's clock.
+/// Evaluation context: the current group (under GROUP BY / aggregates), the query's clock, and
+/// the rows produced from the current document so far.
 #[derive(Clone, Default)]
 pub struct Ctx {
     /// Milliseconds since the epoch, fixed for the whole query (the `...Static` functions).
     pub now_millis: i64,
     pub group: Option<GroupView>,
+    /// Rows the FROM clauses (JOINs, subqueries) produced from the current document; shared
+    /// with subqueries, reset per document, bounded by [`MAX_ROWS_PER_DOCUMENT`].
+    rows: Arc<AtomicU64>,
 }
+
+/// Most rows the JOINs and subqueries of one query may produce from one document. A 2 MB
+/// document cannot hold an array of more than about a million elements, so one JOIN never
+/// reaches it; JOINs of a large array with itself would otherwise run for hours.
+pub const MAX_ROWS_PER_DOCUMENT: u64 = 1_000_000;
 
 #[derive(Clone, Default)]
 pub struct GroupView {
@@ -59,7 +70,7 @@ impl Ctx {
     pub fn new(now_millis: i64) -> Self {
         Self {
             now_millis,
-            group: None,
+            ..Self::default()
         }
     }
 
@@ -67,7 +78,23 @@ impl Ctx {
         Ctx {
             now_millis: self.now_millis,
             group: None,
+            rows: Arc::clone(&self.rows),
         }
+    }
+
+    /// Starts the row budget of a new document.
+    pub fn start_document(&self) {
+        self.rows.store(0, AtomicOrdering::Relaxed);
+    }
+
+    /// Counts one row; an error past [`MAX_ROWS_PER_DOCUMENT`].
+    fn count_row(&self) -> R<()> {
+        if self.rows.fetch_add(1, AtomicOrdering::Relaxed) >= MAX_ROWS_PER_DOCUMENT {
+            return Err(QueryError::semantic(format!(
+                "The query's JOINs and subqueries produce more than {MAX_ROWS_PER_DOCUMENT} rows from one document; narrow them (for example filter inside the subquery, or JOIN fewer arrays)."
+            )));
+        }
+        Ok(())
     }
 }
 
@@ -477,6 +504,7 @@ fn iterate<'e>(
     f: &mut dyn for<'x> FnMut(EnvRef<'x>) -> R<Flow>,
 ) -> R<Flow> {
     let Some((s, rest)) = sources.split_first() else {
+        cx.count_row()?;
         return f(env);
     };
     match &s.kind {
@@ -941,6 +969,7 @@ impl Groups {
                     aggs: g.accs.iter().map(Acc::result).collect(),
                     keys: g.keys,
                 }),
+                rows: Arc::clone(&cx.rows),
             };
             if let Some(v) = project(q, None, &gcx)? {
                 out.push(v);

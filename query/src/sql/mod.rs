@@ -153,6 +153,7 @@ impl PreparedQuery {
         let Some(from) = &q.from else {
             return Ok(Flow::Continue);
         };
+        cx.start_document();
         let root = Env {
             slot: DOC_SLOT,
             value: doc,
@@ -191,6 +192,7 @@ impl PreparedQuery {
     pub fn accumulate_doc(&self, doc: &Value, cx: &Ctx, groups: &mut Groups) -> R<()> {
         let q = &self.query;
         let Some(from) = &q.from else { return Ok(()) };
+        cx.start_document();
         let root = Env {
             slot: DOC_SLOT,
             value: doc,
