@@ -231,3 +231,19 @@ fn joins_cannot_multiply_without_bound() {
         q.eval_doc(&doc, &cx, &mut |_| Ok(Flow::Continue)).unwrap();
     }
 }
+
+#[test]
+fn a_pathological_like_is_an_error_not_a_stall() {
+    let q = prepare(
+        &format!("SELECT VALUE c.s LIKE '%{}b' FROM c", "a".repeat(20_000)),
+        &[],
+        None,
+    )
+    .unwrap();
+    let doc = json!({"id": "1", "s": "a".repeat(1_000_000)});
+    // 20,000 × 1,000,000 steps unbounded; the step budget stops it with a clear error.
+    let err = q
+        .eval_doc(&doc, &Ctx::new(0), &mut |_| Ok(Flow::Continue))
+        .unwrap_err();
+    assert!(err.to_string().contains("LIKE"), "{err}");
+}

@@ -248,7 +248,14 @@ fn eval_at_depth<'e>(e: &'e Expr, env: EnvRef<'e>, cx: &Ctx) -> R<Val<'e>> {
                 None => None,
             };
             match (v.as_str(), p.as_str()) {
-                (Some(s), Some(p)) => bool_val(Some(like(s, p, esc) != *negated)),
+                (Some(s), Some(p)) => match like_within(s, p, esc, MAX_LIKE_STEPS) {
+                    Some(m) => bool_val(Some(m != *negated)),
+                    None => {
+                        return Err(QueryError::semantic(format!(
+                            "The LIKE pattern is too costly to match against this value (more than {MAX_LIKE_STEPS} steps); use a shorter pattern or STARTSWITH/CONTAINS."
+                        )))
+                    }
+                },
                 _ => Val::Undef,
             }
         }
@@ -392,6 +399,16 @@ fn binary<'e>(op: BinOp, a: &'e Expr, b: &'e Expr, env: EnvRef<'e>, cx: &Ctx) ->
 
 /// SQL LIKE with `%`, `_`, `[abc]`, `[a-z]`, `[^...]` and an optional escape character.
 pub fn like(s: &str, pattern: &str, escape: Option<char>) -> bool {
+    like_within(s, pattern, escape, u64::MAX).unwrap_or(false)
+}
+
+/// Most matching steps one `LIKE` may take. Matching backtracks to the last `%`, so a long
+/// pattern against a long string costs their product (a 500 KB pattern against a 2 MB string
+/// would run for minutes); this bounds one comparison to well under a second.
+pub const MAX_LIKE_STEPS: u64 = 100_000_000;
+
+/// [`like`], giving up (`None`) after `budget` steps.
+pub fn like_within(s: &str, pattern: &str, escape: Option<char>, budget: u64) -> Option<bool> {
     #[derive(Debug)]
     enum P {
         Any,
@@ -451,7 +468,12 @@ pub fn like(s: &str, pattern: &str, escape: Option<char>) -> bool {
     // Iterative wildcard matching with backtracking to the last '%'.
     let (mut i, mut j) = (0usize, 0usize);
     let mut star: Option<(usize, usize)> = None;
+    let mut steps = 0u64;
     while i < chars.len() {
+        steps += 1;
+        if steps > budget {
+            return None;
+        }
         let step = match pat.get(j) {
             Some(P::One) => true,
             Some(P::Lit(c)) => *c == chars[i],
@@ -473,13 +495,13 @@ pub fn like(s: &str, pattern: &str, escape: Option<char>) -> bool {
             i = si + 1;
             star = Some((sj, si + 1));
         } else {
-            return false;
+            return Some(false);
         }
     }
     while let Some(P::Any) = pat.get(j) {
         j += 1;
     }
-    j == pat.len()
+    Some(j == pat.len())
 }
 
 // ---- rows ------------------------------------------------------------------------------------
