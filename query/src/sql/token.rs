@@ -63,7 +63,7 @@ pub struct Continuation {
 
 #[derive(Serialize, Deserialize)]
 struct Envelope {
-    v: u8,
+    strata: u8,
     c: Value,
     sum: String,
 }
@@ -95,8 +95,10 @@ impl TokenKey {
     /// Wraps `payload` into an opaque token valid only within `scope`.
     pub fn seal(&self, scope: &str, payload: &Value) -> String {
         let body = payload.to_string();
+        // No field named `v`: the Python SDK takes any base64 JSON object with a `v` for a
+        // feed-range token of its own and rejects it.
         let env =
-            serde_json::json!({"v": 2, "c": payload, "sum": self.mac(scope, body.as_bytes())});
+            serde_json::json!({"strata": 1, "c": payload, "sum": self.mac(scope, body.as_bytes())});
         base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(env.to_string())
     }
 
@@ -106,7 +108,7 @@ impl TokenKey {
             .decode(token.trim())
             .map_err(|_| "not base64url")?;
         let env: Envelope = serde_json::from_slice(&raw).map_err(|_| "malformed")?;
-        if env.v != 2 {
+        if env.strata != 1 {
             return Err("unknown version");
         }
         let body = env.c.to_string();

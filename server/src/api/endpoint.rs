@@ -137,8 +137,9 @@ pub enum SignedAs {
     /// Only the link exactly as the path has it.
     #[default]
     Exact,
-    /// A rid-based link (offers): the SDKs sign it lower-cased, or as the resource's own
-    /// rid alone (`offers/BAAA` is signed as `baaa`). Rids are case-insensitive.
+    /// A rid-based link (offers, and `_self` links such as `dbs/AQAAQQ==/colls/…`): the SDKs
+    /// sign it lower-cased, or as the resource's own rid alone (`offers/BAAA` is signed as
+    /// `baaa`). Rids are case-insensitive.
     RidLink,
     /// Delete-by-partition-key, signed on the container as `colls` (Python) or
     /// `partitionkey` (other SDKs).
@@ -209,14 +210,26 @@ pub fn auth_scope(segs: &[String]) -> AuthScope {
         n if n % 2 == 1 => AuthScope::new(segs[n - 1].clone(), segs[..n - 1].join("/")),
         n => AuthScope::new(segs[n - 2].clone(), segs.join("/")),
     };
-    // Offers are the one resource addressed by rid.
-    if matches!(segs, [first, _] if first == "offers") {
+    if matches!(segs, [first, _] if first == "offers") || is_rid_based(segs) {
         return AuthScope {
             signed_as: SignedAs::RidLink,
             ..scope
         };
     }
     scope
+}
+
+/// Whether a `dbs/...` path addresses resources by rid, by the official SDKs' own rule
+/// (`IsNameBased` in azure-cosmos): the database segment is 8 characters of valid base64, the
+/// length of a database rid. Such links are signed lower-cased; any other is a name.
+pub fn is_rid_based(segs: &[String]) -> bool {
+    use base64::Engine as _;
+    match segs {
+        [first, db, ..] if first.eq_ignore_ascii_case("dbs") && db.len() == 8 => {
+            base64::engine::general_purpose::STANDARD.decode(db).is_ok()
+        }
+        _ => false,
+    }
 }
 
 fn flag(headers: &HeaderMap, name: &str) -> bool {
