@@ -664,21 +664,21 @@ async fn continuation_tokens_work_only_where_they_were_issued() {
         .expect("a continuation")
         .to_string();
     // The same token resumes the same query on the same container...
-    let with = |t: &str| {
-        let mut h = page.to_vec();
-        h.push((
-            "x-ms-continuation",
-            Box::leak(t.to_string().into_boxed_str()),
-        ));
-        h
-    };
     let r = s
-        .post("/dbs/QA/colls/C1/docs", &with(&token), q.clone())
+        .post(
+            "/dbs/QA/colls/C1/docs",
+            &with_token(&page, &token),
+            q.clone(),
+        )
         .await;
     assert_eq!(r.status, StatusCode::OK, "{r:?}");
     // ...but not on another container, nor edited, nor made up.
     let r = s
-        .post("/dbs/QA/colls/C2/docs", &with(&token), q.clone())
+        .post(
+            "/dbs/QA/colls/C2/docs",
+            &with_token(&page, &token),
+            q.clone(),
+        )
         .await;
     assert_client_error(&r, "a token from another container");
     let mut forged = token.clone().into_bytes();
@@ -687,13 +687,15 @@ async fn continuation_tokens_work_only_where_they_were_issued() {
     let r = s
         .post(
             "/dbs/QA/colls/C1/docs",
-            &with(&String::from_utf8(forged).unwrap()),
+            &with_token(&page, &String::from_utf8(forged).unwrap()),
             q.clone(),
         )
         .await;
     assert_client_error(&r, "an edited token");
     let made_up = base64_url(&json!({"strata": 1, "c": {"fp": "x", "consumed": 0, "pos": {"k": "Index", "next": 0}}, "sum": "00"}).to_string());
-    let r = s.post("/dbs/QA/colls/C1/docs", &with(&made_up), q).await;
+    let r = s
+        .post("/dbs/QA/colls/C1/docs", &with_token(&page, &made_up), q)
+        .await;
     assert_client_error(&r, "a made-up token");
     // Read-feed tokens likewise.
     let r = s
@@ -724,6 +726,13 @@ async fn continuation_tokens_work_only_where_they_were_issued() {
         .await;
     assert_client_error(&r, "a feed token from another container");
     s.stop().await;
+}
+
+/// `headers` plus an `x-ms-continuation`.
+fn with_token<'a>(headers: &[(&'a str, &'a str)], token: &'a str) -> Vec<(&'a str, &'a str)> {
+    let mut h = headers.to_vec();
+    h.push(("x-ms-continuation", token));
+    h
 }
 
 fn base64_url(s: &str) -> String {

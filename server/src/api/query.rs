@@ -307,29 +307,24 @@ fn run_streaming(
             } else {
                 emit(None, &mut page.docs);
             }
+            // Where the next page resumes: after this document's first `row_no` rows.
+            let resume = || Continuation {
+                fp: fp.clone(),
+                consumed,
+                pos: Position::Stream {
+                    after: suffix_hex(key),
+                    skip: row_no,
+                },
+            };
             if stop {
                 if !finished {
-                    page.continuation = Some(Continuation {
-                        fp: fp.clone(),
-                        consumed,
-                        pos: Position::Stream {
-                            after: suffix_hex(key),
-                            skip: row_no,
-                        },
-                    });
+                    page.continuation = Some(resume());
                 }
                 return Ok(Flow::Stop);
             }
             if started.elapsed() > PAGE_TIME_BUDGET {
                 // Return what we have; the next page resumes after this document.
-                page.continuation = Some(Continuation {
-                    fp: fp.clone(),
-                    consumed,
-                    pos: Position::Stream {
-                        after: suffix_hex(key),
-                        skip: row_no,
-                    },
-                });
+                page.continuation = Some(resume());
                 return Ok(Flow::Stop);
             }
             Ok(Flow::Continue)
