@@ -3,7 +3,7 @@
 
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
-use strata_server::api::endpoint::AuthScope;
+use strata_query::protocol::AuthScope;
 use strata_tests::TestServer;
 
 const DOCS: &str = "/dbs/db/colls/hpk/docs";
@@ -57,7 +57,7 @@ async fn authentication_errors() {
         .unwrap();
     assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
     // Wrong key.
-    let other = strata_server::api::auth::MasterKey::from_base64("c2VjcmV0").unwrap();
+    let other = strata_query::protocol::MasterKey::from_base64("c2VjcmV0").unwrap();
     let scope = AuthScope::new("dbs", "");
     let r = s
         .http

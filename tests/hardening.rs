@@ -3,7 +3,7 @@
 
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
-use strata_server::api::endpoint::{auth_scope, path_segments, AuthScope};
+use strata_query::protocol::{auth_scope, path_segments, AuthScope};
 use strata_tests::{Resp, TestServer};
 
 const QUERY: [(&str, &str); 2] = [
@@ -174,8 +174,7 @@ async fn a_signature_verifies_only_for_the_resource_it_was_made_for() {
                 AuthScope::new("partitionkey", exact.resource_link.clone()),
             ));
         }
-        let rid_based =
-            path.starts_with("/offers/") || strata_server::api::endpoint::is_rid_based(&segs);
+        let rid_based = path.starts_with("/offers/") || strata_query::protocol::is_rid_based(&segs);
         let pk_delete = path.ends_with("partitionkeydelete");
         for (what, scope) in wrong {
             let same = scope.resource_type == exact.resource_type

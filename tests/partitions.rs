@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use strata_query::pk::epk::epk_range;
 use strata_query::pk::{EpkRange, PartitionKey, PartitionKeyDefinition};
+use strata_query::protocol::{header, QueryRoute};
 use strata_server::store::container::Limits;
 use strata_tests::{Client, Options, TestServer};
 
@@ -185,17 +186,9 @@ async fn skewed_load_splits_into_many_partitions() {
         )
         .await;
     assert_eq!(rows.len(), items.iter().filter(|i| i.1 == "big").count());
-    let route = pages[0].header("x-strata-query-route").unwrap();
+    let route = pages[0].header(header::QUERY_ROUTE).unwrap();
     assert!(route.starts_with("targeted"), "{route}");
-    let visited = route
-        .split("ranges=")
-        .nth(1)
-        .unwrap()
-        .split(';')
-        .next()
-        .unwrap()
-        .split(',')
-        .count();
+    let visited = QueryRoute::parse(route).expect("route header").ranges.len();
     assert_eq!(visited, spanning, "{route}");
     // The partitions view lists every partition with its largest logical partitions.
     let v = s.get("/_strata/containers/db/ev/partitions", &[]).await;

@@ -3,6 +3,7 @@
 
 use reqwest::StatusCode;
 use serde_json::{json, Value};
+use strata_query::protocol::{header, QueryRoute};
 use strata_server::store::container::Limits;
 use strata_tests::{Options, Resp, TestServer};
 
@@ -37,18 +38,10 @@ async fn loaded(partitions: u32, gateway_compat: bool) -> TestServer {
 }
 
 fn route(r: &Resp) -> (String, Vec<u32>) {
-    let h = r.header("x-strata-query-route").expect("route header");
-    let mut parts = h.split("; ");
-    let kind = parts.next().unwrap().to_string();
-    let ranges = parts
-        .next()
-        .unwrap()
-        .trim_start_matches("ranges=")
-        .split(',')
-        .filter(|s| !s.is_empty())
-        .map(|s| s.parse().unwrap())
-        .collect();
-    (kind, ranges)
+    let h = r.header(header::QUERY_ROUTE).expect("route header");
+    let route = QueryRoute::parse(h).expect("a route header");
+    let ranges = route.ranges.iter().map(|s| s.parse().unwrap()).collect();
+    (route.kind, ranges)
 }
 
 #[tokio::test]

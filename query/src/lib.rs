@@ -3,7 +3,10 @@
 //! * [`pk`]: partition key definitions and values, and effective partition key (EPK) hashing
 //!   that matches the official Cosmos DB SDKs bit for bit.
 //! * [`sql`]: the Cosmos SQL dialect: parse, plan (partition routing), evaluate and merge.
+//! * [`protocol`]: master-key signing, signature scopes, header names: what clients and the
+//!   server must agree on.
 
 pub mod patch;
 pub mod pk;
+pub mod protocol;
 pub mod sql;

@@ -12,8 +12,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// The well-known Cosmos DB emulator key (strata's default). Public, not a secret.
-pub const EMULATOR_KEY: &str =
-    "C2y6yDjf5/R+ob0N8A7Cgv30VRDJIWEHLM+4QDU5DE2nQ9nDuVTqobD4b8mGGyPMbIZnqyMsEcaGQy67XIw/Jw==";
+///
+/// ```
+/// assert!(strata_sdk::EMULATOR_KEY.ends_with("=="));
+/// ```
+pub const EMULATOR_KEY: &str = strata_query::protocol::EMULATOR_KEY;
 
 /// A client for one Cosmos DB (or strata) account. Cheap to clone; share one per process.
 ///

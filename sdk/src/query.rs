@@ -107,56 +107,9 @@ pub struct QueryOptions {
     pub continuation: Option<String>,
 }
 
-/// How strata routed a query page (from the `x-strata-query-route` header).
-///
-/// ```
-/// let r = strata_sdk::QueryRoute::parse("targeted; ranges=3,5; scanned=120").unwrap();
-/// assert_eq!(r.kind, "targeted");
-/// assert_eq!(r.ranges, vec!["3", "5"]);
-/// assert_eq!(r.scanned, 120);
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct QueryRoute {
-    /// `single`, `targeted` or `fanout`.
-    pub kind: String,
-    /// Physical partitions visited.
-    pub ranges: Vec<String>,
-    /// Documents scanned for this page.
-    pub scanned: u64,
-}
-
-impl QueryRoute {
-    /// Parses the header value.
-    ///
-    /// ```
-    /// assert!(strata_sdk::QueryRoute::parse("garbage").is_none());
-    /// ```
-    pub fn parse(h: &str) -> Option<Self> {
-        let mut parts = h.split(';').map(str::trim);
-        let kind = parts.next()?.to_string();
-        if !matches!(kind.as_str(), "single" | "targeted" | "fanout") {
-            return None;
-        }
-        let mut ranges = Vec::new();
-        let mut scanned = 0;
-        for p in parts {
-            if let Some(r) = p.strip_prefix("ranges=") {
-                ranges = r
-                    .split(',')
-                    .filter(|s| !s.is_empty())
-                    .map(str::to_string)
-                    .collect();
-            } else if let Some(s) = p.strip_prefix("scanned=") {
-                scanned = s.parse().unwrap_or(0);
-            }
-        }
-        Some(Self {
-            kind,
-            ranges,
-            scanned,
-        })
-    }
-}
+/// How strata routed a query page (from the `x-strata-query-route` header); shared with the
+/// server, which writes it.
+pub use strata_query::protocol::QueryRoute;
 
 /// One page of query results.
 ///

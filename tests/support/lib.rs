@@ -6,8 +6,7 @@ pub mod python;
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
 use std::sync::Once;
-use strata_server::api::auth::{MasterKey, EMULATOR_KEY};
-use strata_server::api::endpoint::{auth_scope, path_segments, AuthScope};
+use strata_query::protocol::{auth_scope_of_path, AuthScope, MasterKey, EMULATOR_KEY};
 use strata_server::store::container::Limits;
 use strata_server::store::StoreConfig;
 use strata_server::{Running, ServerConfig, Tls};
@@ -130,7 +129,7 @@ impl Client {
         headers: &[(&str, &str)],
         body: Option<Vec<u8>>,
     ) -> Resp {
-        let scope = auth_scope(&path_segments(path).expect("path"));
+        let scope = auth_scope_of_path(path);
         self.request_signed_as(method, path, &scope, headers, body)
             .await
     }

@@ -121,115 +121,15 @@ pub enum Endpoint {
     },
 }
 
-/// What the master-key signature covers.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AuthScope {
-    pub resource_type: String,
-    pub resource_link: String,
-    /// Other spellings the official SDKs sign for this very resource. Name-based links have
-    /// none: names are case-sensitive, so `dbs/QA` and `dbs/qa` are different resources.
-    pub signed_as: SignedAs,
-}
-
-/// Which other spellings of a scope the SDKs use.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum SignedAs {
-    /// Only the link exactly as the path has it.
-    #[default]
-    Exact,
-    /// A rid-based link (offers, and `_self` links such as `dbs/AQAAQQ==/colls/…`): the SDKs
-    /// sign it lower-cased, or as the resource's own rid alone (`offers/BAAA` is signed as
-    /// `baaa`). Rids are case-insensitive.
-    RidLink,
-    /// Delete-by-partition-key, signed on the container as `colls` (Python) or
-    /// `partitionkey` (other SDKs).
-    PartitionKeyDelete,
-}
-
-impl AuthScope {
-    /// An exact scope.
-    pub fn new(resource_type: impl Into<String>, resource_link: impl Into<String>) -> Self {
-        AuthScope {
-            resource_type: resource_type.into(),
-            resource_link: resource_link.into(),
-            signed_as: SignedAs::Exact,
-        }
-    }
-
-    /// The other spellings that also verify (see [`SignedAs`]).
-    pub fn alternates(&self) -> Vec<AuthScope> {
-        match self.signed_as {
-            SignedAs::Exact => Vec::new(),
-            SignedAs::PartitionKeyDelete => {
-                vec![AuthScope::new("partitionkey", self.resource_link.clone())]
-            }
-            SignedAs::RidLink => {
-                let lowered = self.resource_link.to_lowercase();
-                let rid = lowered.rsplit('/').next().unwrap_or("").to_string();
-                [lowered, rid]
-                    .into_iter()
-                    .filter(|l| *l != self.resource_link)
-                    .map(|l| AuthScope::new(self.resource_type.clone(), l))
-                    .collect()
-            }
-        }
-    }
-}
+pub use strata_query::protocol::{auth_scope, is_rid_based, AuthScope, SignedAs};
 
 /// Splits and percent-decodes a request path; empty segments (trailing slashes) are dropped.
 pub fn path_segments(path: &str) -> Result<Vec<String>, ApiError> {
-    path.split('/')
-        .filter(|s| !s.is_empty())
-        .map(|s| {
-            percent_encoding::percent_decode_str(s)
-                .decode_utf8()
-                .map(|c| c.into_owned())
-                .map_err(|_| {
-                    ApiError::bad_request(format!(
-                        "The request path segment '{s}' is not valid percent-encoded UTF-8."
-                    ))
-                })
-        })
-        .collect()
-}
-
-/// The resource type and link a signature covers (PROTOCOL.md 2.2): an odd number of segments
-/// is a feed (type = last segment, link = the rest); an even number is one resource.
-pub fn auth_scope(segs: &[String]) -> AuthScope {
-    // Delete-by-partition-key is signed on the container.
-    if let [coll @ .., op, kind] = segs {
-        if op == "operations" && kind == "partitionkeydelete" {
-            return AuthScope {
-                signed_as: SignedAs::PartitionKeyDelete,
-                ..AuthScope::new("colls", coll.join("/"))
-            };
-        }
-    }
-    let scope = match segs.len() {
-        0 => AuthScope::new("", ""),
-        n if n % 2 == 1 => AuthScope::new(segs[n - 1].clone(), segs[..n - 1].join("/")),
-        n => AuthScope::new(segs[n - 2].clone(), segs.join("/")),
-    };
-    if matches!(segs, [first, _] if first == "offers") || is_rid_based(segs) {
-        return AuthScope {
-            signed_as: SignedAs::RidLink,
-            ..scope
-        };
-    }
-    scope
-}
-
-/// Whether a `dbs/...` path addresses resources by rid, by the official SDKs' own rule
-/// (`IsNameBased` in azure-cosmos): the database segment is 8 characters of valid base64, the
-/// length of a database rid. Such links are signed lower-cased; any other is a name.
-pub fn is_rid_based(segs: &[String]) -> bool {
-    use base64::Engine as _;
-    match segs {
-        [first, db, ..] if first.eq_ignore_ascii_case("dbs") && db.len() == 8 => {
-            base64::engine::general_purpose::STANDARD.decode(db).is_ok()
-        }
-        _ => false,
-    }
+    strata_query::protocol::path_segments(path).map_err(|s| {
+        ApiError::bad_request(format!(
+            "The request path segment '{s}' is not valid percent-encoded UTF-8."
+        ))
+    })
 }
 
 fn flag(headers: &HeaderMap, name: &str) -> bool {
@@ -397,20 +297,6 @@ mod tests {
 
     fn segs(p: &str) -> Vec<String> {
         path_segments(p).unwrap()
-    }
-
-    #[test]
-    fn scopes_follow_the_protocol() {
-        assert_eq!(
-            auth_scope(&segs("/dbs/db1/colls/hpk/docs/1/")),
-            AuthScope::new("docs", "dbs/db1/colls/hpk/docs/1")
-        );
-        assert_eq!(
-            auth_scope(&segs("/dbs/db1/colls/hpk/docs")),
-            AuthScope::new("docs", "dbs/db1/colls/hpk")
-        );
-        assert_eq!(auth_scope(&segs("/")).resource_type, "");
-        assert_eq!(segs("/dbs/db1/colls/hpk/docs/a%20b%C3%BC/")[5], "a bü");
     }
 
     #[test]

@@ -818,7 +818,7 @@ pub async fn query_items(app: &App, req: &Req, db: &str, coll: &str) -> Result<R
         super::response::feed_body(&c.rid, "Documents", &page.docs),
     )
     .header("x-ms-item-count", page.docs.len().to_string())
-    .header("x-strata-query-route", route_header)
+    .header(strata_query::protocol::header::QUERY_ROUTE, route_header)
     .header("x-ms-documentdb-query-metrics", metrics)
     .charge(ru)
     .session(&target.range_ids, c.current_lsn())

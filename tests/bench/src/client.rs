@@ -3,8 +3,7 @@
 
 use reqwest::Method;
 use serde_json::Value;
-use strata_server::api::auth::{MasterKey, EMULATOR_KEY};
-use strata_server::api::endpoint::{auth_scope, path_segments};
+use strata_query::protocol::{auth_scope, path_segments, MasterKey, EMULATOR_KEY};
 
 #[derive(Clone)]
 pub struct Http {
@@ -44,7 +43,7 @@ impl Http {
         body: Option<Vec<u8>>,
     ) -> Result<Outcome, String> {
         let date = httpdate::fmt_http_date(std::time::SystemTime::now());
-        let scope = auth_scope(&path_segments(path).map_err(|e| e.message)?);
+        let scope = auth_scope(&path_segments(path).map_err(|s| format!("bad path segment {s}"))?);
         let auth = self.key.authorization(method.as_str(), &scope, &date);
         let mut rb = self
             .client

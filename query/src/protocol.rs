@@ -1,0 +1,357 @@
+//! The parts of the Cosmos DB REST protocol that clients and the server must agree on, written
+//! once: master-key signing (PROTOCOL.md 2.2), which resource a signature covers, the
+//! well-known emulator key, header names, and strata's query-route header. The server, the
+//! SDK, the tests' client and the bench client all use these, so they cannot drift apart.
+
+use base64::Engine as _;
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+
+/// The well-known key of the Cosmos DB emulator (public; not a secret).
+pub const EMULATOR_KEY: &str =
+    "C2y6yDjf5/R+ob0N8A7Cgv30VRDJIWEHLM+4QDU5DE2nQ9nDuVTqobD4b8mGGyPMbIZnqyMsEcaGQy67XIw/Jw==";
+
+/// The REST API version the official SDKs send in `x-ms-version`.
+pub const API_VERSION: &str = "2020-07-15";
+
+/// Header names used on both sides.
+pub mod header {
+    pub const AUTHORIZATION: &str = "authorization";
+    pub const DATE: &str = "x-ms-date";
+    pub const VERSION: &str = "x-ms-version";
+    pub const PARTITION_KEY: &str = "x-ms-documentdb-partitionkey";
+    pub const CONTINUATION: &str = "x-ms-continuation";
+    pub const MAX_ITEM_COUNT: &str = "x-ms-max-item-count";
+    pub const IS_QUERY: &str = "x-ms-documentdb-isquery";
+    pub const REQUEST_CHARGE: &str = "x-ms-request-charge";
+    pub const RETRY_AFTER_MS: &str = "x-ms-retry-after-ms";
+    pub const SUB_STATUS: &str = "x-ms-substatus";
+    pub const SESSION_TOKEN: &str = "x-ms-session-token";
+    /// strata's own: how a query page was routed (see [`super::QueryRoute`]).
+    pub const QUERY_ROUTE: &str = "x-strata-query-route";
+}
+
+/// A decoded account key.
+#[derive(Clone)]
+pub struct MasterKey(Vec<u8>);
+
+impl MasterKey {
+    /// Decodes a base64 account key.
+    pub fn from_base64(key: &str) -> Result<Self, String> {
+        base64::engine::general_purpose::STANDARD
+            .decode(key.trim())
+            .map(MasterKey)
+            .map_err(|e| format!("the account key is not valid base64: {e}"))
+    }
+
+    fn mac(&self, text: &str) -> Hmac<Sha256> {
+        let mut mac = Hmac::<Sha256>::new_from_slice(&self.0).expect("HMAC accepts any key length");
+        mac.update(text.as_bytes());
+        mac
+    }
+
+    /// The signature of a request, as the SDKs compute it.
+    pub fn sign(&self, verb: &str, scope: &AuthScope, x_ms_date: &str, date: &str) -> Vec<u8> {
+        self.mac(&string_to_sign(verb, scope, x_ms_date, date))
+            .finalize()
+            .into_bytes()
+            .to_vec()
+    }
+
+    /// The full `authorization` header value (URL-encoded) for a request.
+    pub fn authorization(&self, verb: &str, scope: &AuthScope, x_ms_date: &str) -> String {
+        let sig =
+            base64::engine::general_purpose::STANDARD.encode(self.sign(verb, scope, x_ms_date, ""));
+        percent_encoding::utf8_percent_encode(
+            &format!("type=master&ver=1.0&sig={sig}"),
+            percent_encoding::NON_ALPHANUMERIC,
+        )
+        .to_string()
+    }
+
+    /// Whether `sig` signs this request for `scope`, or for one of the other spellings the
+    /// SDKs use for the same resource ([`AuthScope::alternates`]). Constant-time comparison.
+    pub fn verifies(
+        &self,
+        verb: &str,
+        scope: &AuthScope,
+        x_ms_date: &str,
+        date: &str,
+        sig: &[u8],
+    ) -> bool {
+        let one = |s: &AuthScope| {
+            self.mac(&string_to_sign(verb, s, x_ms_date, date))
+                .verify_slice(sig)
+                .is_ok()
+        };
+        one(scope) || scope.alternates().iter().any(one)
+    }
+}
+
+/// The text the signature covers.
+pub fn string_to_sign(verb: &str, scope: &AuthScope, x_ms_date: &str, date: &str) -> String {
+    format!(
+        "{}\n{}\n{}\n{}\n{}\n",
+        verb.to_lowercase(),
+        scope.resource_type.to_lowercase(),
+        scope.resource_link,
+        x_ms_date.to_lowercase(),
+        date.to_lowercase()
+    )
+}
+
+/// What the master-key signature covers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuthScope {
+    pub resource_type: String,
+    pub resource_link: String,
+    /// Other spellings the official SDKs sign for this very resource. Name-based links have
+    /// none: names are case-sensitive, so `dbs/QA` and `dbs/qa` are different resources.
+    pub signed_as: SignedAs,
+}
+
+/// Which other spellings of a scope the SDKs use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SignedAs {
+    /// Only the link exactly as the path has it.
+    #[default]
+    Exact,
+    /// A rid-based link (offers, and `_self` links such as `dbs/AQAAQQ==/colls/…`): the SDKs
+    /// sign it lower-cased, or as the resource's own rid alone (`offers/BAAA` is signed as
+    /// `baaa`). Rids are case-insensitive.
+    RidLink,
+    /// Delete-by-partition-key, signed on the container as `colls` (Python) or
+    /// `partitionkey` (other SDKs).
+    PartitionKeyDelete,
+}
+
+impl AuthScope {
+    /// An exact scope.
+    pub fn new(resource_type: impl Into<String>, resource_link: impl Into<String>) -> Self {
+        AuthScope {
+            resource_type: resource_type.into(),
+            resource_link: resource_link.into(),
+            signed_as: SignedAs::Exact,
+        }
+    }
+
+    /// The other spellings that also verify (see [`SignedAs`]).
+    pub fn alternates(&self) -> Vec<AuthScope> {
+        match self.signed_as {
+            SignedAs::Exact => Vec::new(),
+            SignedAs::PartitionKeyDelete => {
+                vec![AuthScope::new("partitionkey", self.resource_link.clone())]
+            }
+            SignedAs::RidLink => {
+                let lowered = self.resource_link.to_lowercase();
+                let rid = lowered.rsplit('/').next().unwrap_or("").to_string();
+                [lowered, rid]
+                    .into_iter()
+                    .filter(|l| *l != self.resource_link)
+                    .map(|l| AuthScope::new(self.resource_type.clone(), l))
+                    .collect()
+            }
+        }
+    }
+}
+
+/// Splits and percent-decodes a request path; empty segments (trailing slashes) are dropped.
+/// The error names the segment that is not valid percent-encoded UTF-8.
+pub fn path_segments(path: &str) -> Result<Vec<String>, String> {
+    path.split('/')
+        .filter(|s| !s.is_empty())
+        .map(|s| {
+            percent_encoding::percent_decode_str(s)
+                .decode_utf8()
+                .map(|c| c.into_owned())
+                .map_err(|_| s.to_string())
+        })
+        .collect()
+}
+
+/// The resource type and link a signature covers (PROTOCOL.md 2.2): an odd number of segments
+/// is a feed (type = last segment, link = the rest); an even number is one resource.
+pub fn auth_scope(segs: &[String]) -> AuthScope {
+    // Delete-by-partition-key is signed on the container.
+    if let [coll @ .., op, kind] = segs {
+        if op == "operations" && kind == "partitionkeydelete" {
+            return AuthScope {
+                signed_as: SignedAs::PartitionKeyDelete,
+                ..AuthScope::new("colls", coll.join("/"))
+            };
+        }
+    }
+    let scope = match segs.len() {
+        0 => AuthScope::new("", ""),
+        n if n % 2 == 1 => AuthScope::new(segs[n - 1].clone(), segs[..n - 1].join("/")),
+        n => AuthScope::new(segs[n - 2].clone(), segs.join("/")),
+    };
+    if matches!(segs, [first, _] if first == "offers") || is_rid_based(segs) {
+        return AuthScope {
+            signed_as: SignedAs::RidLink,
+            ..scope
+        };
+    }
+    scope
+}
+
+/// The scope of a request path as a client sends it (percent-encoded); a path that is not
+/// valid percent-encoded UTF-8 gets the account scope, which the server will refuse.
+pub fn auth_scope_of_path(path: &str) -> AuthScope {
+    auth_scope(&path_segments(path).unwrap_or_default())
+}
+
+/// Whether a `dbs/...` path addresses resources by rid, by the official SDKs' own rule
+/// (`IsNameBased` in azure-cosmos): the database segment is 8 characters of valid base64, the
+/// length of a database rid. Such links are signed lower-cased; any other is a name.
+pub fn is_rid_based(segs: &[String]) -> bool {
+    match segs {
+        [first, db, ..] if first.eq_ignore_ascii_case("dbs") && db.len() == 8 => {
+            base64::engine::general_purpose::STANDARD.decode(db).is_ok()
+        }
+        _ => false,
+    }
+}
+
+/// How strata routed a query page: the `x-strata-query-route` header, e.g.
+/// `targeted; ranges=3,5; scanned=120`.
+///
+/// ```
+/// let r = strata_query::protocol::QueryRoute::parse("targeted; ranges=3,5; scanned=120").unwrap();
+/// assert_eq!(r.kind, "targeted");
+/// assert_eq!(r.ranges, vec!["3", "5"]);
+/// assert_eq!(r.scanned, 120);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueryRoute {
+    /// `single`, `targeted` or `fanout`.
+    pub kind: String,
+    /// Ids of the physical partitions (partition key ranges) visited.
+    pub ranges: Vec<String>,
+    /// Documents scanned for this page.
+    pub scanned: u64,
+}
+
+impl QueryRoute {
+    /// Parses the header; `None` if it is not one.
+    ///
+    /// ```
+    /// assert!(strata_query::protocol::QueryRoute::parse("garbage").is_none());
+    /// ```
+    pub fn parse(h: &str) -> Option<Self> {
+        let mut parts = h.split(';').map(str::trim);
+        let kind = parts.next()?.to_string();
+        if !matches!(kind.as_str(), "single" | "targeted" | "fanout") {
+            return None;
+        }
+        let mut ranges = Vec::new();
+        let mut scanned = 0;
+        for p in parts {
+            if let Some(r) = p.strip_prefix("ranges=") {
+                ranges = r
+                    .split(',')
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_string)
+                    .collect();
+            } else if let Some(s) = p.strip_prefix("scanned=") {
+                scanned = s.parse().unwrap_or(0);
+            }
+        }
+        Some(Self {
+            kind,
+            ranges,
+            scanned,
+        })
+    }
+}
+
+impl std::fmt::Display for QueryRoute {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}; ranges={}; scanned={}",
+            self.kind,
+            self.ranges.join(","),
+            self.scanned
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn segs(p: &str) -> Vec<String> {
+        path_segments(p).unwrap()
+    }
+
+    #[test]
+    fn protocol_signature_vectors() {
+        let key = MasterKey::from_base64(EMULATOR_KEY).unwrap();
+        let date = "Tue, 01 Oct 2024 12:00:00 GMT";
+        let b64 = |v: Vec<u8>| base64::engine::general_purpose::STANDARD.encode(v);
+        for (verb, path, want) in [
+            (
+                "GET",
+                "/dbs/db1/colls/hpk/docs/1",
+                "OHLbsr6bLJPTYji+rB+RUiPjLCBIJQq+zRS7IlaU9U0=",
+            ),
+            (
+                "POST",
+                "/dbs/db1/colls/hpk/docs",
+                "lXLzoEXs2rKJkfcmDHlFl7pixD7YRFH9r801rutW0gE=",
+            ),
+            ("GET", "/", "TCpv7klme4e3gg7gFSCpnubeVH8DBNZoqM4ZACzc4DM="),
+            (
+                "GET",
+                "/dbs/db1/colls/hpk/pkranges",
+                "dCsodlwxXuM7MMoYBFk6KOZORB7V3uMpwuCztr1GSxM=",
+            ),
+            (
+                "POST",
+                "/dbs/db1/colls",
+                "J8PTnjngDxunHOztDL3UDoiRUJqaE8nbFqiYmAXiGCQ=",
+            ),
+        ] {
+            let scope = auth_scope_of_path(path);
+            assert_eq!(b64(key.sign(verb, &scope, date, "")), want, "{verb} {path}");
+            let sig = key.sign(verb, &scope, date, "");
+            assert!(key.verifies(verb, &scope, date, "", &sig));
+            assert!(!key.verifies("PUT", &scope, date, "", &sig));
+        }
+    }
+
+    #[test]
+    fn scopes_follow_the_protocol() {
+        assert_eq!(
+            auth_scope(&segs("/dbs/db1/colls/hpk/docs/1/")),
+            AuthScope::new("docs", "dbs/db1/colls/hpk/docs/1")
+        );
+        assert_eq!(
+            auth_scope(&segs("/dbs/db1/colls/hpk/docs")),
+            AuthScope::new("docs", "dbs/db1/colls/hpk")
+        );
+        assert_eq!(auth_scope(&segs("/")).resource_type, "");
+        assert_eq!(segs("/dbs/db1/colls/hpk/docs/a%20b%C3%BC/")[5], "a bü");
+        assert!(path_segments("/dbs/%FF").is_err());
+        // Names are exact; rid links (8-character base64 database segment) and offers are not.
+        assert!(auth_scope(&segs("/dbs/QA")).alternates().is_empty());
+        assert!(is_rid_based(&segs("/dbs/AQAAQQ==/colls/AQAAQYAAAAE=")));
+        assert!(!is_rid_based(&segs("/dbs/my-db/colls/c")));
+        // The SDK's rule, quirks included: "database" is 8 valid base64 characters, so the
+        // SDK signs a path under it lower-cased, and strata accepts that spelling.
+        assert!(is_rid_based(&segs("/dbs/database/colls/c")));
+        let offer = auth_scope(&segs("/offers/BAAA"));
+        assert!(offer
+            .alternates()
+            .contains(&AuthScope::new("offers", "baaa")));
+    }
+
+    #[test]
+    fn route_header_round_trips() {
+        let r = QueryRoute::parse("targeted; ranges=3,5; scanned=120").unwrap();
+        assert_eq!(r.ranges, vec!["3", "5"]);
+        assert_eq!(QueryRoute::parse(&r.to_string()), Some(r));
+        assert_eq!(QueryRoute::parse("sideways"), None);
+    }
+}
