@@ -3,7 +3,7 @@
 
 use reqwest::StatusCode;
 use serde_json::{json, Value};
-use strata_query::protocol::{header, QueryRoute};
+use strata_query::protocol::{header, unescape_plan, QueryRoute};
 use strata_server::store::container::Limits;
 use strata_tests::{Options, Resp, TestServer};
 
@@ -88,6 +88,51 @@ async fn the_five_documented_routing_queries() {
         .await;
     assert_eq!(rows.len(), 3);
     assert_eq!(route(&pages[0]).0, "targeted");
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn explain_returns_the_plan_for_every_route() {
+    let s = loaded(8, false).await;
+    let explain = [(header::EXPLAIN, "true")];
+    for (sql, first_line, scans) in [
+        (
+            "SELECT * FROM c WHERE c.TenantId = 't1' AND c.UserId = 'u2' AND c.SessionId = 's0'",
+            "Route: single (WHERE pins 1 full key(s) (1 EPK range)); partitions [",
+            1,
+        ),
+        (
+            "SELECT VALUE c.n FROM c WHERE c.TenantId = 't1' ORDER BY c.n DESC",
+            "Route: targeted (WHERE pins 1 key prefix(es) (1 EPK range)); partitions [",
+            0,
+        ),
+        (
+            "SELECT COUNT(1) FROM c WHERE c.UserId = 'u2'",
+            "Route: fanout (no partition key in the request or the WHERE clause); partitions [0, 1, 2, 3, 4, 5, 6, 7]",
+            8,
+        ),
+    ] {
+        let (_, pages) = s.query_all("db", "ev", sql, json!([]), &explain).await;
+        let plan = unescape_plan(pages[0].header(header::QUERY_PLAN).expect("a plan"));
+        let lines: Vec<&str> = plan.lines().collect();
+        assert!(lines[0].starts_with(first_line), "{sql}:\n{plan}");
+        let scanned = lines.iter().filter(|l| l.trim_start().starts_with("Scan: partition")).count();
+        if scans > 0 {
+            assert_eq!(scanned, scans, "{sql}:\n{plan}");
+        } else {
+            assert!((1..8).contains(&scanned), "{sql}:\n{plan}");
+        }
+        // The plan names the same partitions the route header reports.
+        let (_, ranges) = route(&pages[0]);
+        let listed = lines[0].rsplit('[').next().unwrap().trim_end_matches(']');
+        let ids: Vec<u32> = listed.split(", ").filter(|x| !x.is_empty()).map(|x| x.parse().unwrap()).collect();
+        assert_eq!(ids, ranges, "{sql}");
+    }
+    // Without the header there is no plan.
+    let (_, pages) = s
+        .query_all("db", "ev", "SELECT * FROM c", json!([]), &[])
+        .await;
+    assert!(pages[0].header(header::QUERY_PLAN).is_none());
     s.stop().await;
 }
 

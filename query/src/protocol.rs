@@ -29,6 +29,11 @@ pub mod header {
     pub const SESSION_TOKEN: &str = "x-ms-session-token";
     /// strata's own: how a query page was routed (see [`super::QueryRoute`]).
     pub const QUERY_ROUTE: &str = "x-strata-query-route";
+    /// strata's own: `true` on a query asks for its plan in [`QUERY_PLAN`].
+    pub const EXPLAIN: &str = "x-strata-explain";
+    /// strata's own: the query's plan as an indented tree, one line per operator, with line
+    /// breaks written `\n` (see [`super::unescape_plan`]).
+    pub const QUERY_PLAN: &str = "x-strata-query-plan";
 }
 
 /// A decoded account key.
@@ -211,6 +216,50 @@ pub fn is_rid_based(segs: &[String]) -> bool {
         }
         _ => false,
     }
+}
+
+/// A printed query plan as a header value: line breaks become `\n`, backslashes `\\`, and
+/// anything outside printable ASCII `\u{…}` (header values are ASCII).
+pub fn escape_plan(plan: &str) -> String {
+    let mut out = String::with_capacity(plan.len());
+    for ch in plan.trim_end().chars() {
+        match ch {
+            '\n' => out.push_str("\\n"),
+            '\\' => out.push_str("\\\\"),
+            ' '..='~' => out.push(ch),
+            other => out.push_str(&format!("\\u{{{:x}}}", other as u32)),
+        }
+    }
+    out
+}
+
+/// The plan text back from an `x-strata-query-plan` header value.
+///
+/// ```
+/// use strata_query::protocol::{escape_plan, unescape_plan};
+/// let plan = "Route: single (full partition key header); partitions [0]\n  Project: *\n";
+/// assert_eq!(unescape_plan(&escape_plan(plan)), plan.trim_end());
+/// ```
+pub fn unescape_plan(header: &str) -> String {
+    let mut out = String::with_capacity(header.len());
+    let mut it = header.chars().peekable();
+    while let Some(ch) = it.next() {
+        if ch != '\\' {
+            out.push(ch);
+            continue;
+        }
+        match it.next() {
+            Some('n') => out.push('\n'),
+            Some('u') if it.peek() == Some(&'{') => {
+                it.next();
+                let hex: String = it.by_ref().take_while(|c| *c != '}').collect();
+                out.extend(u32::from_str_radix(&hex, 16).ok().and_then(char::from_u32));
+            }
+            Some(other) => out.push(other),
+            None => out.push('\\'),
+        }
+    }
+    out
 }
 
 /// How strata routed a query page: the `x-strata-query-route` header, e.g.

@@ -15,6 +15,7 @@ pub mod lexer;
 pub mod limits;
 pub mod parser;
 pub mod plan;
+pub mod query_plan;
 pub mod sdkplan;
 pub mod spatial;
 pub mod token;

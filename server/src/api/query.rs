@@ -12,7 +12,7 @@ use super::error::{substatus, ApiError};
 use super::items::container;
 use super::request::Req;
 use super::response::Reply;
-use super::scope::{request_scope, Route};
+use super::scope::request_scope;
 use super::App;
 use crate::store::container::{read, Container};
 use crate::store::keys;
@@ -24,7 +24,9 @@ use std::cmp::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use strata_query::pk::EpkRange;
+use strata_query::protocol::{escape_plan, header};
 use strata_query::sql::eval::cmp_keys;
+use strata_query::sql::query_plan::{Partition, QueryPlan, RequestScope};
 use strata_query::sql::token::{Continuation, KeyValue, Position};
 use strata_query::sql::{self, Ctx, Flow, Groups, Mode, PreparedQuery, QueryError, Routing};
 
@@ -58,75 +60,24 @@ fn query_body(req: &Req) -> Result<(String, Vec<(String, Value)>), ApiError> {
     Ok((text.to_string(), params))
 }
 
-/// Where a query runs: the EPK ranges to visit (sorted, disjoint) and how it was routed.
-struct Target {
-    ranges: Vec<EpkRange>,
-    route: Route,
-    /// Physical partitions visited.
-    range_ids: Vec<u32>,
-}
-
-fn target(c: &Container, req: &Req, p: &PreparedQuery) -> Result<Target, ApiError> {
+/// Decides where the query goes: the pure planner over the request's scope and the current
+/// partition map.
+fn target(c: &Container, req: &Req, p: &PreparedQuery) -> Result<QueryPlan, ApiError> {
     let scope = request_scope(c, req)?;
-    let Some(scope_range) = scope.range.clone() else {
-        return Ok(Target {
-            ranges: Vec::new(),
-            route: scope.route,
-            range_ids: Vec::new(),
-        });
+    let partitions: Vec<Partition> = read(&c.map)
+        .ranges
+        .iter()
+        .map(|r| Partition {
+            id: r.rec.id,
+            range: r.epk_range(),
+        })
+        .collect();
+    let request = RequestScope {
+        range: scope.range,
+        route: scope.route,
+        source: scope.source,
     };
-    let (mut ranges, mut route) = match &p.routing {
-        Routing::FanOut => (vec![scope_range], scope.route),
-        Routing::Keys { ranges, .. } => {
-            let r: Vec<EpkRange> = ranges
-                .iter()
-                .filter_map(|r| r.intersect(&scope_range))
-                .collect();
-            let route = if scope.route == Route::Single || p.routing.is_single() {
-                Route::Single
-            } else {
-                Route::Targeted
-            };
-            (r, route)
-        }
-    };
-    ranges = merge_ranges(ranges);
-    if scope.route == Route::Single {
-        route = Route::Single;
-    }
-    let map = read(&c.map);
-    let mut ids: Vec<u32> = Vec::new();
-    for r in &ranges {
-        for s in map.overlapping(r) {
-            if !ids.contains(&s.rec.id) {
-                ids.push(s.rec.id);
-            }
-        }
-    }
-    Ok(Target {
-        ranges,
-        route,
-        range_ids: ids,
-    })
-}
-
-/// Sorts ranges and joins overlapping or touching ones.
-fn merge_ranges(mut v: Vec<EpkRange>) -> Vec<EpkRange> {
-    v.retain(|r| !r.is_empty());
-    v.sort();
-    let mut out: Vec<EpkRange> = Vec::with_capacity(v.len());
-    for r in v {
-        if let Some(last) = out.last_mut() {
-            if r.min <= last.max {
-                if r.max > last.max {
-                    last.max = r.max;
-                }
-                continue;
-            }
-        }
-        out.push(r);
-    }
-    out
+    Ok(sql::query_plan::plan(p, &request, &partitions))
 }
 
 /// Splits the target ranges along physical partition boundaries (units of parallel work).
@@ -695,9 +646,10 @@ pub async fn query_items(app: &App, req: &Req, db: &str, coll: &str) -> Result<R
     // A token resumes this query on this container only.
     p.fingerprint = format!("{}:{}", c.rid, p.fingerprint);
     let target = target(&c, req, &p)?;
+    let range_ids = target.partition_ids();
     let scoped = req.partition_key()?.is_some()
         || req.header("x-ms-documentdb-partitionkeyrangeid").is_some();
-    if !scoped && target.range_ids.len() > 1 {
+    if !scoped && range_ids.len() > 1 {
         if req
             .header("x-ms-documentdb-query-enablecrosspartition")
             .is_some()
@@ -775,7 +727,7 @@ pub async fn query_items(app: &App, req: &Req, db: &str, coll: &str) -> Result<R
     };
     {
         let map = read(&c.map);
-        for id in &target.range_ids {
+        for id in &range_ids {
             if let Some(r) = map.by_id(*id) {
                 r.queries.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             }
@@ -783,8 +735,7 @@ pub async fn query_items(app: &App, req: &Req, db: &str, coll: &str) -> Result<R
     }
     let out_bytes: usize = page.docs.iter().map(|d| d.len()).sum();
     let elapsed = started.elapsed().as_secs_f64() * 1000.0;
-    let ids = target
-        .range_ids
+    let ids = range_ids
         .iter()
         .map(u32::to_string)
         .collect::<Vec<_>>()
@@ -811,20 +762,23 @@ pub async fn query_items(app: &App, req: &Req, db: &str, coll: &str) -> Result<R
         page.scanned_bytes,
         page.docs.len()
     );
-    let ru = charge::query(page.scanned, out_bytes, target.range_ids.len().max(1));
-    app.spend(&c, &target.range_ids, None, ru)?;
+    let ru = charge::query(page.scanned, out_bytes, range_ids.len().max(1));
+    app.spend(&c, &range_ids, None, ru)?;
     let mut reply = Reply::new(
         StatusCode::OK,
         super::response::feed_body(&c.rid, "Documents", &page.docs),
     )
     .header("x-ms-item-count", page.docs.len().to_string())
-    .header(strata_query::protocol::header::QUERY_ROUTE, route_header)
+    .header(header::QUERY_ROUTE, route_header)
     .header("x-ms-documentdb-query-metrics", metrics)
     .charge(ru)
-    .session(&target.range_ids, c.current_lsn())
+    .session(&range_ids, c.current_lsn())
     .container(&c);
     if let Some(t) = page.continuation {
         reply = reply.header("x-ms-continuation", t.encode(&app.token_key));
+    }
+    if req.flag(header::EXPLAIN) {
+        reply = reply.header(header::QUERY_PLAN, escape_plan(&target.to_string()));
     }
     Ok(reply)
 }

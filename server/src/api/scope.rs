@@ -13,26 +13,7 @@ use crate::store::container::{read, Container};
 use strata_query::pk::epk::{effective_partition_key, epk_range};
 use strata_query::pk::{EpkRange, PartitionKey, PkComponent};
 
-/// How a request was routed; reported to clients and in logs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Route {
-    /// A full partition key: one logical partition.
-    Single,
-    /// A key prefix, a set of keys, or an explicit range: only overlapping physical partitions.
-    Targeted,
-    /// Every physical partition.
-    FanOut,
-}
-
-impl Route {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Route::Single => "single",
-            Route::Targeted => "targeted",
-            Route::FanOut => "fanout",
-        }
-    }
-}
+pub use strata_query::sql::query_plan::Route;
 
 #[derive(Debug, Clone)]
 pub struct Scope {
@@ -41,6 +22,8 @@ pub struct Scope {
     /// Set when a full key was given: only items with exactly this EPK match.
     pub exact_epk: Option<String>,
     pub route: Route,
+    /// What in the request set the scope (for printed query plans).
+    pub source: &'static str,
 }
 
 /// A full partition key for a point operation, with its EPK. `[]` on a container created
@@ -61,6 +44,7 @@ pub fn request_scope(c: &Container, req: &Req) -> Result<Scope, ApiError> {
         range: Some(EpkRange::full()),
         exact_epk: None,
         route: Route::FanOut,
+        source: "no partition key in the request",
     };
     if let Some(pk) = req.partition_key()? {
         let pk = match (c.pk.system_key, pk.is_empty()) {
@@ -77,8 +61,10 @@ pub fn request_scope(c: &Container, req: &Req) -> Result<Scope, ApiError> {
         if pk.len() == c.pk.levels() {
             scope.exact_epk = Some(r.min.clone());
             scope.route = Route::Single;
+            scope.source = "full partition key header";
         } else {
             scope.route = Route::Targeted;
+            scope.source = "partition key prefix header";
         }
         scope.range = Some(r);
     }
@@ -87,6 +73,7 @@ pub fn request_scope(c: &Container, req: &Req) -> Result<Scope, ApiError> {
         scope.range = scope.range.and_then(|s| s.intersect(&r));
         if scope.route == Route::FanOut {
             scope.route = Route::Targeted;
+            scope.source = "partition key range id header";
         }
     }
     let start = req.header("x-ms-start-epk");
@@ -104,6 +91,7 @@ pub fn request_scope(c: &Container, req: &Req) -> Result<Scope, ApiError> {
         scope.range = scope.range.and_then(|s| s.intersect(&r));
         if scope.route == Route::FanOut {
             scope.route = Route::Targeted;
+            scope.source = "EPK range headers";
         }
     }
     Ok(scope)

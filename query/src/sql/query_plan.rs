@@ -1,0 +1,371 @@
+//! The plan of one query request: which physical partitions it visits and why, and the
+//! operators that run over them. A plain value, decided once by [`plan`] from the prepared
+//! query, the request's scope and the partition map, so routing can be printed and tested
+//! without HTTP (DataFusion's `display_indent` is the model for [`QueryPlan`]'s `Display`).
+
+use super::ast::{OrderBy, Projection};
+use super::plan::{Mode, Routing};
+use super::PreparedQuery;
+use crate::pk::EpkRange;
+use std::fmt;
+
+/// How a query reaches its partitions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    /// A full partition key: one logical partition.
+    Single,
+    /// A key prefix, a set of keys, or an explicit range: only overlapping physical partitions.
+    Targeted,
+    /// Every physical partition.
+    FanOut,
+}
+
+impl Route {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Route::Single => "single",
+            Route::Targeted => "targeted",
+            Route::FanOut => "fanout",
+        }
+    }
+}
+
+/// The part of the key space a request addresses by its headers (partition key, range id or
+/// EPK range), before the query's own WHERE narrows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RequestScope {
+    /// `None`: the request addresses nothing (an empty intersection).
+    pub range: Option<EpkRange>,
+    pub route: Route,
+    /// What in the request set it, for the printed plan (e.g. "partition key header").
+    pub source: &'static str,
+}
+
+/// One physical partition of the container: its id and EPK range.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Partition {
+    pub id: u32,
+    pub range: EpkRange,
+}
+
+/// Where a request goes and what runs there.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueryPlan {
+    pub route: Route,
+    /// Why this route: the request scope and what the WHERE clause pins.
+    pub reason: String,
+    /// The EPK ranges to read, sorted and merged.
+    pub ranges: Vec<EpkRange>,
+    /// The physical partitions visited, each with the part of its range that is read.
+    pub partitions: Vec<Partition>,
+    /// How partial results combine.
+    pub mode: Mode,
+    operators: Vec<String>,
+}
+
+/// Decides the route of `p` under `scope` over the container's `partitions` (in EPK order).
+pub fn plan(p: &PreparedQuery, scope: &RequestScope, partitions: &[Partition]) -> QueryPlan {
+    let (ranges, route, reason) = match &scope.range {
+        None => (
+            Vec::new(),
+            scope.route,
+            format!("{}: addresses no partition", scope.source),
+        ),
+        Some(addressed) => match &p.routing {
+            Routing::FanOut => (
+                vec![addressed.clone()],
+                scope.route,
+                match scope.route {
+                    Route::FanOut => "no partition key in the request or the WHERE clause".into(),
+                    _ => scope.source.to_string(),
+                },
+            ),
+            Routing::Keys { ranges, .. } => {
+                let inside: Vec<EpkRange> = ranges
+                    .iter()
+                    .filter_map(|r| r.intersect(addressed))
+                    .collect();
+                let route = if scope.route == Route::Single || p.routing.is_single() {
+                    Route::Single
+                } else {
+                    Route::Targeted
+                };
+                let mut reason = format!("WHERE pins {}", p.routing);
+                if scope.route != Route::FanOut {
+                    reason = format!("{}; {reason}", scope.source);
+                }
+                (inside, route, reason)
+            }
+        },
+    };
+    let ranges = merge_ranges(ranges);
+    let mut visited = Vec::new();
+    for r in &ranges {
+        for part in partitions {
+            if let Some(x) = part.range.intersect(r) {
+                visited.push(Partition {
+                    id: part.id,
+                    range: x,
+                });
+            }
+        }
+    }
+    QueryPlan {
+        route,
+        reason,
+        ranges,
+        partitions: visited,
+        mode: p.mode,
+        operators: operators(p),
+    }
+}
+
+impl QueryPlan {
+    /// Ids of the physical partitions visited, each once, in EPK order.
+    pub fn partition_ids(&self) -> Vec<u32> {
+        let mut ids: Vec<u32> = Vec::new();
+        for part in &self.partitions {
+            if !ids.contains(&part.id) {
+                ids.push(part.id);
+            }
+        }
+        ids
+    }
+}
+
+/// The operators above the scans, outermost first.
+fn operators(p: &PreparedQuery) -> Vec<String> {
+    let q = &p.parsed;
+    let mut ops = Vec::new();
+    if p.offset > 0 || p.limit.is_some() {
+        let limit = p.limit.map_or("none".to_string(), |l| l.to_string());
+        ops.push(format!("Limit: offset={} limit={limit}", p.offset));
+    }
+    if q.select.distinct {
+        ops.push("Distinct".into());
+    }
+    ops.push(match (p.mode, &q.order_by) {
+        (Mode::Ordered, Some(OrderBy::Items(items))) => {
+            let keys: Vec<String> = items
+                .iter()
+                .map(|i| format!("{}{}", i.expr, if i.descending { " DESC" } else { "" }))
+                .collect();
+            format!("Merge: k-way by {}", keys.join(", "))
+        }
+        (Mode::Aggregate, _) if !q.group_by.is_empty() => {
+            let keys: Vec<String> = q.group_by.iter().map(|e| e.to_string()).collect();
+            format!("Merge: combine partial groups by {}", keys.join(", "))
+        }
+        (Mode::Aggregate, _) => "Merge: combine partial aggregates".into(),
+        (Mode::NoFrom, _) => "Constant: no FROM, evaluated once".into(),
+        (Mode::Materialized, _) => "Merge: complete results, then page".into(),
+        _ => "Merge: concatenate in EPK order (streaming)".into(),
+    });
+    ops.push(format!(
+        "Project: {}",
+        match &q.select.projection {
+            Projection::Star => "*".to_string(),
+            Projection::Value(e) => format!("VALUE {e}"),
+            Projection::List(items) => items
+                .iter()
+                .map(|i| match &i.alias {
+                    Some(a) => format!("{} AS {a}", i.expr),
+                    None => i.expr.to_string(),
+                })
+                .collect::<Vec<_>>()
+                .join(", "),
+        }
+    ));
+    if let Some(w) = &q.where_ {
+        ops.push(format!("Filter: {w}"));
+    }
+    if let Some(from) = &q.from {
+        for j in &from.joins {
+            ops.push(format!("Join: {j}"));
+        }
+    }
+    ops
+}
+
+impl fmt::Display for QueryPlan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ids: Vec<String> = self.partition_ids().iter().map(u32::to_string).collect();
+        writeln!(
+            f,
+            "Route: {} ({}); partitions [{}]",
+            self.route.as_str(),
+            self.reason,
+            ids.join(", ")
+        )?;
+        let mut depth = 1;
+        for op in &self.operators {
+            writeln!(f, "{:indent$}{op}", "", indent = depth * 2)?;
+            depth += 1;
+        }
+        if self.mode == Mode::NoFrom {
+            return Ok(());
+        }
+        if self.partitions.is_empty() {
+            return writeln!(
+                f,
+                "{:indent$}Empty: no partition to scan",
+                "",
+                indent = depth * 2
+            );
+        }
+        for part in &self.partitions {
+            writeln!(
+                f,
+                "{:indent$}Scan: partition {} [\"{}\", \"{}\")",
+                "",
+                part.id,
+                part.range.min,
+                part.range.max,
+                indent = depth * 2
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// Sorts ranges and joins overlapping or touching ones.
+pub fn merge_ranges(mut v: Vec<EpkRange>) -> Vec<EpkRange> {
+    v.retain(|r| !r.is_empty());
+    v.sort();
+    let mut out: Vec<EpkRange> = Vec::with_capacity(v.len());
+    for r in v {
+        if let Some(last) = out.last_mut() {
+            if r.min <= last.max {
+                if r.max > last.max {
+                    last.max = r.max;
+                }
+                continue;
+            }
+        }
+        out.push(r);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pk::epk::{epk_range, even_boundaries};
+    use crate::pk::{PartitionKey, PartitionKeyDefinition};
+    use crate::sql::prepare;
+
+    fn def() -> PartitionKeyDefinition {
+        PartitionKeyDefinition::multi_hash(&["/TenantId", "/UserId", "/SessionId"]).unwrap()
+    }
+
+    /// Eight partitions with even EPK boundaries, ids 0..8.
+    fn partitions(def: &PartitionKeyDefinition) -> Vec<Partition> {
+        let bounds = even_boundaries(def, 8);
+        let mut lo = String::new();
+        let mut out = Vec::new();
+        for (id, hi) in bounds.into_iter().chain(["FF".to_string()]).enumerate() {
+            out.push(Partition {
+                id: id as u32,
+                range: EpkRange::new(lo.clone(), hi.clone()),
+            });
+            lo = hi;
+        }
+        out
+    }
+
+    fn whole() -> RequestScope {
+        RequestScope {
+            range: Some(EpkRange::full()),
+            route: Route::FanOut,
+            source: "no partition key in the request",
+        }
+    }
+
+    fn plan_of(sql: &str, scope: &RequestScope) -> QueryPlan {
+        let d = def();
+        let p = prepare(sql, &[], Some(&d)).unwrap();
+        plan(&p, scope, &partitions(&d))
+    }
+
+    #[test]
+    fn routes_single_targeted_and_fan_out() {
+        let single = plan_of(
+            "SELECT * FROM c WHERE c.TenantId = 't' AND c.UserId = 'u' AND c.SessionId = 's'",
+            &whole(),
+        );
+        assert_eq!(single.route, Route::Single);
+        assert_eq!(single.partition_ids().len(), 1);
+        let prefix = plan_of("SELECT * FROM c WHERE c.TenantId = 't'", &whole());
+        assert_eq!(prefix.route, Route::Targeted);
+        assert!(prefix.partition_ids().len() < 8);
+        let all = plan_of("SELECT * FROM c WHERE c.UserId = 'u'", &whole());
+        assert_eq!(all.route, Route::FanOut);
+        assert_eq!(all.partition_ids(), (0..8).collect::<Vec<u32>>());
+    }
+
+    #[test]
+    fn the_request_scope_narrows_and_is_named() {
+        let d = def();
+        let prefix = PartitionKey::from_header("[\"t\"]").unwrap();
+        let scope = RequestScope {
+            range: Some(epk_range(&d, &prefix).unwrap()),
+            route: Route::Targeted,
+            source: "partition key header (prefix)",
+        };
+        let p = plan_of(
+            "SELECT VALUE c.id FROM c ORDER BY c.ts DESC OFFSET 1 LIMIT 2",
+            &scope,
+        );
+        assert_eq!(p.route, Route::Targeted);
+        let text = p.to_string();
+        assert!(
+            text.starts_with("Route: targeted (partition key header (prefix)); partitions ["),
+            "{text}"
+        );
+        for op in [
+            "  Limit: offset=1 limit=2",
+            "    Merge: k-way by c.ts DESC",
+            "      Project: VALUE c.id",
+            "        Scan: partition ",
+        ] {
+            assert!(text.contains(op), "missing {op:?} in\n{text}");
+        }
+        // A range outside the WHERE's keys: nothing to scan.
+        let other = plan_of("SELECT * FROM c WHERE c.TenantId = 'z'", &scope);
+        assert!(other.partitions.is_empty());
+        assert!(other.to_string().contains("Empty: no partition to scan"));
+    }
+
+    #[test]
+    fn prints_an_indented_operator_tree() {
+        let p = plan_of(
+            "SELECT c.TenantId, COUNT(1) AS n FROM c WHERE c.n > 1 GROUP BY c.TenantId",
+            &whole(),
+        );
+        let text = p.to_string();
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(
+            lines[0]
+                .starts_with("Route: fanout (no partition key in the request or the WHERE clause)"),
+            "{text}"
+        );
+        assert_eq!(lines[1], "  Merge: combine partial groups by c.TenantId");
+        assert_eq!(lines[2], "    Project: c.TenantId, COUNT(1) AS n");
+        assert_eq!(lines[3], "      Filter: (c.n > 1)");
+        assert_eq!(lines.len(), 4 + 8, "{text}");
+    }
+
+    #[test]
+    fn merges_touching_ranges() {
+        let m = merge_ranges(vec![
+            EpkRange::new("20", "30"),
+            EpkRange::new("00", "10"),
+            EpkRange::new("10", "15"),
+            EpkRange::new("25", "40"),
+        ]);
+        assert_eq!(
+            m,
+            vec![EpkRange::new("00", "15"), EpkRange::new("20", "40")]
+        );
+    }
+}
