@@ -4,7 +4,9 @@
 //! joins `c` with an element of `c.tags` borrows both from the document without copying.
 //! Expressions evaluate to [`Val`]: undefined, a borrowed value, or a computed one.
 
+use super::aggregate::Acc;
 use super::ast::*;
+use super::ctx::{Ctx, GroupView};
 use super::error::QueryError;
 use super::functions;
 use super::limits::SizeBudget;
@@ -12,8 +14,6 @@ use super::value::{self, canonical, canonical_opt, compare, equals, order_cmp, V
 use serde_json::{Map, Value};
 use std::cmp::Ordering;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
-use std::sync::Arc;
 
 pub type R<T> = Result<T, QueryError>;
 
@@ -41,61 +41,6 @@ fn lookup<'a>(mut env: EnvRef<'a>, slot: Slot) -> Option<&'a Value> {
 pub enum Flow {
     Continue,
     Stop,
-}
-
-/// Evaluation context: the current group (under GROUP BY / aggregates), the query's clock, and
-/// the rows produced from the current document so far.
-#[derive(Clone, Default)]
-pub struct Ctx {
-    /// Milliseconds since the epoch, fixed for the whole query (the `...Static` functions).
-    pub now_millis: i64,
-    pub group: Option<GroupView>,
-    /// Rows the FROM clauses (JOINs, subqueries) produced from the current document; shared
-    /// with subqueries, reset per document, bounded by [`MAX_ROWS_PER_DOCUMENT`].
-    rows: Arc<AtomicU64>,
-}
-
-/// Most rows the JOINs and subqueries of one query may produce from one document. A 2 MB
-/// document cannot hold an array of more than about a million elements, so one JOIN never
-/// reaches it; JOINs of a large array with itself would otherwise run for hours.
-pub const MAX_ROWS_PER_DOCUMENT: u64 = 1_000_000;
-
-#[derive(Clone, Default)]
-pub struct GroupView {
-    pub keys: Vec<Option<Value>>,
-    pub aggs: Vec<Option<Value>>,
-}
-
-impl Ctx {
-    pub fn new(now_millis: i64) -> Self {
-        Self {
-            now_millis,
-            ..Self::default()
-        }
-    }
-
-    fn for_subquery(&self) -> Ctx {
-        Ctx {
-            now_millis: self.now_millis,
-            group: None,
-            rows: Arc::clone(&self.rows),
-        }
-    }
-
-    /// Starts the row budget of a new document.
-    pub fn start_document(&self) {
-        self.rows.store(0, AtomicOrdering::Relaxed);
-    }
-
-    /// Counts one row; an error past [`MAX_ROWS_PER_DOCUMENT`].
-    fn count_row(&self) -> R<()> {
-        if self.rows.fetch_add(1, AtomicOrdering::Relaxed) >= MAX_ROWS_PER_DOCUMENT {
-            return Err(QueryError::semantic(format!(
-                "The query's JOINs and subqueries produce more than {MAX_ROWS_PER_DOCUMENT} rows from one document; narrow them (for example filter inside the subquery, or JOIN fewer arrays)."
-            )));
-        }
-        Ok(())
-    }
 }
 
 fn bool_val<'a>(b: Option<bool>) -> Val<'a> {
@@ -679,244 +624,7 @@ pub fn cmp_keys(a: &[Option<Value>], b: &[Option<Value>], desc: &[bool]) -> Orde
     Ordering::Equal
 }
 
-// ---- aggregates -----------------------------------------------------------------------------
-
-/// A partial aggregate; partials from several partitions merge.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Acc {
-    Count(u64),
-    /// Sum (compensated: `sum + comp`) and count of numbers seen; `invalid` once a
-    /// non-number was seen.
-    Sum {
-        sum: f64,
-        comp: f64,
-        n: u64,
-        invalid: bool,
-    },
-    Avg {
-        sum: f64,
-        comp: f64,
-        n: u64,
-        invalid: bool,
-    },
-    Min {
-        best: Option<Value>,
-        invalid: bool,
-    },
-    Max {
-        best: Option<Value>,
-        invalid: bool,
-    },
-}
-
-impl Acc {
-    pub fn new(f: AggFunc) -> Self {
-        match f {
-            AggFunc::Count | AggFunc::CountIf => Acc::Count(0),
-            AggFunc::Sum => Acc::Sum {
-                sum: 0.0,
-                comp: 0.0,
-                n: 0,
-                invalid: false,
-            },
-            AggFunc::Avg => Acc::Avg {
-                sum: 0.0,
-                comp: 0.0,
-                n: 0,
-                invalid: false,
-            },
-            AggFunc::Min => Acc::Min {
-                best: None,
-                invalid: false,
-            },
-            AggFunc::Max => Acc::Max {
-                best: None,
-                invalid: false,
-            },
-        }
-    }
-
-    fn add(&mut self, f: AggFunc, v: Option<&Value>) {
-        match self {
-            Acc::Count(c) => match f {
-                AggFunc::CountIf => {
-                    if v == Some(&Value::Bool(true)) {
-                        *c += 1
-                    }
-                }
-                _ => {
-                    if v.is_some() {
-                        *c += 1
-                    }
-                }
-            },
-            Acc::Sum {
-                sum,
-                comp,
-                n,
-                invalid,
-            }
-            | Acc::Avg {
-                sum,
-                comp,
-                n,
-                invalid,
-            } => match v {
-                None => {}
-                Some(Value::Number(x)) => {
-                    neumaier(sum, comp, x.as_f64().unwrap_or(0.0));
-                    *n += 1;
-                }
-                Some(_) => *invalid = true,
-            },
-            Acc::Min { best, invalid } | Acc::Max { best, invalid } => {
-                let want = if f == AggFunc::Min {
-                    Ordering::Less
-                } else {
-                    Ordering::Greater
-                };
-                match v {
-                    None => {}
-                    Some(Value::Array(_)) | Some(Value::Object(_)) => *invalid = true,
-                    Some(x)
-                        if best
-                            .as_ref()
-                            .is_none_or(|b| order_cmp(Some(x), Some(b)) == want) =>
-                    {
-                        *best = Some(x.clone());
-                    }
-                    Some(_) => {}
-                }
-            }
-        }
-    }
-
-    /// Folds another partial of the same aggregate into this one.
-    pub fn merge(&mut self, other: &Acc) {
-        match (self, other) {
-            (Acc::Count(a), Acc::Count(b)) => *a += b,
-            (
-                Acc::Sum {
-                    sum,
-                    comp,
-                    n,
-                    invalid,
-                },
-                Acc::Sum {
-                    sum: s2,
-                    comp: c2,
-                    n: n2,
-                    invalid: i2,
-                },
-            )
-            | (
-                Acc::Avg {
-                    sum,
-                    comp,
-                    n,
-                    invalid,
-                },
-                Acc::Avg {
-                    sum: s2,
-                    comp: c2,
-                    n: n2,
-                    invalid: i2,
-                },
-            ) => {
-                neumaier(sum, comp, *s2);
-                neumaier(sum, comp, *c2);
-                *n += n2;
-                *invalid |= i2;
-            }
-            (
-                Acc::Min { best, invalid },
-                Acc::Min {
-                    best: b2,
-                    invalid: i2,
-                },
-            ) => {
-                *invalid |= i2;
-                if let Some(x) = b2 {
-                    if best
-                        .as_ref()
-                        .is_none_or(|b| order_cmp(Some(x), Some(b)) == Ordering::Less)
-                    {
-                        *best = Some(x.clone());
-                    }
-                }
-            }
-            (
-                Acc::Max { best, invalid },
-                Acc::Max {
-                    best: b2,
-                    invalid: i2,
-                },
-            ) => {
-                *invalid |= i2;
-                if let Some(x) = b2 {
-                    if best
-                        .as_ref()
-                        .is_none_or(|b| order_cmp(Some(x), Some(b)) == Ordering::Greater)
-                    {
-                        *best = Some(x.clone());
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
-
-    /// The final value (undefined for AVG/SUM/MIN/MAX of nothing, or of invalid input).
-    pub fn result(&self) -> Option<Value> {
-        match self {
-            Acc::Count(c) => Some(Value::from(*c)),
-            Acc::Sum {
-                sum,
-                comp,
-                n,
-                invalid,
-            } => (!invalid && *n > 0)
-                .then(|| value::number(sum + comp))
-                .flatten(),
-            Acc::Avg {
-                sum,
-                comp,
-                n,
-                invalid,
-            } => (!invalid && *n > 0)
-                .then(|| value::number(exact_mean(*sum, *comp, *n as f64)))
-                .flatten(),
-            Acc::Min { best, invalid } | Acc::Max { best, invalid } => {
-                if *invalid {
-                    None
-                } else {
-                    best.clone()
-                }
-            }
-        }
-    }
-}
-
-/// Neumaier's compensated summation: `sum + comp` stays correctly rounded where naive
-/// addition drifts (20.28 + 5.11 + 62.21 is 87.6, not 87.60000000000001).
-fn neumaier(sum: &mut f64, comp: &mut f64, x: f64) {
-    let t = *sum + x;
-    if sum.abs() >= x.abs() {
-        *comp += (*sum - t) + x;
-    } else {
-        *comp += (x - t) + *sum;
-    }
-    *sum = t;
-}
-
-/// `(sum + comp) / n` for a compensated sum, rounded as the exact quotient would be: the
-/// remainder of the first division is exact (fused multiply-add) and folded back in, so the
-/// average does not depend on the order documents were summed in.
-fn exact_mean(sum: f64, comp: f64, n: f64) -> f64 {
-    let q = sum / n;
-    let r = (-q).mul_add(n, sum);
-    q + (r + comp) / n
-}
+// ---- groups -------------------------------------------------------------------------------
 
 /// One group: its key values and aggregate partials.
 #[derive(Debug, Clone, PartialEq)]
@@ -985,14 +693,10 @@ impl Groups {
         groups.sort_by(|a, b| cmp_keys(&a.keys, &b.keys, &[]));
         let mut out = Vec::with_capacity(groups.len());
         for g in groups {
-            let gcx = Ctx {
-                now_millis: cx.now_millis,
-                group: Some(GroupView {
-                    aggs: g.accs.iter().map(Acc::result).collect(),
-                    keys: g.keys,
-                }),
-                rows: Arc::clone(&cx.rows),
-            };
+            let gcx = cx.for_group(GroupView {
+                aggs: g.accs.iter().map(Acc::result).collect(),
+                keys: g.keys,
+            });
             if let Some(v) = project(q, None, &gcx)? {
                 out.push(v);
             }

@@ -4,9 +4,9 @@
 //! error; only unknown names, wrong argument counts and invalid regular expressions are
 //! errors.
 
+use super::ctx::Ctx;
 use super::datetime;
 use super::error::QueryError;
-use super::eval::Ctx;
 use super::limits::SizeBudget;
 use super::spatial;
 use super::value::{self, canonical, json_equal, number, Val};

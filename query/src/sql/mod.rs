@@ -5,8 +5,10 @@
 //! several partitions combine). The server scans partitions and feeds documents to
 //! [`PreparedQuery::eval_doc`] or [`PreparedQuery::accumulate_doc`]; this crate does no I/O.
 
+pub mod aggregate;
 pub mod ast;
 pub mod bind;
+pub mod ctx;
 pub mod datetime;
 pub mod error;
 pub mod eval;
@@ -22,8 +24,9 @@ pub mod token;
 pub mod value;
 
 pub use ast::Query;
+pub use ctx::Ctx;
 pub use error::QueryError;
-pub use eval::{Ctx, Flow, Groups};
+pub use eval::{Flow, Groups};
 pub use plan::{Mode, Routing};
 
 use crate::pk::PartitionKeyDefinition;

@@ -168,6 +168,19 @@ impl From<StoreError> for ApiError {
     }
 }
 
+impl From<crate::throughput::governor::Throttled> for ApiError {
+    fn from(e: crate::throughput::governor::Throttled) -> Self {
+        ApiError::throttled(e.retry_after_ms, e.message)
+    }
+}
+
+/// Everything a client can get wrong in a query (syntax, binding, limits, tokens) is a 400.
+impl From<strata_query::sql::QueryError> for ApiError {
+    fn from(e: strata_query::sql::QueryError) -> Self {
+        ApiError::bad_request(e.to_string())
+    }
+}
+
 impl From<EngineError> for ApiError {
     fn from(e: EngineError) -> Self {
         StoreError::from(e).into()

@@ -111,8 +111,9 @@ impl App {
         epk: Option<&str>,
         ru: f64,
     ) -> Result<(), ApiError> {
-        self.governor
-            .spend(c, || self.partition_rate(c), ranges, epk, ru)
+        Ok(self
+            .governor
+            .spend(c, || self.partition_rate(c), ranges, epk, ru)?)
     }
 
     /// Records request units already consumed (no admission check).

@@ -28,7 +28,7 @@ use strata_query::protocol::{escape_plan, header};
 use strata_query::sql::eval::cmp_keys;
 use strata_query::sql::query_plan::{Partition, QueryPlan, RequestScope};
 use strata_query::sql::token::{Continuation, KeyValue, Position};
-use strata_query::sql::{self, Ctx, Flow, Groups, Mode, PreparedQuery, QueryError, Routing};
+use strata_query::sql::{self, Ctx, Flow, Groups, Mode, PreparedQuery, Routing};
 
 /// Page size when the client does not choose one.
 const DEFAULT_PAGE: usize = 100;
@@ -36,12 +36,6 @@ const DEFAULT_PAGE: usize = 100;
 const MAX_PAGE_BYTES: usize = 4 * 1024 * 1024;
 /// A streaming page returns what it has (with a continuation) after scanning this long.
 const PAGE_TIME_BUDGET: Duration = Duration::from_secs(2);
-
-impl From<QueryError> for ApiError {
-    fn from(e: QueryError) -> Self {
-        ApiError::bad_request(e.to_string())
-    }
-}
 
 /// The query text and parameters of a query request body.
 fn query_body(req: &Req) -> Result<(String, Vec<(String, Value)>), ApiError> {

@@ -8,7 +8,6 @@
 //! tracked either way, for the partitions view: RU/s per partition, throttled requests, and
 //! the hottest logical partitions.
 
-use crate::api::error::ApiError;
 use crate::store::container::{read, Container};
 use dashmap::DashMap;
 use std::collections::HashMap;
@@ -93,6 +92,15 @@ pub struct Usage {
     pub hottest: Vec<(String, f64)>,
 }
 
+/// A request refused because a partition's RU budget is spent (the API answers 429/3200).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{message}")]
+pub struct Throttled {
+    /// When the budget will cover the request again.
+    pub retry_after_ms: u64,
+    pub message: String,
+}
+
 /// The throughput governor shared by all requests.
 pub struct Governor {
     pub enforce: bool,
@@ -133,7 +141,7 @@ impl Governor {
         ranges: &[u32],
         epk: Option<&str>,
         ru: f64,
-    ) -> Result<(), ApiError> {
+    ) -> Result<(), Throttled> {
         if ranges.is_empty() || ru <= 0.0 {
             return Ok(());
         }
@@ -163,13 +171,13 @@ impl Governor {
                     b.throttled += 1;
                 }
             }
-            return Err(ApiError::throttled(
-                wait_ms,
-                format!(
+            return Err(Throttled {
+                retry_after_ms: wait_ms,
+                message: format!(
                     "Request rate is large: this request needs {ru:.2} RU but partition(s) {ranges:?} of '{}' have {rate:.0} RU/s each and the budget is spent. Retry after {wait_ms} ms, raise the throughput, or spread the load over more partition key values.",
                     c.id
                 ),
-            ));
+            });
         }
         for r in ranges {
             if let Some(b) = map.get_mut(r) {

@@ -1,0 +1,74 @@
+//! The evaluation context shared by expressions, system functions and subqueries: the query's
+//! clock, the current group under GROUP BY, and the per-document row budget. Its own module so
+//! that `eval` and `functions` both depend on it instead of on each other.
+
+use super::error::QueryError;
+use serde_json::Value;
+use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
+use std::sync::Arc;
+
+type R<T> = Result<T, QueryError>;
+
+/// Evaluation context: the current group (under GROUP BY / aggregates), the query's clock, and
+/// the rows produced from the current document so far.
+#[derive(Clone, Default)]
+pub struct Ctx {
+    /// Milliseconds since the epoch, fixed for the whole query (the `...Static` functions).
+    pub now_millis: i64,
+    pub group: Option<GroupView>,
+    /// Rows the FROM clauses (JOINs, subqueries) produced from the current document; shared
+    /// with subqueries, reset per document, bounded by [`MAX_ROWS_PER_DOCUMENT`].
+    rows: Arc<AtomicU64>,
+}
+
+/// Most rows the JOINs and subqueries of one query may produce from one document. A 2 MB
+/// document cannot hold an array of more than about a million elements, so one JOIN never
+/// reaches it; JOINs of a large array with itself would otherwise run for hours.
+pub const MAX_ROWS_PER_DOCUMENT: u64 = 1_000_000;
+
+#[derive(Clone, Default)]
+pub struct GroupView {
+    pub keys: Vec<Option<Value>>,
+    pub aggs: Vec<Option<Value>>,
+}
+
+impl Ctx {
+    pub fn new(now_millis: i64) -> Self {
+        Self {
+            now_millis,
+            ..Self::default()
+        }
+    }
+
+    pub(crate) fn for_subquery(&self) -> Ctx {
+        Ctx {
+            now_millis: self.now_millis,
+            group: None,
+            rows: Arc::clone(&self.rows),
+        }
+    }
+
+    /// The context for evaluating one group's projection (aggregates and group keys).
+    pub(crate) fn for_group(&self, view: GroupView) -> Ctx {
+        Ctx {
+            now_millis: self.now_millis,
+            group: Some(view),
+            rows: Arc::clone(&self.rows),
+        }
+    }
+
+    /// Starts the row budget of a new document.
+    pub fn start_document(&self) {
+        self.rows.store(0, AtomicOrdering::Relaxed);
+    }
+
+    /// Counts one row; an error past [`MAX_ROWS_PER_DOCUMENT`].
+    pub(crate) fn count_row(&self) -> R<()> {
+        if self.rows.fetch_add(1, AtomicOrdering::Relaxed) >= MAX_ROWS_PER_DOCUMENT {
+            return Err(QueryError::semantic(format!(
+                "The query's JOINs and subqueries produce more than {MAX_ROWS_PER_DOCUMENT} rows from one document; narrow them (for example filter inside the subquery, or JOIN fewer arrays)."
+            )));
+        }
+        Ok(())
+    }
+}
