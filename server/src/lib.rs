@@ -2,6 +2,7 @@
 //!
 //! * [`api`]: the REST protocol: request decoding into endpoints, authentication, one handler
 //!   per endpoint, and one error type mapped to Cosmos status codes.
+//! * [`exec`]: the query executor (streaming, ordered merge, complete results) over a plan.
 //! * [`store`]: the durable engine, the catalog, containers with their physical partitions.
 //! * [`throughput`]: request charges and throttling.
 //! * [`net`]: listening (HTTP and HTTPS) and graceful shutdown.
@@ -9,6 +10,7 @@
 
 pub mod api;
 pub mod cli;
+pub mod exec;
 pub mod net;
 pub mod store;
 pub mod throughput;

@@ -181,6 +181,19 @@ impl From<strata_query::sql::QueryError> for ApiError {
     }
 }
 
+impl From<crate::exec::ExecError> for ApiError {
+    fn from(e: crate::exec::ExecError) -> Self {
+        use crate::exec::ExecError as E;
+        match e {
+            E::Query(q) => q.into(),
+            E::Store(s) => s.into(),
+            E::BadToken(m) => ApiError::bad_request(m),
+            E::Corrupt(m) => ApiError::internal(format!("stored data is unreadable: {m}")),
+            e @ E::Worker(_) => ApiError::internal(e.to_string()),
+        }
+    }
+}
+
 impl From<EngineError> for ApiError {
     fn from(e: EngineError) -> Self {
         StoreError::from(e).into()

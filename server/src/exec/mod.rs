@@ -1,0 +1,558 @@
+//! The query executor: runs a planned query over the physical partitions its plan names and
+//! produces one page — streaming in EPK order, a k-way merge for ORDER BY, or complete results
+//! (aggregates, GROUP BY, DISTINCT) — with the continuation that resumes it. Nothing here
+//! knows HTTP: `api/query.rs` decodes the request, asks `strata_query` for the plan, calls
+//! [`run`] and encodes the page.
+
+use crate::store::container::{read, Container};
+use crate::store::{keys, StoreError};
+use bytes::Bytes;
+use serde_json::Value;
+use std::cmp::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use strata_query::pk::EpkRange;
+use strata_query::sql::eval::cmp_keys;
+use strata_query::sql::token::{Continuation, KeyValue, Position};
+use strata_query::sql::{self, Ctx, Flow, Groups, Mode, PreparedQuery, QueryError};
+
+/// Most bytes of documents in one page (the service's response limit).
+const MAX_PAGE_BYTES: usize = 4 * 1024 * 1024;
+/// A streaming page returns what it has (with a continuation) after scanning this long.
+const PAGE_TIME_BUDGET: Duration = Duration::from_secs(2);
+
+/// Why a page could not be produced.
+#[derive(Debug, thiserror::Error)]
+pub enum ExecError {
+    #[error(transparent)]
+    Query(#[from] QueryError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A continuation token that does not fit this query.
+    #[error("{0}")]
+    BadToken(String),
+    /// A stored document that cannot be read.
+    #[error("{0}")]
+    Corrupt(String),
+    /// A worker thread failed.
+    #[error("query worker failed: {0}")]
+    Worker(String),
+}
+
+/// Runs one page of `p` over `ranges` (the plan's EPK ranges), resuming at `token`.
+pub async fn run(
+    c: Arc<Container>,
+    p: Arc<PreparedQuery>,
+    ranges: Vec<EpkRange>,
+    page_size: usize,
+    token: Option<Continuation>,
+) -> Result<Page, ExecError> {
+    if ranges.is_empty() && p.mode != Mode::NoFrom {
+        return Ok(Page {
+            docs: Vec::new(),
+            continuation: None,
+            scanned: 0,
+            scanned_bytes: 0,
+        });
+    }
+    match p.mode {
+        Mode::Streaming => {
+            tokio::task::spawn_blocking(move || run_streaming(&c, &p, &ranges, page_size, token))
+                .await
+                .map_err(|e| ExecError::Worker(e.to_string()))?
+        }
+        Mode::Ordered => run_ordered(c, p, ranges, page_size, token).await,
+        _ => run_complete(c, p, ranges, page_size, token).await,
+    }
+}
+
+/// Splits the target ranges along physical partition boundaries (units of parallel work).
+fn per_partition(c: &Container, ranges: &[EpkRange]) -> Vec<EpkRange> {
+    let map = read(&c.map);
+    let mut out = Vec::new();
+    for r in ranges {
+        for s in map.overlapping(r) {
+            if let Some(x) = s.epk_range().intersect(r) {
+                out.push(x);
+            }
+        }
+    }
+    out
+}
+
+/// What one page produced.
+pub struct Page {
+    pub docs: Vec<Bytes>,
+    pub continuation: Option<Continuation>,
+    pub scanned: u64,
+    pub scanned_bytes: u64,
+}
+
+pub fn now_millis() -> i64 {
+    sql::datetime::now_millis()
+}
+
+/// Every live document in `range`, in key order, passed to `f` with its key and bytes.
+fn scan(
+    c: &Container,
+    range: &EpkRange,
+    after: Option<&[u8]>,
+    mut f: impl FnMut(&[u8], &Bytes) -> Result<Flow, ExecError>,
+) -> Result<(), ExecError> {
+    let mut cursor: Option<Vec<u8>> = after.map(<[u8]>::to_vec);
+    loop {
+        let chunk = c.scan_items(range, cursor.as_deref(), 256)?;
+        let done = chunk.len() < 256;
+        for (k, item) in &chunk {
+            if f(k, &item.json)? == Flow::Stop {
+                return Ok(());
+            }
+        }
+        match chunk.last() {
+            Some((k, _)) if !done => cursor = Some(k.clone()),
+            _ => return Ok(()),
+        }
+    }
+}
+
+fn parse_doc(bytes: &Bytes) -> Result<Value, ExecError> {
+    serde_json::from_slice(bytes)
+        .map_err(|e| ExecError::Corrupt(format!("a stored document is not valid JSON: {e}")))
+}
+
+pub fn to_bytes(v: &Value) -> Bytes {
+    Bytes::from(serde_json::to_vec(v).unwrap_or_default())
+}
+
+/// The key of the document a row came from, for tie-breaking and continuation.
+fn suffix_hex(key: &[u8]) -> String {
+    strata_query::pk::epk::encode_hex(&key[4..])
+}
+
+fn key_from_hex(c: &Container, hex: &str) -> Result<Vec<u8>, ExecError> {
+    let suffix = strata_query::pk::epk::decode_hex(hex)
+        .filter(|s| keys::split_item_suffix(s).is_some())
+        .ok_or_else(|| {
+            ExecError::BadToken(String::from(
+                "The continuation token is invalid (bad position); run the query again without it.",
+            ))
+        })?;
+    let mut k = keys::container_prefix(c.cid);
+    k.extend_from_slice(&suffix);
+    Ok(k)
+}
+
+/// Key-ordered execution: scan the target ranges in order, resume after the token position.
+fn run_streaming(
+    c: &Container,
+    p: &PreparedQuery,
+    ranges: &[EpkRange],
+    page_size: usize,
+    token: Option<Continuation>,
+) -> Result<Page, ExecError> {
+    let cx = Ctx::new(now_millis());
+    let (mut consumed, resume) =
+        match token {
+            Some(Continuation {
+                consumed,
+                pos: Position::Stream { after, skip },
+                ..
+            }) => (consumed, Some((key_from_hex(c, &after)?, skip))),
+            Some(_) => return Err(ExecError::BadToken(String::from(
+                "The continuation token does not match this query; run it again without the token.",
+            ))),
+            None => (0, None),
+        };
+    let mut page = Page {
+        docs: Vec::new(),
+        continuation: None,
+        scanned: 0,
+        scanned_bytes: 0,
+    };
+    let mut bytes_out = 0usize;
+    let started = Instant::now();
+    let limit_end = p.limit.map(|l| p.offset.saturating_add(l));
+    let needs_parse = !(p.raw_documents && p.query.where_.is_none());
+    let fp = p.fingerprint.clone();
+    let mut finished = false;
+    // Resume inclusively at the token's document, skipping the rows already returned from it.
+    let start_key = resume.as_ref().map(|(k, _)| k.clone());
+    for range in ranges {
+        if finished || page.continuation.is_some() {
+            break;
+        }
+        let range_end = keys::epk_bound(c.cid, &range.max);
+        let after = match &start_key {
+            Some(k) if *k >= range_end && range.max.as_str() < "FF" => continue,
+            Some(k) => {
+                // Scan from just before the token's document so that it is visited again.
+                let mut before = k.clone();
+                before.pop();
+                Some(before)
+            }
+            None => None,
+        };
+        scan(c, range, after.as_deref(), |key, json| {
+            if let Some((rk, _)) = &resume {
+                if key < rk.as_slice() {
+                    return Ok(Flow::Continue);
+                }
+            }
+            page.scanned += 1;
+            page.scanned_bytes += json.len() as u64;
+            let skip_rows = match &resume {
+                Some((rk, s)) if key == rk.as_slice() => *s,
+                _ => 0,
+            };
+            let mut row_no = 0u64;
+            let mut stop = false;
+            let mut emit = |value: Option<Value>, docs: &mut Vec<Bytes>| -> Flow {
+                row_no += 1;
+                if row_no <= skip_rows {
+                    return Flow::Continue;
+                }
+                let idx = consumed;
+                consumed += 1;
+                if limit_end.is_some_and(|e| idx >= e) {
+                    finished = true;
+                    stop = true;
+                    return Flow::Stop;
+                }
+                if idx < p.offset {
+                    return Flow::Continue;
+                }
+                let b = match value {
+                    Some(v) => to_bytes(&v),
+                    None => json.clone(),
+                };
+                bytes_out += b.len();
+                docs.push(b);
+                if limit_end.is_some_and(|e| consumed >= e) {
+                    finished = true;
+                    stop = true;
+                    return Flow::Stop;
+                }
+                if docs.len() >= page_size || bytes_out >= MAX_PAGE_BYTES {
+                    stop = true;
+                    return Flow::Stop;
+                }
+                Flow::Continue
+            };
+            if needs_parse {
+                let doc = parse_doc(json)?;
+                p.eval_doc(&doc, &cx, &mut |row| Ok(emit(row.value, &mut page.docs)))?;
+            } else {
+                emit(None, &mut page.docs);
+            }
+            // Where the next page resumes: after this document's first `row_no` rows.
+            let resume = || Continuation {
+                fp: fp.clone(),
+                consumed,
+                pos: Position::Stream {
+                    after: suffix_hex(key),
+                    skip: row_no,
+                },
+            };
+            if stop {
+                if !finished {
+                    page.continuation = Some(resume());
+                }
+                return Ok(Flow::Stop);
+            }
+            if started.elapsed() > PAGE_TIME_BUDGET {
+                // Return what we have; the next page resumes after this document.
+                page.continuation = Some(resume());
+                return Ok(Flow::Stop);
+            }
+            Ok(Flow::Continue)
+        })?;
+    }
+    Ok(page)
+}
+
+/// A candidate row of an ORDER BY query.
+struct Ranked {
+    keys: Vec<Option<Value>>,
+    doc: Vec<u8>,
+    ord: u64,
+    value: Bytes,
+}
+
+fn cmp_ranked(a: &Ranked, b: &Ranked, desc: &[bool]) -> Ordering {
+    cmp_keys(&a.keys, &b.keys, desc)
+        .then_with(|| a.doc.cmp(&b.doc))
+        .then(a.ord.cmp(&b.ord))
+}
+
+/// Runs `work` for every partition range in parallel (bounded by the machine's cores).
+async fn parallel<T: Send + 'static>(
+    ranges: Vec<EpkRange>,
+    work: Arc<dyn Fn(EpkRange) -> Result<T, ExecError> + Send + Sync>,
+) -> Result<Vec<T>, ExecError> {
+    use futures::stream::{self, StreamExt};
+    let n = num_cpus::get().max(1);
+    let results: Vec<Result<T, ExecError>> = stream::iter(ranges)
+        .map(|r| {
+            let w = Arc::clone(&work);
+            async move {
+                tokio::task::spawn_blocking(move || w(r))
+                    .await
+                    .map_err(|e| ExecError::Worker(e.to_string()))?
+            }
+        })
+        .buffered(n)
+        .collect()
+        .await;
+    results.into_iter().collect()
+}
+
+/// ORDER BY: each partition keeps its best rows after the token position; merge and page.
+async fn run_ordered(
+    c: Arc<Container>,
+    p: Arc<PreparedQuery>,
+    ranges: Vec<EpkRange>,
+    page_size: usize,
+    token: Option<Continuation>,
+) -> Result<Page, ExecError> {
+    let (consumed, last) =
+        match token {
+            Some(Continuation {
+                consumed,
+                pos: Position::Ordered { keys, after, ord },
+                ..
+            }) => {
+                let doc = key_from_hex(&c, &after)?;
+                (
+                    consumed,
+                    Some(Ranked {
+                        keys: keys.into_iter().map(KeyValue::into_opt).collect(),
+                        doc,
+                        ord,
+                        value: Bytes::new(),
+                    }),
+                )
+            }
+            Some(_) => return Err(ExecError::BadToken(String::from(
+                "The continuation token does not match this query; run it again without the token.",
+            ))),
+            None => (0, None),
+        };
+    let skip = p.offset.saturating_sub(consumed) as usize;
+    let mut want = skip + page_size;
+    if let Some(l) = p.limit {
+        let remaining = (p.offset + l).saturating_sub(consumed.max(p.offset)) as usize;
+        want = want.min(skip + remaining);
+    }
+    let desc = p.order_directions();
+    let last = Arc::new(last);
+    let parts = per_partition(&c, &ranges);
+    let (c2, p2, desc2, last2) = (
+        Arc::clone(&c),
+        Arc::clone(&p),
+        desc.clone(),
+        Arc::clone(&last),
+    );
+    let results = parallel(
+        parts,
+        Arc::new(
+            move |range: EpkRange| -> Result<(Vec<Ranked>, u64, u64, u64), ExecError> {
+                let cx = Ctx::new(now_millis());
+                let mut best: Vec<Ranked> = Vec::new();
+                let (mut scanned, mut bytes, mut candidates) = (0u64, 0u64, 0u64);
+                scan(&c2, &range, None, |key, json| {
+                    scanned += 1;
+                    bytes += json.len() as u64;
+                    let doc = parse_doc(json)?;
+                    let mut ord = 0u64;
+                    p2.eval_doc(&doc, &cx, &mut |row| {
+                        ord += 1;
+                        let r = Ranked {
+                            keys: row.keys,
+                            doc: key.to_vec(),
+                            ord,
+                            value: match row.value {
+                                Some(v) => to_bytes(&v),
+                                None => json.clone(),
+                            },
+                        };
+                        if let Some(l) = last2.as_ref() {
+                            if cmp_ranked(&r, l, &desc2) != Ordering::Greater {
+                                return Ok(Flow::Continue);
+                            }
+                        }
+                        candidates += 1;
+                        best.push(r);
+                        if best.len() >= 2 * want.max(64) {
+                            best.sort_by(|a, b| cmp_ranked(a, b, &desc2));
+                            best.truncate(want);
+                        }
+                        Ok(Flow::Continue)
+                    })?;
+                    Ok(Flow::Continue)
+                })?;
+                best.sort_by(|a, b| cmp_ranked(a, b, &desc2));
+                best.truncate(want);
+                Ok((best, scanned, bytes, candidates))
+            },
+        ),
+    )
+    .await?;
+    let mut all = Vec::new();
+    let (mut scanned, mut scanned_bytes, mut candidates) = (0, 0, 0);
+    for (rows, s, b, n) in results {
+        all.extend(rows);
+        scanned += s;
+        scanned_bytes += b;
+        candidates += n;
+    }
+    all.sort_by(|a, b| cmp_ranked(a, b, &desc));
+    all.truncate(want);
+    let taken = all.len() as u64;
+    let new_consumed = consumed + taken;
+    let limit_reached = p.limit.is_some_and(|l| new_consumed >= p.offset + l);
+    let more = candidates > taken && !limit_reached;
+    let continuation = match all.last() {
+        Some(r) if more => Some(Continuation {
+            fp: p.fingerprint.clone(),
+            consumed: new_consumed,
+            pos: Position::Ordered {
+                keys: r.keys.iter().map(KeyValue::from_opt).collect(),
+                after: suffix_hex(&r.doc),
+                ord: r.ord,
+            },
+        }),
+        _ => None,
+    };
+    let docs = all.into_iter().skip(skip).map(|r| r.value).collect();
+    Ok(Page {
+        docs,
+        continuation,
+        scanned,
+        scanned_bytes,
+    })
+}
+
+/// Aggregates: partial aggregates per partition in parallel, combined; DISTINCT and
+/// everything else needing complete results: collected and finished whole. Pages index into
+/// the complete result.
+async fn run_complete(
+    c: Arc<Container>,
+    p: Arc<PreparedQuery>,
+    ranges: Vec<EpkRange>,
+    page_size: usize,
+    token: Option<Continuation>,
+) -> Result<Page, ExecError> {
+    let start =
+        match token {
+            Some(Continuation {
+                pos: Position::Index { next },
+                ..
+            }) => next as usize,
+            Some(_) => return Err(ExecError::BadToken(String::from(
+                "The continuation token does not match this query; run it again without the token.",
+            ))),
+            None => 0,
+        };
+    let cx = Ctx::new(now_millis());
+    let parts = per_partition(&c, &ranges);
+    let (mut scanned, mut scanned_bytes) = (0u64, 0u64);
+    let rows: Vec<Value> = match p.mode {
+        Mode::NoFrom => p.run_constant(&cx)?,
+        Mode::Aggregate => {
+            let (c2, p2) = (Arc::clone(&c), Arc::clone(&p));
+            let results = parallel(
+                parts,
+                Arc::new(
+                    move |range: EpkRange| -> Result<(Groups, u64, u64), ExecError> {
+                        let cx = Ctx::new(now_millis());
+                        let mut g = Groups::default();
+                        let (mut n, mut b) = (0u64, 0u64);
+                        scan(&c2, &range, None, |_, json| {
+                            n += 1;
+                            b += json.len() as u64;
+                            p2.accumulate_doc(&parse_doc(json)?, &cx, &mut g)?;
+                            Ok(Flow::Continue)
+                        })?;
+                        Ok((g, n, b))
+                    },
+                ),
+            )
+            .await?;
+            let mut all = Groups::default();
+            for (g, n, b) in results {
+                all.merge(g);
+                scanned += n;
+                scanned_bytes += b;
+            }
+            p.finish_groups(all, &cx)?
+        }
+        _ => {
+            let (c2, p2) = (Arc::clone(&c), Arc::clone(&p));
+            let results = parallel(
+                parts,
+                Arc::new(
+                    move |range: EpkRange| -> Result<(Vec<Ranked>, u64, u64), ExecError> {
+                        let cx = Ctx::new(now_millis());
+                        let mut out = Vec::new();
+                        let (mut n, mut b) = (0u64, 0u64);
+                        scan(&c2, &range, None, |key, json| {
+                            n += 1;
+                            b += json.len() as u64;
+                            let doc = parse_doc(json)?;
+                            let mut ord = 0;
+                            p2.eval_doc(&doc, &cx, &mut |row| {
+                                ord += 1;
+                                out.push(Ranked {
+                                    keys: row.keys,
+                                    doc: key.to_vec(),
+                                    ord,
+                                    value: match row.value {
+                                        Some(v) => to_bytes(&v),
+                                        None => json.clone(),
+                                    },
+                                });
+                                Ok(Flow::Continue)
+                            })?;
+                            Ok(Flow::Continue)
+                        })?;
+                        Ok((out, n, b))
+                    },
+                ),
+            )
+            .await?;
+            let mut all = Vec::new();
+            for (r, n, b) in results {
+                all.extend(r);
+                scanned += n;
+                scanned_bytes += b;
+            }
+            let desc = p.order_directions();
+            all.sort_by(|a, b| cmp_ranked(a, b, &desc));
+            let values: Result<Vec<Value>, ExecError> = all
+                .into_iter()
+                .map(|r| {
+                    serde_json::from_slice(&r.value).map_err(|e| ExecError::Corrupt(e.to_string()))
+                })
+                .collect();
+            p.finish_rows(values?)
+        }
+    };
+    let end = (start + page_size).min(rows.len());
+    let docs: Vec<Bytes> = rows
+        .get(start.min(rows.len())..end)
+        .unwrap_or(&[])
+        .iter()
+        .map(to_bytes)
+        .collect();
+    let continuation = (end < rows.len()).then(|| Continuation {
+        fp: p.fingerprint.clone(),
+        consumed: end as u64,
+        pos: Position::Index { next: end as u64 },
+    });
+    Ok(Page {
+        docs,
+        continuation,
+        scanned,
+        scanned_bytes,
+    })
+}
