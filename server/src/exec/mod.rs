@@ -285,6 +285,39 @@ fn cmp_ranked(a: &Ranked, b: &Ranked, desc: &[bool]) -> Ordering {
 }
 
 /// Runs `work` for every partition range in parallel (bounded by the machine's cores).
+/// Evaluates every document of `range` and hands each row to `f` with its sort keys and
+/// position (document key, row ordinal). Returns the documents and bytes scanned.
+fn scan_rows(
+    c: &Container,
+    p: &PreparedQuery,
+    range: &EpkRange,
+    mut f: impl FnMut(Ranked),
+) -> Result<(u64, u64), ExecError> {
+    let cx = Ctx::new(now_millis());
+    let (mut scanned, mut bytes) = (0u64, 0u64);
+    scan(c, range, None, |key, json| {
+        scanned += 1;
+        bytes += json.len() as u64;
+        let doc = parse_doc(json)?;
+        let mut ord = 0u64;
+        p.eval_doc(&doc, &cx, &mut |row| {
+            ord += 1;
+            f(Ranked {
+                keys: row.keys,
+                doc: key.to_vec(),
+                ord,
+                value: match row.value {
+                    Some(v) => to_bytes(&v),
+                    None => json.clone(),
+                },
+            });
+            Ok(Flow::Continue)
+        })?;
+        Ok(Flow::Continue)
+    })?;
+    Ok((scanned, bytes))
+}
+
 async fn parallel<T: Send + 'static>(
     ranges: Vec<EpkRange>,
     work: Arc<dyn Fn(EpkRange) -> Result<T, ExecError> + Send + Sync>,
@@ -356,39 +389,20 @@ async fn run_ordered(
         parts,
         Arc::new(
             move |range: EpkRange| -> Result<(Vec<Ranked>, u64, u64, u64), ExecError> {
-                let cx = Ctx::new(now_millis());
                 let mut best: Vec<Ranked> = Vec::new();
-                let (mut scanned, mut bytes, mut candidates) = (0u64, 0u64, 0u64);
-                scan(&c2, &range, None, |key, json| {
-                    scanned += 1;
-                    bytes += json.len() as u64;
-                    let doc = parse_doc(json)?;
-                    let mut ord = 0u64;
-                    p2.eval_doc(&doc, &cx, &mut |row| {
-                        ord += 1;
-                        let r = Ranked {
-                            keys: row.keys,
-                            doc: key.to_vec(),
-                            ord,
-                            value: match row.value {
-                                Some(v) => to_bytes(&v),
-                                None => json.clone(),
-                            },
-                        };
-                        if let Some(l) = last2.as_ref() {
-                            if cmp_ranked(&r, l, &desc2) != Ordering::Greater {
-                                return Ok(Flow::Continue);
-                            }
+                let mut candidates = 0u64;
+                let (scanned, bytes) = scan_rows(&c2, &p2, &range, |r| {
+                    if let Some(l) = last2.as_ref() {
+                        if cmp_ranked(&r, l, &desc2) != Ordering::Greater {
+                            return;
                         }
-                        candidates += 1;
-                        best.push(r);
-                        if best.len() >= 2 * want.max(64) {
-                            best.sort_by(|a, b| cmp_ranked(a, b, &desc2));
-                            best.truncate(want);
-                        }
-                        Ok(Flow::Continue)
-                    })?;
-                    Ok(Flow::Continue)
+                    }
+                    candidates += 1;
+                    best.push(r);
+                    if best.len() >= 2 * want.max(64) {
+                        best.sort_by(|a, b| cmp_ranked(a, b, &desc2));
+                        best.truncate(want);
+                    }
                 })?;
                 best.sort_by(|a, b| cmp_ranked(a, b, &desc2));
                 best.truncate(want);
@@ -492,29 +506,8 @@ async fn run_complete(
                 parts,
                 Arc::new(
                     move |range: EpkRange| -> Result<(Vec<Ranked>, u64, u64), ExecError> {
-                        let cx = Ctx::new(now_millis());
                         let mut out = Vec::new();
-                        let (mut n, mut b) = (0u64, 0u64);
-                        scan(&c2, &range, None, |key, json| {
-                            n += 1;
-                            b += json.len() as u64;
-                            let doc = parse_doc(json)?;
-                            let mut ord = 0;
-                            p2.eval_doc(&doc, &cx, &mut |row| {
-                                ord += 1;
-                                out.push(Ranked {
-                                    keys: row.keys,
-                                    doc: key.to_vec(),
-                                    ord,
-                                    value: match row.value {
-                                        Some(v) => to_bytes(&v),
-                                        None => json.clone(),
-                                    },
-                                });
-                                Ok(Flow::Continue)
-                            })?;
-                            Ok(Flow::Continue)
-                        })?;
+                        let (n, b) = scan_rows(&c2, &p2, &range, |r| out.push(r))?;
                         Ok((out, n, b))
                     },
                 ),
