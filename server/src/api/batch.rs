@@ -246,11 +246,7 @@ pub async fn batch(app: &App, req: &Req, db: &str, coll: &str) -> Result<Reply, 
         });
         match run {
             Ok((outcomes, seq)) => {
-                app.store
-                    .engine()
-                    .durable(seq)
-                    .await
-                    .map_err(StoreError::from)?;
+                c.durable(seq).await?;
                 app.after_write(&c);
                 (
                     outcomes
@@ -280,11 +276,7 @@ pub async fn batch(app: &App, req: &Req, db: &str, coll: &str) -> Result<Reply, 
                 }
             }
         }
-        app.store
-            .engine()
-            .durable(last_seq)
-            .await
-            .map_err(StoreError::from)?;
+        c.durable(last_seq).await?;
         app.after_write(&c);
         (
             out,

@@ -6,8 +6,7 @@ use super::request::Req;
 use super::response::{feed_body, Reply};
 use super::scope::{ranges_touched, request_scope};
 use super::App;
-use crate::store::container::Container;
-use crate::store::keys;
+use crate::store::container::{Container, DocPos};
 use crate::throughput::charge;
 use axum::http::StatusCode;
 use strata_query::pk::EpkRange;
@@ -20,26 +19,22 @@ fn feed_scope(c: &Container) -> String {
     format!("{}:feed", c.rid)
 }
 
-fn encode_token(app: &App, c: &Container, last_key: &[u8]) -> String {
-    let body = serde_json::json!({"after": strata_query::pk::epk::encode_hex(&last_key[4..])});
+fn encode_token(app: &App, c: &Container, last: &DocPos) -> String {
+    let body = serde_json::json!({"after": last.to_hex()});
     app.token_key.seal(&feed_scope(c), &body)
 }
 
-fn decode_token(app: &App, c: &Container, token: &str) -> Result<Vec<u8>, ApiError> {
+fn decode_token(app: &App, c: &Container, token: &str) -> Result<DocPos, ApiError> {
     let bad = |why: &str| {
         ApiError::bad_request(format!(
             "The continuation token is invalid ({why}); start the feed again without it."
         ))
     };
     let v = app.token_key.open(&feed_scope(c), token).map_err(bad)?;
-    let bad = || bad("malformed");
-    let cid = c.cid;
-    let hex = v.get("after").and_then(|h| h.as_str()).ok_or_else(bad)?;
-    let suffix = strata_query::pk::epk::decode_hex(hex).ok_or_else(bad)?;
-    keys::split_item_suffix(&suffix).ok_or_else(bad)?;
-    let mut key = keys::container_prefix(cid);
-    key.extend_from_slice(&suffix);
-    Ok(key)
+    v.get("after")
+        .and_then(|h| h.as_str())
+        .and_then(|h| c.doc_pos(h))
+        .ok_or_else(|| bad("malformed"))
 }
 
 pub fn read_feed(app: &App, req: &Req, db: &str, coll: &str) -> Result<Reply, ApiError> {
@@ -55,14 +50,7 @@ pub fn read_feed(app: &App, req: &Req, db: &str, coll: &str) -> Result<Reply, Ap
     let mut last = None;
     let mut more = false;
     if !range.is_empty() {
-        let mut rows = c.scan_items(&range, after.as_deref(), page + 1)?;
-        if let Some(exact) = &scope.exact_epk {
-            rows.retain(|(k, _)| {
-                keys::parse_item_key(k)
-                    .map(|(_, e, _)| e == exact)
-                    .unwrap_or(false)
-            });
-        }
+        let mut rows = c.scan_docs(&range, scope.exact_epk.as_deref(), after.as_ref(), page + 1)?;
         more = rows.len() > page;
         rows.truncate(page);
         last = rows.last().map(|(k, _)| k.clone());

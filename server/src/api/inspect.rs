@@ -6,16 +6,15 @@ use super::error::ApiError;
 use super::response::Reply;
 use super::App;
 use crate::store::container::read;
-use crate::store::{keys, split};
+use crate::store::split;
 use axum::http::StatusCode;
 use serde_json::{json, Value};
 
 /// The key values of a logical partition, read from any of its items.
 fn key_of(c: &crate::store::container::Container, epk: &str) -> Value {
-    c.scan_items(&strata_query::pk::EpkRange::point(epk), None, 1)
+    c.scan_docs(&strata_query::pk::EpkRange::point(epk), Some(epk), None, 1)
         .ok()
         .and_then(|v| v.into_iter().next())
-        .filter(|(k, _)| keys::parse_item_key(k).is_some_and(|(_, e, _)| e == epk))
         .and_then(|(_, it)| serde_json::from_slice::<Value>(&it.json).ok())
         .map(|d| Value::Array(c.pk.extract(&d).0.iter().map(|x| x.to_json()).collect()))
         .unwrap_or(Value::Null)

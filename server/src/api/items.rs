@@ -13,7 +13,6 @@ use super::App;
 use crate::store::catalog;
 use crate::store::container::{Container, Txn};
 use crate::store::item::StoredItem;
-use crate::store::StoreError;
 use crate::throughput::charge;
 use axum::http::StatusCode;
 use serde_json::{Map, Value};
@@ -396,11 +395,7 @@ async fn write_one(
             return Err(e);
         }
     };
-    app.store
-        .engine()
-        .durable(seq)
-        .await
-        .map_err(StoreError::from)?;
+    c.durable(seq).await?;
     app.after_write(c);
     let r = reply(c, req, &outcome, range_id);
     app.record(c, &[range_id], Some(&epk), r.charge - estimate);
@@ -516,31 +511,11 @@ pub async fn delete_partition(
     let started = std::time::Instant::now();
     let mut deleted = 0u64;
     loop {
-        let mut batch = c.scan_items(&range, None, 500)?;
-        if let Some(e) = &exact {
-            batch.retain(|(k, _)| {
-                crate::store::keys::parse_item_key(k).is_some_and(|(_, x, _)| x == e)
-            });
-        }
-        if batch.is_empty() {
+        let (n, seq) = c.delete_docs(&range, exact.as_deref(), 500)?;
+        if n == 0 {
             break;
         }
-        let n = batch.len() as u64;
-        let (_, seq) = c.write(|t| {
-            for (k, _) in &batch {
-                if let Some((_, epk, id)) = crate::store::keys::parse_item_key(k) {
-                    if let Some(item) = t.get_raw(epk, id)? {
-                        t.delete(epk, id, &item)?;
-                    }
-                }
-            }
-            Ok::<_, StoreError>(())
-        })?;
-        app.store
-            .engine()
-            .durable(seq)
-            .await
-            .map_err(StoreError::from)?;
+        c.durable(seq).await?;
         deleted += n;
         if deleted.is_multiple_of(10_000) {
             tracing::info!(container = %c.id, partition_key = %pk, deleted, "deleting partition key");

@@ -114,6 +114,25 @@ impl RangeState {
     }
 }
 
+/// Where a document sits in a container's key order (EPK, then id).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DocPos(Vec<u8>);
+
+impl DocPos {
+    pub fn epk(&self) -> &str {
+        keys::parse_item_key(&self.0).map_or("", |(_, e, _)| e)
+    }
+
+    pub fn id(&self) -> &str {
+        keys::parse_item_key(&self.0).map_or("", |(_, _, i)| i)
+    }
+
+    /// The position as hex, for continuation tokens (the container prefix left out).
+    pub fn to_hex(&self) -> String {
+        strata_query::pk::epk::encode_hex(self.0.get(4..).unwrap_or(&[]))
+    }
+}
+
 /// The container's physical partitions, sorted by `min`, covering `["", "FF")` without gaps.
 #[derive(Debug)]
 pub struct PartitionMap {
@@ -384,6 +403,63 @@ impl Container {
                 return Ok(out);
             }
         }
+    }
+
+    /// Up to `limit` live documents with EPK in `range` (only those of EPK `exact`, when
+    /// given), in key order, after position `after`. Positions are opaque to callers; they
+    /// travel in continuation tokens as [`DocPos::to_hex`].
+    pub fn scan_docs(
+        &self,
+        range: &EpkRange,
+        exact: Option<&str>,
+        after: Option<&DocPos>,
+        limit: usize,
+    ) -> Result<Vec<(DocPos, StoredItem)>, StoreError> {
+        let mut rows = self.scan_items(range, after.map(|p| &p.0[..]), limit)?;
+        if let Some(e) = exact {
+            rows.retain(|(k, _)| keys::parse_item_key(k).is_some_and(|(_, x, _)| x == e));
+        }
+        Ok(rows.into_iter().map(|(k, it)| (DocPos(k), it)).collect())
+    }
+
+    /// The position a token's hex (from [`DocPos::to_hex`]) names in this container, if it
+    /// names one.
+    pub fn doc_pos(&self, hex: &str) -> Option<DocPos> {
+        let suffix = strata_query::pk::epk::decode_hex(hex)?;
+        keys::split_item_suffix(&suffix)?;
+        let mut key = keys::container_prefix(self.cid);
+        key.extend_from_slice(&suffix);
+        Some(DocPos(key))
+    }
+
+    /// Deletes up to `limit` documents of the logical partition(s) in `range` (only EPK
+    /// `exact`, when given) in one transaction. Returns how many, and the sequence to await
+    /// with [`Container::durable`].
+    pub fn delete_docs(
+        &self,
+        range: &EpkRange,
+        exact: Option<&str>,
+        limit: usize,
+    ) -> Result<(u64, u64), StoreError> {
+        let batch = self.scan_docs(range, exact, None, limit)?;
+        if batch.is_empty() {
+            return Ok((0, 0));
+        }
+        let (_, seq) = self.write(|t| {
+            for (pos, _) in &batch {
+                let (epk, id) = (pos.epk(), pos.id());
+                if let Some(item) = t.get_raw(epk, id)? {
+                    t.delete(epk, id, &item)?;
+                }
+            }
+            Ok::<_, StoreError>(())
+        })?;
+        Ok((batch.len() as u64, seq))
+    }
+
+    /// Waits until the write with engine sequence `seq` is durable (a no-op in memory).
+    pub async fn durable(&self, seq: u64) -> Result<(), StoreError> {
+        Ok(self.engine.durable(seq).await?)
     }
 
     /// Runs `f` as one atomic write: everything it stages commits together, or nothing does if
