@@ -12,13 +12,9 @@ use super::request::Req;
 use super::response::{feed_body, Reply};
 use super::scope::{ranges_touched, request_scope};
 use super::App;
-use crate::store::engine::Space;
-use crate::store::item::StoredItem;
-use crate::store::{catalog, keys};
 use crate::throughput::charge;
 use axum::http::StatusCode;
 use bytes::Bytes;
-use std::ops::Bound;
 use std::time::UNIX_EPOCH;
 use strata_query::pk::EpkRange;
 
@@ -85,64 +81,17 @@ pub fn read(app: &App, req: &Req, db: &str, coll: &str) -> Result<Reply, ApiErro
     let start = start(req, upto)?;
     let page = req.max_item_count()?.unwrap_or(DEFAULT_PAGE);
     let range = scope.range.clone().unwrap_or_else(|| EpkRange::new("", ""));
-    let default_ttl = c.default_ttl();
-    let now = catalog::now_secs();
     let (after, since) = match start {
         Start::After(l) => (l, None),
         Start::Since(t) => (0, Some(t)),
     };
-    let mut docs = Vec::new();
-    let mut last = after;
-    let mut exhausted = true;
-    if !range.is_empty() && after < upto {
-        let lower = keys::feed_key(c.cid, after);
-        let upper = keys::feed_key(c.cid, upto);
-        let mut cursor = lower;
-        'scan: loop {
-            let chunk = c.engine.scan(
-                Space::Feed,
-                Bound::Excluded(&cursor[..]),
-                Bound::Included(&upper[..]),
-                1024,
-                false,
-            )?;
-            if chunk.is_empty() {
-                break;
-            }
-            for (k, suffix) in &chunk {
-                let Some((_, lsn)) = keys::parse_feed_key(k) else {
-                    continue;
-                };
-                let Some((epk, _)) = keys::split_item_suffix(suffix) else {
-                    continue;
-                };
-                if !range.contains(epk) || scope.exact_epk.as_deref().is_some_and(|e| e != epk) {
-                    continue;
-                }
-                let mut key = keys::container_prefix(c.cid);
-                key.extend_from_slice(suffix);
-                let Some(raw) = c.engine.get(Space::Items, &key)? else {
-                    continue;
-                };
-                let Some(item) = StoredItem::decode(raw) else {
-                    continue;
-                };
-                if item.lsn != lsn || item.is_expired(default_ttl, now) {
-                    continue;
-                }
-                if since.is_some_and(|s| item.ts < s) {
-                    continue;
-                }
-                docs.push(with_lsn(&item.json, lsn));
-                last = lsn;
-                if docs.len() >= page {
-                    exhausted = false;
-                    break 'scan;
-                }
-            }
-            cursor = chunk.last().map(|(k, _)| k.clone()).unwrap_or_default();
-        }
-    }
+    let changes = c.changes(&range, scope.exact_epk.as_deref(), after, upto, since, page)?;
+    let docs: Vec<Bytes> = changes
+        .items
+        .iter()
+        .map(|(lsn, item)| with_lsn(&item.json, *lsn))
+        .collect();
+    let (last, exhausted) = (changes.last.unwrap_or(after), changes.exhausted);
     // A full page continues after its last item; otherwise the feed is read up to `upto`.
     let position = if exhausted { upto.max(after) } else { last };
     let etag = format!("\"{position}\"");

@@ -5,6 +5,7 @@
 //! [`Container::write`] and are serialized per container only.
 
 pub mod catalog;
+pub mod changes;
 pub mod container;
 pub mod engine;
 pub mod item;
