@@ -6,7 +6,7 @@ use super::request::{validate_id, Req};
 use super::response::Reply;
 use super::App;
 use crate::store::catalog;
-use crate::store::container::{read as rd, Container};
+use crate::store::container::Container;
 use axum::http::StatusCode;
 use serde_json::{json, Map, Value};
 use strata_query::pk::PartitionKeyDefinition;
@@ -27,7 +27,7 @@ const SYSTEM: &[&str] = &[
 ];
 
 pub fn to_json(c: &Container) -> Value {
-    let meta = rd(&c.meta);
+    let meta = c.meta();
     let mut m = Map::new();
     m.insert("id".into(), Value::String(c.id.clone()));
     for (k, v) in &meta.props {
@@ -57,7 +57,7 @@ pub fn to_json(c: &Container) -> Value {
 }
 
 fn etag_of(c: &Container) -> String {
-    catalog::etag(0, rd(&c.meta).etag_seq)
+    catalog::etag(0, c.meta().etag_seq)
 }
 
 /// The user-settable properties of a container body, validated.
@@ -110,14 +110,14 @@ pub fn read(app: &App, req: &Req, db: &str, coll: &str) -> Result<Reply, ApiErro
     let c = app.store.container(db, coll)?;
     let mut body = to_json(&c);
     let (bytes, count) = {
-        let map = rd(&c.map);
+        let map = c.partitions();
         // Per-range statistics, as the service returns them when asked.
         if req.flag("x-ms-documentdb-populatepartitionstatistics") {
             let stats = map
                 .ranges
                 .iter()
                 .map(|r| {
-                    json!({"id": r.rec.id.to_string(), "sizeInKB": r.bytes.div_ceil(1024),
+                    json!({"id": r.id.to_string(), "sizeInKB": r.bytes.div_ceil(1024),
                            "documentCount": r.count, "partitionKeys": []})
                 })
                 .collect();

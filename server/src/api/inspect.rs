@@ -5,7 +5,6 @@
 use super::error::ApiError;
 use super::response::Reply;
 use super::App;
-use crate::store::container::read;
 use crate::store::split;
 use axum::http::StatusCode;
 use serde_json::{json, Value};
@@ -25,7 +24,8 @@ const TOP_LOGICAL: usize = 5;
 
 pub fn partitions(app: &App, db: &str, coll: &str) -> Result<Reply, ApiError> {
     let c = app.store.container(db, coll)?;
-    let ranges: Vec<_> = read(&c.map).ranges.iter().map(|r| r.snapshot()).collect();
+    let view = c.partitions();
+    let ranges = view.ranges;
     let rate = app.partition_rate(&c);
     let mut out = Vec::new();
     for r in ranges {
@@ -68,7 +68,7 @@ pub fn partitions(app: &App, db: &str, coll: &str) -> Result<Reply, ApiError> {
         "partitionKey": c.pk.to_json(),
         "splitThresholdBytes": c.limits.partition_split_bytes,
         "logicalPartitionLimitBytes": c.limits.logical_partition_limit_bytes,
-        "generation": read(&c.map).generation,
+        "generation": view.generation,
         "partitions": out,
     });
     Ok(Reply::json(StatusCode::OK, &body))

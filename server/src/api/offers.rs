@@ -6,7 +6,6 @@ use super::request::Req;
 use super::response::Reply;
 use super::App;
 use crate::store::catalog::{self, Throughput, ThroughputRequest};
-use crate::store::container::read;
 use axum::http::StatusCode;
 use serde_json::{json, Value};
 
@@ -159,10 +158,8 @@ fn all(app: &App) -> Vec<(Value, Owner)> {
         }
     }
     for c in app.store.all_containers() {
-        let t = read(&c.meta).throughput.clone();
-        if let Some(t) = t {
-            let pending =
-                c.needs_split() && read(&c.map).ranges.len() < c.partitions_for_throughput();
+        if let Some(t) = c.throughput() {
+            let pending = c.throughput_split_pending();
             out.push((
                 offer_json(
                     &t,

@@ -11,13 +11,12 @@ use super::request::Req;
 use super::response::Reply;
 use super::App;
 use crate::store::catalog;
-use crate::store::container::read;
 use axum::http::StatusCode;
 use serde_json::json;
 
 pub fn read_ranges(app: &App, req: &Req, db: &str, coll: &str) -> Result<Reply, ApiError> {
     let c = container(app, req, db, coll)?;
-    let map = read(&c.map);
+    let map = c.partitions();
     let etag = format!("\"{}\"", map.generation);
     if let Some(inm) = req.if_none_match() {
         if inm.trim_matches('"') == etag.trim_matches('"') {
@@ -27,23 +26,23 @@ pub fn read_ranges(app: &App, req: &Req, db: &str, coll: &str) -> Result<Reply, 
         }
     }
     let n = map.ranges.len().max(1) as f64;
-    let ts = read(&c.meta).ts;
+    let ts = c.meta().ts;
     let ranges: Vec<_> = map
         .ranges
         .iter()
         .map(|r| {
-            let rid = catalog::pkrange_rid(c.db_seq, c.cid, r.rec.id);
+            let rid = catalog::pkrange_rid(c.db_seq, c.cid, r.id);
             json!({
                 "_rid": rid,
-                "id": r.rec.id.to_string(),
-                "_etag": catalog::etag(c.cid, r.rec.id as u64 + (map.generation << 32)),
-                "minInclusive": r.rec.min,
-                "maxExclusive": r.rec.max,
-                "ridPrefix": r.rec.id,
+                "id": r.id.to_string(),
+                "_etag": catalog::etag(c.cid, r.id as u64 + (map.generation << 32)),
+                "minInclusive": r.range.min,
+                "maxExclusive": r.range.max,
+                "ridPrefix": r.id,
                 "_self": format!("dbs/{}/colls/{}/pkranges/{rid}/", c.db_rid, c.rid),
                 "throughputFraction": 1.0 / n,
                 "status": "online",
-                "parents": r.rec.parents,
+                "parents": r.parents,
                 "ownedArchivalPKRangeIds": [],
                 "_ts": ts,
                 "lsn": r.lsn,

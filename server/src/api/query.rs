@@ -15,7 +15,7 @@ use super::response::Reply;
 use super::scope::request_scope;
 use super::App;
 use crate::exec::{self, now_millis, to_bytes};
-use crate::store::container::{read, Container};
+use crate::store::container::Container;
 use crate::throughput::charge;
 use axum::http::StatusCode;
 use bytes::Bytes;
@@ -52,12 +52,13 @@ fn query_body(req: &Req) -> Result<(String, Vec<(String, Value)>), ApiError> {
 /// partition map.
 fn target(c: &Container, req: &Req, p: &PreparedQuery) -> Result<QueryPlan, ApiError> {
     let scope = request_scope(c, req)?;
-    let partitions: Vec<Partition> = read(&c.map)
+    let partitions: Vec<Partition> = c
+        .partitions()
         .ranges
-        .iter()
+        .into_iter()
         .map(|r| Partition {
-            id: r.rec.id,
-            range: r.epk_range(),
+            id: r.id,
+            range: r.range,
         })
         .collect();
     let request = RequestScope {
@@ -191,14 +192,7 @@ pub async fn query_items(app: &App, req: &Req, db: &str, coll: &str) -> Result<R
         token,
     )
     .await?;
-    {
-        let map = read(&c.map);
-        for id in &range_ids {
-            if let Some(r) = map.by_id(*id) {
-                r.queries.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            }
-        }
-    }
+    c.count_queries(&range_ids);
     let out_bytes: usize = page.docs.iter().map(|d| d.len()).sum();
     let elapsed = started.elapsed().as_secs_f64() * 1000.0;
     let ids = range_ids

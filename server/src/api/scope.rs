@@ -9,7 +9,7 @@
 
 use super::error::ApiError;
 use super::request::Req;
-use crate::store::container::{read, Container};
+use crate::store::container::Container;
 use strata_query::pk::epk::{effective_partition_key, epk_range};
 use strata_query::pk::{EpkRange, PartitionKey, PkComponent};
 
@@ -99,13 +99,7 @@ pub fn request_scope(c: &Container, req: &Req) -> Result<Scope, ApiError> {
 
 /// The EPK range of a live physical partition; 410/1002 for one that split (or never was).
 pub fn range_by_id(c: &Container, id: &str) -> Result<EpkRange, ApiError> {
-    let map = read(&c.map);
-    let found = id
-        .trim()
-        .parse::<u32>()
-        .ok()
-        .and_then(|n| map.by_id(n))
-        .map(|r| r.epk_range());
+    let found = id.trim().parse::<u32>().ok().and_then(|n| c.range_of_id(n));
     found.ok_or_else(|| {
         ApiError::gone(format!(
             "The partition key range '{id}' is gone (it was split or never existed); re-read /pkranges and retry."
@@ -115,9 +109,5 @@ pub fn range_by_id(c: &Container, id: &str) -> Result<EpkRange, ApiError> {
 
 /// Ids of the physical partitions overlapping `range`, in EPK order.
 pub fn ranges_touched(c: &Container, range: &EpkRange) -> Vec<u32> {
-    read(&c.map)
-        .overlapping(range)
-        .iter()
-        .map(|r| r.rec.id)
-        .collect()
+    c.ranges_overlapping(range)
 }

@@ -114,6 +114,13 @@ impl RangeState {
     }
 }
 
+/// The physical partitions of a container at one moment.
+#[derive(Debug, Clone)]
+pub struct PartitionsView {
+    pub generation: u64,
+    pub ranges: Vec<RangeSnapshot>,
+}
+
 /// Where a document sits in a container's key order (EPK, then id).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DocPos(Vec<u8>);
@@ -534,6 +541,55 @@ impl Container {
     }
 
     /// Persists the catalog record (properties and current partition map).
+    /// The container's properties as last written (id, user properties, ts, etag, throughput).
+    pub fn meta(&self) -> ContainerRecord {
+        read(&self.meta).clone()
+    }
+
+    /// The provisioned throughput of the container itself, if any.
+    pub fn throughput(&self) -> Option<super::catalog::Throughput> {
+        read(&self.meta).throughput.clone()
+    }
+
+    /// Whether splits the provisioned throughput calls for are still to be made.
+    pub fn throughput_split_pending(&self) -> bool {
+        self.needs_split() && read(&self.map).ranges.len() < self.partitions_for_throughput()
+    }
+
+    /// A consistent view of the physical partitions, in EPK order, with the map's generation
+    /// (which changes with every split).
+    pub fn partitions(&self) -> PartitionsView {
+        let map = read(&self.map);
+        PartitionsView {
+            generation: map.generation,
+            ranges: map.ranges.iter().map(RangeState::snapshot).collect(),
+        }
+    }
+
+    /// The EPK range of a live physical partition; `None` once it split (or if it never was).
+    pub fn range_of_id(&self, id: u32) -> Option<EpkRange> {
+        read(&self.map).by_id(id).map(RangeState::epk_range)
+    }
+
+    /// Ids of the physical partitions overlapping `range`, in EPK order.
+    pub fn ranges_overlapping(&self, range: &EpkRange) -> Vec<u32> {
+        read(&self.map)
+            .overlapping(range)
+            .iter()
+            .map(|r| r.rec.id)
+            .collect()
+    }
+
+    /// Counts one query on each of these physical partitions (for the partitions view).
+    pub fn count_queries(&self, ids: &[u32]) {
+        let map = read(&self.map);
+        for id in ids {
+            if let Some(r) = map.by_id(*id) {
+                r.queries.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
     pub fn record(&self) -> ContainerRecord {
         let mut rec = read(&self.meta).clone();
         let map = read(&self.map);
