@@ -749,3 +749,71 @@ fn base64_url(s: &str) -> String {
     }
     out
 }
+
+/// Every way out of a write settles its admitted charge the same way: a write the store
+/// refuses costs 1 RU, whether it came alone or in a batch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_writes_cost_one_request_unit() {
+    let s = TestServer::start_with(strata_tests::Options {
+        limits: Some(strata_server::store::container::Limits {
+            logical_partition_limit_bytes: 4096,
+            ..Default::default()
+        }),
+        ..Default::default()
+    })
+    .await;
+    s.setup(
+        "QA",
+        "C1",
+        json!({"paths": ["/pk"], "kind": "Hash", "version": 2}),
+    )
+    .await;
+    let pk = [("x-ms-documentdb-partitionkey", "[\"p\"]")];
+    let big = "x".repeat(3000);
+    let r = s
+        .post(
+            "/dbs/QA/colls/C1/docs",
+            &pk,
+            json!({"id": "a", "pk": "p", "s": big}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{r:?}");
+    let total = || async {
+        let v = s.get("/_strata/containers/QA/C1/partitions", &[]).await;
+        v.json["partitions"][0]["requestUnits"]["consumedTotal"]
+            .as_f64()
+            .unwrap()
+    };
+    let before = total().await;
+    // The logical partition is full: the store refuses both writes.
+    let r = s
+        .post(
+            "/dbs/QA/colls/C1/docs",
+            &pk,
+            json!({"id": "b", "pk": "p", "s": big}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN, "{r:?}");
+    let batch: Vec<Value> = (0..10)
+        .map(|i| json!({"operationType": "Create", "id": format!("c{i}"), "resourceBody": {"id": format!("c{i}"), "pk": "p", "s": big}}))
+        .collect();
+    let r = s
+        .post(
+            "/dbs/QA/colls/C1/docs",
+            &[
+                pk[0],
+                ("x-ms-cosmos-is-batch-request", "true"),
+                ("x-ms-cosmos-batch-atomic", "true"),
+            ],
+            Value::Array(batch),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::MULTI_STATUS, "{r:?}");
+    assert_eq!(r.json[0]["statusCode"], json!(403), "{r:?}");
+    let spent = total().await - before;
+    assert!(
+        (spent - 2.0).abs() < 1e-6,
+        "two refused writes cost {spent} RU, not 2"
+    );
+    s.stop().await;
+}

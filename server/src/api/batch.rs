@@ -5,6 +5,7 @@
 //! operation fails, nothing is applied and the response is 207 Multi-Status with the failing
 //! operation's real status and 424 (Failed Dependency) for every other one.
 
+use super::commit::{persist, Admission};
 use super::error::{substatus, ApiError};
 use super::items::{apply, check_doc_key, container, document, point_key, Conditions, Op, Outcome};
 use super::request::{Req, MAX_ITEM_BYTES};
@@ -230,11 +231,10 @@ pub async fn batch(app: &App, req: &Req, db: &str, coll: &str) -> Result<Reply, 
     let atomic =
         req.header("x-ms-cosmos-batch-atomic").is_none() || req.flag("x-ms-cosmos-batch-atomic");
     let n = parsed.len();
-    let range_id = c.range_id_of(&epk);
     let estimate = n as f64 * charge::write(req.body.len() / n.max(1));
-    app.spend(&c, &[range_id], Some(&epk), estimate)?;
+    let admitted = Admission::admit(app, &c, &epk, estimate)?;
     let (results, status) = if atomic {
-        let run = c.write(|t| {
+        let run = persist(app, &c, |t| {
             let mut out = Vec::with_capacity(n);
             for (i, b) in parsed.into_iter().enumerate() {
                 match apply(t, &epk, &pk, &b.id, b.op, &b.cond) {
@@ -243,19 +243,16 @@ pub async fn batch(app: &App, req: &Req, db: &str, coll: &str) -> Result<Reply, 
                 }
             }
             Ok(out)
-        });
+        })
+        .await?;
         match run {
-            Ok((outcomes, seq)) => {
-                c.durable(seq).await?;
-                app.after_write(&c);
-                (
-                    outcomes
-                        .iter()
-                        .map(|o| result_json(&c, o))
-                        .collect::<Vec<_>>(),
-                    StatusCode::OK,
-                )
-            }
+            Ok(outcomes) => (
+                outcomes
+                    .iter()
+                    .map(|o| result_json(&c, o))
+                    .collect::<Vec<_>>(),
+                StatusCode::OK,
+            ),
             Err(Abort::Store(e)) => return Err(e.into()),
             Err(Abort::Op(failed, e)) => (failed_results(n, failed, &e), StatusCode::MULTI_STATUS),
         }
@@ -291,7 +288,7 @@ pub async fn batch(app: &App, req: &Req, db: &str, coll: &str) -> Result<Reply, 
         .iter()
         .filter_map(|r| r["requestCharge"].as_f64())
         .sum();
-    app.record(&c, &[range_id], Some(&epk), total.max(1.0) - estimate);
+    admitted.settle(total.max(1.0));
     Ok(Reply::json(status, &Value::Array(results))
         .charge(total.max(1.0))
         .session(&[c.range_id_of(&epk)], c.current_lsn())

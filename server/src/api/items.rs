@@ -5,6 +5,7 @@
 //! addresses one logical partition, by the `x-ms-documentdb-partitionkey` header (or, for
 //! writes without one, the key found in the document).
 
+use super::commit::{persist, Admission};
 use super::error::{substatus, ApiError};
 use super::request::{validate_id, Req, MAX_ITEM_BYTES};
 use super::response::Reply;
@@ -384,21 +385,10 @@ async fn write_one(
     op: Op,
 ) -> Result<Reply, ApiError> {
     let cond = conditions(req);
-    // Admission on an estimate before anything changes; the difference is settled after.
-    let range_id = c.range_id_of(&epk);
-    let estimate = charge::write(req.body.len());
-    app.spend(c, &[range_id], Some(&epk), estimate)?;
-    let (outcome, seq) = match c.write(|t| apply(t, &epk, &pk, id, op, &cond)) {
-        Ok(x) => x,
-        Err(e) => {
-            app.record(c, &[range_id], Some(&epk), 1.0 - estimate);
-            return Err(e);
-        }
-    };
-    c.durable(seq).await?;
-    app.after_write(c);
-    let r = reply(c, req, &outcome, range_id);
-    app.record(c, &[range_id], Some(&epk), r.charge - estimate);
+    let admitted = Admission::admit(app, c, &epk, charge::write(req.body.len()))?;
+    let outcome = persist(app, c, |t| apply(t, &epk, &pk, id, op, &cond)).await??;
+    let r = reply(c, req, &outcome, admitted.range());
+    admitted.settle(r.charge);
     Ok(r)
 }
 

@@ -8,6 +8,7 @@ pub mod account;
 pub mod auth;
 pub mod batch;
 pub mod changefeed;
+pub mod commit;
 pub mod conflicts;
 pub mod containers;
 pub mod databases;
