@@ -5,7 +5,7 @@ use super::offers::throughput_from_headers;
 use super::request::{validate_id, Req};
 use super::response::Reply;
 use super::App;
-use crate::store::catalog;
+use crate::store::catalog::{self, ContainerRecord};
 use crate::store::container::Container;
 use axum::http::StatusCode;
 use serde_json::{json, Map, Value};
@@ -27,7 +27,10 @@ const SYSTEM: &[&str] = &[
 ];
 
 pub fn to_json(c: &Container) -> Value {
-    let meta = c.meta();
+    c.with_meta(|meta| render(c, meta))
+}
+
+fn render(c: &Container, meta: &ContainerRecord) -> Value {
     let mut m = Map::new();
     m.insert("id".into(), Value::String(c.id.clone()));
     for (k, v) in &meta.props {
@@ -57,7 +60,7 @@ pub fn to_json(c: &Container) -> Value {
 }
 
 fn etag_of(c: &Container) -> String {
-    catalog::etag(0, c.meta().etag_seq)
+    c.with_meta(|m| catalog::etag(0, m.etag_seq))
 }
 
 /// The user-settable properties of a container body, validated.

@@ -26,7 +26,7 @@ pub fn read_ranges(app: &App, req: &Req, db: &str, coll: &str) -> Result<Reply, 
         }
     }
     let n = map.ranges.len().max(1) as f64;
-    let ts = c.meta().ts;
+    let ts = c.with_meta(|m| m.ts);
     let ranges: Vec<_> = map
         .ranges
         .iter()

@@ -541,9 +541,10 @@ impl Container {
     }
 
     /// Persists the catalog record (properties and current partition map).
-    /// The container's properties as last written (id, user properties, ts, etag, throughput).
-    pub fn meta(&self) -> ContainerRecord {
-        read(&self.meta).clone()
+    /// Reads the container's properties as last written (id, user properties, ts, etag,
+    /// throughput) without copying them.
+    pub fn with_meta<T>(&self, f: impl FnOnce(&ContainerRecord) -> T) -> T {
+        f(&read(&self.meta))
     }
 
     /// The provisioned throughput of the container itself, if any.
