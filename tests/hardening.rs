@@ -11,14 +11,19 @@ const QUERY: [(&str, &str); 2] = [
     ("content-type", "application/query+json"),
 ];
 
-async fn server() -> TestServer {
-    let s = TestServer::start().await;
+/// Database QA with a `/pk` hash container named `coll`.
+async fn hash_container(s: &TestServer, coll: &str) {
     s.setup(
         "QA",
-        "C1",
+        coll,
         json!({"paths": ["/pk"], "kind": "Hash", "version": 2}),
     )
     .await;
+}
+
+async fn server() -> TestServer {
+    let s = TestServer::start().await;
+    hash_container(&s, "C1").await;
     let r = s
         .post(
             "/dbs/QA/colls/C1/docs",
@@ -519,12 +524,7 @@ mod connections {
             ..Default::default()
         })
         .await;
-        s.setup(
-            "QA",
-            "C1",
-            json!({"paths": ["/pk"], "kind": "Hash", "version": 2}),
-        )
-        .await;
+        hash_container(&s, "C1").await;
         s
     }
 
@@ -637,12 +637,7 @@ mod connections {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn continuation_tokens_work_only_where_they_were_issued() {
     let s = server().await;
-    s.setup(
-        "QA",
-        "C2",
-        json!({"paths": ["/pk"], "kind": "Hash", "version": 2}),
-    )
-    .await;
+    hash_container(&s, "C2").await;
     for c in ["C1", "C2"] {
         for i in 0..5 {
             let r = s
@@ -767,12 +762,7 @@ async fn refused_writes_cost_one_request_unit() {
         ..Default::default()
     })
     .await;
-    s.setup(
-        "QA",
-        "C1",
-        json!({"paths": ["/pk"], "kind": "Hash", "version": 2}),
-    )
-    .await;
+    hash_container(&s, "C1").await;
     let pk = [("x-ms-documentdb-partitionkey", "[\"p\"]")];
     let big = "x".repeat(3000);
     let r = s
