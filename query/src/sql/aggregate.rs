@@ -159,34 +159,14 @@ impl Acc {
                     best: b2,
                     invalid: i2,
                 },
-            ) => {
-                *invalid |= i2;
-                if let Some(x) = b2 {
-                    if best
-                        .as_ref()
-                        .is_none_or(|b| order_cmp(Some(x), Some(b)) == Ordering::Less)
-                    {
-                        *best = Some(x.clone());
-                    }
-                }
-            }
+            ) => keep_extreme(best, invalid, b2.as_ref(), *i2, Ordering::Less),
             (
                 Acc::Max { best, invalid },
                 Acc::Max {
                     best: b2,
                     invalid: i2,
                 },
-            ) => {
-                *invalid |= i2;
-                if let Some(x) = b2 {
-                    if best
-                        .as_ref()
-                        .is_none_or(|b| order_cmp(Some(x), Some(b)) == Ordering::Greater)
-                    {
-                        *best = Some(x.clone());
-                    }
-                }
-            }
+            ) => keep_extreme(best, invalid, b2.as_ref(), *i2, Ordering::Greater),
             _ => {}
         }
     }
@@ -218,6 +198,25 @@ impl Acc {
                     best.clone()
                 }
             }
+        }
+    }
+}
+
+/// Merges another partition's MIN (`want` = Less) or MAX (Greater) into `best`.
+fn keep_extreme(
+    best: &mut Option<Value>,
+    invalid: &mut bool,
+    other: Option<&Value>,
+    other_invalid: bool,
+    want: Ordering,
+) {
+    *invalid |= other_invalid;
+    if let Some(x) = other {
+        if best
+            .as_ref()
+            .is_none_or(|b| order_cmp(Some(x), Some(b)) == want)
+        {
+            *best = Some(x.clone());
         }
     }
 }
