@@ -260,11 +260,11 @@ pub async fn batch(app: &App, req: &Req, db: &str, coll: &str) -> Result<Reply, 
         // Not atomic (bulk): every operation commits on its own.
         let mut out = Vec::with_capacity(n);
         let mut any_failed = false;
-        let mut last_seq = 0;
+        let mut last = crate::store::engine::Durable::default();
         for b in parsed {
             match c.write(|t| apply(t, &epk, &pk, &b.id, b.op, &b.cond)) {
-                Ok((o, seq)) => {
-                    last_seq = last_seq.max(seq);
+                Ok((o, token)) => {
+                    last = last.max(token);
                     out.push(result_json(&c, &o));
                 }
                 Err(e) => {
@@ -273,7 +273,7 @@ pub async fn batch(app: &App, req: &Req, db: &str, coll: &str) -> Result<Reply, 
                 }
             }
         }
-        c.durable(last_seq).await?;
+        c.durable(last).await?;
         app.after_write(&c);
         (
             out,

@@ -1,7 +1,7 @@
 //! The one error type of the REST API, mapped to Cosmos status codes, sub-status codes and the
 //! `{"code": ..., "message": ...}` body every SDK parses.
 
-use crate::store::engine::EngineError;
+use crate::store::kv::KvError;
 use crate::store::StoreError;
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -159,7 +159,7 @@ impl From<StoreError> for ApiError {
                 ApiError::forbidden(m).with_sub_status(substatus::PARTITION_KEY_QUOTA_EXCEEDED)
             }
             StoreError::RangeGone(m) => ApiError::gone(m),
-            StoreError::Engine(EngineError::Poisoned) => ApiError::service_unavailable(
+            StoreError::Engine(KvError::Poisoned) => ApiError::service_unavailable(
                 "Storage stopped accepting writes after a flush failure; restart the server.",
             ),
             StoreError::Engine(e) => ApiError::internal(e.to_string()),
@@ -194,8 +194,8 @@ impl From<crate::exec::ExecError> for ApiError {
     }
 }
 
-impl From<EngineError> for ApiError {
-    fn from(e: EngineError) -> Self {
+impl From<KvError> for ApiError {
+    fn from(e: KvError) -> Self {
         StoreError::from(e).into()
     }
 }

@@ -1,14 +1,14 @@
 //! A live container: its partition map (physical partitions with their stats), the write path
 //! that orders writes by LSN, and item reads and scans.
 //!
-//! Writes to one container are serialized by a short lock that covers reading the current
-//! version, assigning LSNs and applying the batch to the engine (microseconds). The fsync that
-//! makes a write durable happens after the lock is released, shared with other writers (group
-//! commit). Because LSNs are assigned and applied in one critical section, the change feed
-//! never sees LSN `n+1` before LSN `n`.
+//! A container's writes are transactions on its [`Log`]: one at a time, each reading the current
+//! versions, taking LSNs and applying its batch (microseconds). The fsync that makes a write
+//! durable happens after the transaction ends, shared with other writers (group commit).
+//! Because LSNs are taken and applied under the log's lock, the change feed never sees LSN
+//! `n+1` before LSN `n`.
 
 use super::catalog::{self, ContainerRecord, RangeRecord};
-use super::engine::{Engine, Op, Space};
+use super::engine::{Durable, Engine, Log, Space, Tx};
 use super::item::StoredItem;
 use super::keys;
 use super::StoreError;
@@ -17,7 +17,7 @@ use serde_json::{Map, Value};
 use std::collections::HashMap;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Mutex, RwLock};
+use std::sync::RwLock;
 use strata_query::pk::{EpkRange, PartitionKeyDefinition};
 
 /// Limits that shape partitioning; set by flags.
@@ -195,8 +195,8 @@ pub struct Container {
     /// current here; the partition map is authoritative).
     pub meta: RwLock<ContainerRecord>,
     pub map: RwLock<PartitionMap>,
-    write_lock: Mutex<()>,
-    lsn: AtomicU64,
+    /// The container's change log: LSNs and the isolation of its writes.
+    log: Log,
     pub splitting: AtomicBool,
     /// The partition-map generation at which a split for throughput found no place to cut;
     /// no further throughput split is tried until the map changes (`u64::MAX`: none failed).
@@ -247,8 +247,7 @@ impl Container {
             pk,
             meta: RwLock::new(rec),
             map: RwLock::new(map),
-            write_lock: Mutex::new(()),
-            lsn: AtomicU64::new(lsn),
+            log: Log::new(lsn),
             splitting: AtomicBool::new(false),
             throughput_split_stuck_at: AtomicU64::new(u64::MAX),
             deleted: AtomicBool::new(false),
@@ -296,7 +295,7 @@ impl Container {
     }
 
     pub fn current_lsn(&self) -> u64 {
-        self.lsn.load(Ordering::Acquire)
+        self.log.current()
     }
 
     /// The container's `defaultTtl`, if TTL is enabled.
@@ -447,12 +446,12 @@ impl Container {
         range: &EpkRange,
         exact: Option<&str>,
         limit: usize,
-    ) -> Result<(u64, u64), StoreError> {
+    ) -> Result<(u64, Durable), StoreError> {
         let batch = self.scan_docs(range, exact, None, limit)?;
         if batch.is_empty() {
-            return Ok((0, 0));
+            return Ok((0, Durable::default()));
         }
-        let (_, seq) = self.write(|t| {
+        let (_, token) = self.write(|t| {
             for (pos, _) in &batch {
                 let (epk, id) = (pos.epk(), pos.id());
                 if let Some(item) = t.get_raw(epk, id)? {
@@ -461,42 +460,41 @@ impl Container {
             }
             Ok::<_, StoreError>(())
         })?;
-        Ok((batch.len() as u64, seq))
+        Ok((batch.len() as u64, token))
     }
 
-    /// Waits until the write with engine sequence `seq` is durable (a no-op in memory).
-    pub async fn durable(&self, seq: u64) -> Result<(), StoreError> {
-        Ok(self.engine.durable(seq).await?)
+    /// Waits until the write behind `token` is durable (at once in memory).
+    pub async fn durable(&self, token: Durable) -> Result<(), StoreError> {
+        Ok(self.engine.durable(token).await?)
     }
 
-    /// Runs `f` as one atomic write: everything it stages commits together, or nothing does if
-    /// it fails. Returns `f`'s result and the engine sequence to await for durability.
+    /// Runs `f` as one transaction on the container's log: everything it stages commits
+    /// together, or nothing does if it fails. Returns `f`'s result and the token to await for
+    /// durability.
     pub fn write<T, E: From<StoreError>>(
         &self,
         f: impl FnOnce(&mut Txn<'_>) -> Result<T, E>,
-    ) -> Result<(T, u64), E> {
+    ) -> Result<(T, Durable), E> {
         if self.deleted.load(Ordering::Acquire) {
             return Err(
                 StoreError::NotFound(format!("The container '{}' was deleted.", self.id)).into(),
             );
         }
-        let _guard = self.write_lock.lock().unwrap_or_else(|p| p.into_inner());
         let mut txn = Txn {
             c: self,
-            ops: Vec::new(),
+            tx: self.engine.begin(&self.log),
             staged: HashMap::new(),
             lp_delta: HashMap::new(),
-            next_lsn: self.lsn.load(Ordering::Acquire) + 1,
             now: catalog::now_secs(),
             default_ttl: self.default_ttl(),
             deleted_any: false,
         };
         let out = f(&mut txn)?;
-        if txn.ops.is_empty() {
-            return Ok((out, 0));
+        if txn.tx.is_empty() {
+            return Ok((out, Durable::default()));
         }
-        let last_lsn = txn.next_lsn - 1;
-        let mut ops = txn.ops;
+        let last_lsn = txn.tx.last_lsn();
+        let mut tx = txn.tx;
         let mut range_delta: HashMap<usize, (i64, i64, u64)> = HashMap::new();
         {
             let map = read(&self.map);
@@ -514,21 +512,20 @@ impl Container {
         for (epk, d) in &txn.lp_delta {
             let key = keys::partition_key(self.cid, epk);
             match d.total {
-                (b, c) if c > 0 => ops.push(Op::Put(Space::Partitions, key, encode_lp(b, c))),
-                _ => ops.push(Op::Delete(Space::Partitions, key)),
+                (b, c) if c > 0 => tx.put(Space::Partitions, key, encode_lp(b, c)),
+                _ => tx.delete(Space::Partitions, key),
             }
         }
         // The newest change-feed entry records the last LSN, so restarts recover it from
         // there; only a delete can remove that entry, so only then is the LSN stored itself.
         if txn.deleted_any {
-            ops.push(Op::Put(
+            tx.put(
                 Space::Catalog,
                 keys::catalog_lsn(self.cid),
                 last_lsn.to_be_bytes().to_vec(),
-            ));
+            );
         }
-        let seq = self.engine.write(ops).map_err(StoreError::from)?;
-        self.lsn.store(last_lsn, Ordering::Release);
+        let token = tx.commit().map_err(StoreError::from)?;
         let mut map = write(&self.map);
         for (i, (db, dc, lsn)) in range_delta {
             let r = &mut map.ranges[i];
@@ -537,7 +534,7 @@ impl Container {
             r.lsn = r.lsn.max(lsn);
             r.writes.fetch_add(1, Ordering::Relaxed);
         }
-        Ok((out, seq))
+        Ok((out, token))
     }
 
     /// Persists the catalog record (properties and current partition map).
@@ -602,8 +599,7 @@ impl Container {
 
     /// Runs `f` while no write can start (for splits and property changes).
     pub fn with_writes_paused<T>(&self, f: impl FnOnce() -> T) -> T {
-        let _guard = self.write_lock.lock().unwrap_or_else(|p| p.into_inner());
-        f()
+        self.log.paused(f)
     }
 }
 
@@ -619,12 +615,11 @@ struct LpDelta {
 /// One atomic write in progress (see [`Container::write`]).
 pub struct Txn<'a> {
     c: &'a Container,
-    ops: Vec<Op>,
+    tx: Tx<'a>,
     /// Versions written or deleted in this transaction, by (EPK, id).
     staged: HashMap<(String, String), Option<StoredItem>>,
     /// Size changes per logical partition (by EPK).
     lp_delta: HashMap<String, LpDelta>,
-    next_lsn: u64,
     now: u64,
     default_ttl: Option<i64>,
     /// Whether this transaction deletes anything (see [`Container::write`]).
@@ -646,7 +641,7 @@ impl Txn<'_> {
             return Ok(v.clone());
         }
         let key = keys::item_key(self.c.cid, epk, id);
-        match self.c.engine.get(Space::Items, &key)? {
+        match self.tx.get(Space::Items, &key)? {
             None => Ok(None),
             Some(raw) => StoredItem::decode(raw).map(Some).ok_or_else(|| {
                 StoreError::Corrupt(format!("item '{id}' has an unreadable record"))
@@ -668,8 +663,7 @@ impl Txn<'_> {
         }
         let key = keys::partition_key(self.c.cid, epk);
         Ok(self
-            .c
-            .engine
+            .tx
             .get(Space::Partitions, &key)?
             .map(|v| decode_lp(&v))
             .unwrap_or((0, 0)))
@@ -701,7 +695,7 @@ impl Txn<'_> {
         mut doc: Map<String, Value>,
         previous: Option<&StoredItem>,
     ) -> Result<Written, StoreError> {
-        let lsn = self.next_lsn;
+        let lsn = self.tx.peek_lsn();
         let c = self.c;
         let doc_seq = match previous {
             Some(p) => p.doc_seq,
@@ -752,16 +746,12 @@ impl Txn<'_> {
         };
         self.account(epk, new_size - old_size, 1 - old_count)?;
         if let Some(p) = previous {
-            self.ops
-                .push(Op::Delete(Space::Feed, keys::feed_key(c.cid, p.lsn)));
+            self.tx.delete(Space::Feed, keys::feed_key(c.cid, p.lsn));
         }
-        self.ops.push(Op::Put(
-            Space::Feed,
-            keys::feed_key(c.cid, lsn),
-            key[4..].to_vec(),
-        ));
-        self.ops.push(Op::Put(Space::Items, key, item.encode()));
-        self.next_lsn += 1;
+        self.tx
+            .put(Space::Feed, keys::feed_key(c.cid, lsn), key[4..].to_vec());
+        self.tx.put(Space::Items, key, item.encode());
+        self.tx.take_lsn();
         let created = previous
             .map(|p| p.is_expired(self.default_ttl, self.now))
             .unwrap_or(true);
@@ -779,11 +769,11 @@ impl Txn<'_> {
         let c = self.c;
         let key = keys::item_key(c.cid, epk, id);
         self.account(epk, -(previous.stored_size(key.len()) as i64), -1)?;
-        self.ops
-            .push(Op::Delete(Space::Feed, keys::feed_key(c.cid, previous.lsn)));
-        self.ops.push(Op::Delete(Space::Items, key));
+        self.tx
+            .delete(Space::Feed, keys::feed_key(c.cid, previous.lsn));
+        self.tx.delete(Space::Items, key);
         // A delete consumes an LSN too, so session tokens and range LSNs move forward.
-        self.next_lsn += 1;
+        self.tx.take_lsn();
         self.deleted_any = true;
         self.staged.insert((epk.to_string(), id.to_string()), None);
         Ok(())

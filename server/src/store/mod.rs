@@ -10,6 +10,7 @@ pub mod container;
 pub mod engine;
 pub mod item;
 pub mod keys;
+pub mod kv;
 pub mod split;
 pub mod ttl;
 
@@ -17,7 +18,7 @@ use catalog::{
     ContainerRecord, Counters, DatabaseRecord, RangeRecord, Throughput, ThroughputRequest,
 };
 use container::{read, write, Container, Limits};
-use engine::{Engine, EngineError, Op, Space};
+use engine::{Engine, KvError, Op, Space};
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -44,7 +45,7 @@ pub enum StoreError {
     #[error("{0}")]
     RangeGone(String),
     #[error(transparent)]
-    Engine(#[from] EngineError),
+    Engine(#[from] KvError),
     #[error("{0}")]
     Corrupt(String),
 }
@@ -554,7 +555,9 @@ impl Store {
                         break;
                     }
                     removed += chunk.len() as u64;
-                    engine.write(
+                    // Not awaited for durability: a purge the disk lost resumes at the next
+                    // start, because its marker goes last.
+                    let _ = engine.write(
                         chunk
                             .into_iter()
                             .map(|(k, _)| Op::Delete(space, k))
@@ -562,7 +565,7 @@ impl Store {
                     )?;
                 }
             }
-            engine.write(vec![
+            let _ = engine.write(vec![
                 Op::Delete(Space::Catalog, keys::catalog_purge(cid)),
                 Op::Delete(Space::Catalog, keys::catalog_lsn(cid)),
             ])?;

@@ -1,0 +1,200 @@
+//! The storage seam: the narrow ordered key-value interface every backend implements.
+//!
+//! Everything strata stores — catalog, documents, change feed, partition sizes — is a key in
+//! one of a few ordered key spaces. A backend offers exactly what the layers above need and no
+//! more: point reads, ordered range iteration (forward or reverse), atomic multi-key batches,
+//! and a sync that makes every applied batch durable. Group commit, LSNs and transactions are
+//! built once on top of this, in [`super::engine`], so a new backend only implements [`Kv`].
+//!
+//! Two backends live here: [`fjall::FjallKv`] on disk (the default) and [`memory::MemoryKv`]
+//! for `--in-memory`. A distributed ordered store (FoundationDB, TiKV) fits the same shape: a
+//! space is a key prefix, a range scan is a range read, `apply` is one transaction, and `sync`
+//! is a no-op because its commits are durable when they return (see the README's "Storage").
+
+pub mod fjall;
+pub mod memory;
+
+use bytes::Bytes;
+use std::ops::Bound;
+
+/// The key spaces. Keys inside each are ordered byte strings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Space {
+    /// Databases, containers (with their partition key ranges), offers, counters.
+    Catalog = 0,
+    /// Documents: `cid | EPK | 0x00 | id`, so a physical partition is a contiguous key range.
+    Items = 1,
+    /// Change feed index: `cid | lsn` -> item key suffix, in modification order.
+    Feed = 2,
+    /// Size of every logical partition: `cid | EPK` -> bytes and item count.
+    Partitions = 3,
+}
+
+/// Every space with the name a backend stores it under.
+pub const SPACES: [(Space, &str); 4] = [
+    (Space::Catalog, "catalog"),
+    (Space::Items, "items"),
+    (Space::Feed, "feed"),
+    (Space::Partitions, "partitions"),
+];
+
+/// One change in an atomic batch.
+#[derive(Debug, Clone)]
+pub enum Op {
+    Put(Space, Vec<u8>, Vec<u8>),
+    Delete(Space, Vec<u8>),
+}
+
+/// Storage failures. They are never the client's fault; the API turns them into 500s (503 once
+/// the store refuses writes).
+#[derive(Debug, thiserror::Error)]
+pub enum KvError {
+    #[error("storage engine failure: {0}")]
+    Fjall(#[from] ::fjall::Error),
+    #[error("storage is unavailable after an earlier flush failure; restart the server")]
+    Poisoned,
+    #[error("storage I/O failure: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// An ordered iterator over `(key, value)` pairs of one range.
+pub type KvIter<'a> = Box<dyn Iterator<Item = Result<(Vec<u8>, Bytes), KvError>> + Send + 'a>;
+
+/// An ordered key-value store: the only thing strata asks of a storage backend.
+///
+/// Readers see every batch whose [`Kv::apply`] returned. Batches are applied by one writer at
+/// a time (the engine orders them), so a backend need not serialize them itself.
+pub trait Kv: Send + Sync + 'static {
+    /// Reads one key.
+    fn get(&self, space: Space, key: &[u8]) -> Result<Option<Bytes>, KvError>;
+
+    /// Iterates the keys of `[start, end)` (as the bounds say) in key order, or in reverse.
+    fn range(
+        &self,
+        space: Space,
+        start: Bound<&[u8]>,
+        end: Bound<&[u8]>,
+        reverse: bool,
+    ) -> KvIter<'_>;
+
+    /// Applies `ops` atomically: readers see all of them or none.
+    fn apply(&self, ops: Vec<Op>) -> Result<(), KvError>;
+
+    /// Makes every batch whose `apply` returned before this call durable. One group-commit
+    /// leader calls it at a time, while other writers may keep applying batches.
+    fn sync(&self) -> Result<(), KvError>;
+
+    /// Whether [`Kv::sync`] is needed at all (false when nothing survives the process anyway).
+    fn is_durable(&self) -> bool;
+
+    /// Flushes everything for a clean shutdown.
+    fn shutdown(&self) -> Result<(), KvError>;
+
+    /// Bytes used on disk (0 in memory).
+    fn disk_space(&self) -> u64;
+}
+
+/// Whether a range is empty whatever the data (start after end).
+pub fn empty_bounds(start: Bound<&[u8]>, end: Bound<&[u8]>) -> bool {
+    match (start, end) {
+        (Bound::Included(s), Bound::Excluded(e)) => s >= e,
+        (Bound::Included(s), Bound::Included(e)) => s > e,
+        (Bound::Excluded(s), Bound::Excluded(e)) | (Bound::Excluded(s), Bound::Included(e)) => {
+            s >= e
+        }
+        _ => false,
+    }
+}
+
+/// The smallest key greater than every key starting with `prefix`, for prefix scans.
+pub fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
+    let mut p = prefix.to_vec();
+    while let Some(last) = p.pop() {
+        if last < 0xFF {
+            p.push(last + 1);
+            return Some(p);
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The contract, run against each backend.
+    fn contract(kv: &dyn Kv) {
+        kv.apply(vec![
+            Op::Put(Space::Items, b"a1".to_vec(), b"x".to_vec()),
+            Op::Put(Space::Items, b"a2".to_vec(), b"y".to_vec()),
+            Op::Put(Space::Items, b"b1".to_vec(), b"z".to_vec()),
+            Op::Put(Space::Feed, b"a1".to_vec(), b"f".to_vec()),
+        ])
+        .unwrap();
+        kv.sync().unwrap();
+        assert_eq!(kv.get(Space::Items, b"a2").unwrap().unwrap(), &b"y"[..]);
+        assert!(kv.get(Space::Feed, b"a2").unwrap().is_none());
+        let end = prefix_end(b"a").unwrap();
+        let keys = |it: KvIter<'_>| -> Vec<Vec<u8>> { it.map(|r| r.unwrap().0).collect() };
+        assert_eq!(
+            keys(kv.range(
+                Space::Items,
+                Bound::Included(b"a"),
+                Bound::Excluded(&end),
+                false
+            )),
+            vec![b"a1".to_vec(), b"a2".to_vec()]
+        );
+        assert_eq!(
+            keys(kv.range(Space::Items, Bound::Unbounded, Bound::Unbounded, true)),
+            vec![b"b1".to_vec(), b"a2".to_vec(), b"a1".to_vec()]
+        );
+        assert_eq!(
+            keys(kv.range(
+                Space::Items,
+                Bound::Excluded(b"a1"),
+                Bound::Included(b"b1"),
+                false
+            )),
+            vec![b"a2".to_vec(), b"b1".to_vec()]
+        );
+        // Overwrites and deletes in one batch are atomic and the last one wins.
+        kv.apply(vec![
+            Op::Put(Space::Items, b"a1".to_vec(), b"x2".to_vec()),
+            Op::Delete(Space::Items, b"a2".to_vec()),
+        ])
+        .unwrap();
+        assert_eq!(kv.get(Space::Items, b"a1").unwrap().unwrap(), &b"x2"[..]);
+        assert!(kv.get(Space::Items, b"a2").unwrap().is_none());
+        assert_eq!(
+            keys(kv.range(Space::Items, Bound::Unbounded, Bound::Unbounded, false)).len(),
+            2
+        );
+    }
+
+    #[test]
+    fn memory_backend_keeps_the_contract() {
+        contract(&memory::MemoryKv::new());
+    }
+
+    #[test]
+    fn fjall_backend_keeps_the_contract_and_persists() {
+        let dir = std::env::temp_dir().join(format!("strata-kv-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        {
+            let kv = fjall::FjallKv::open(&dir).unwrap();
+            contract(&kv);
+            kv.shutdown().unwrap();
+        }
+        let kv = fjall::FjallKv::open(&dir).unwrap();
+        assert_eq!(kv.get(Space::Items, b"b1").unwrap().unwrap(), &b"z"[..]);
+        drop(kv);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn prefix_end_carries() {
+        assert_eq!(prefix_end(&[1, 0xFF]), Some(vec![2]));
+        assert_eq!(prefix_end(&[0xFF]), None);
+    }
+}
