@@ -335,30 +335,17 @@ impl Container {
     /// links address items by `_rid`; there is no rid index, so this scans the one logical
     /// partition the request names).
     pub fn id_by_doc_seq(&self, epk: &str, doc_seq: u64) -> Result<Option<String>, StoreError> {
-        let prefix = keys::item_key(self.cid, epk, "");
-        let end = crate::store::engine::prefix_end(&prefix);
-        let upper = match &end {
-            Some(e) => Bound::Excluded(&e[..]),
-            None => Bound::Unbounded,
-        };
-        let mut cursor: Option<Vec<u8>> = None;
-        loop {
-            let lower = match &cursor {
-                Some(c) => Bound::Excluded(&c[..]),
-                None => Bound::Included(&prefix[..]),
-            };
-            let chunk = self.engine.scan(Space::Items, lower, upper, 256, false)?;
-            let exhausted = chunk.len() < 256;
-            for (k, v) in chunk {
-                if StoredItem::decode(v).is_some_and(|i| i.doc_seq == doc_seq) {
-                    return Ok(keys::parse_item_key(&k).map(|(_, _, id)| id.to_string()));
-                }
-                cursor = Some(k);
+        let start = keys::item_key(self.cid, epk, "");
+        let end = crate::store::engine::prefix_end(&start).unwrap_or_default();
+        let mut found = None;
+        self.walk(&start, &end, None, &mut |k, item| {
+            if item.doc_seq == doc_seq {
+                found = keys::parse_item_key(&k).map(|(_, _, id)| id.to_string());
+                return false;
             }
-            if exhausted {
-                return Ok(None);
-            }
-        }
+            true
+        })?;
+        Ok(found)
     }
 
     /// Reads up to `limit` live items with EPK in `range`, in key order, starting after the
@@ -378,35 +365,57 @@ impl Container {
         let default_ttl = self.default_ttl();
         let now = catalog::now_secs();
         let mut out = Vec::with_capacity(limit.min(256));
+        if limit == 0 {
+            return Ok(out);
+        }
+        self.walk(&start, &end, after, &mut |k, item| {
+            if !item.is_expired(default_ttl, now) {
+                out.push((k, item));
+            }
+            out.len() < limit
+        })?;
+        Ok(out)
+    }
+
+    /// Visits the items with keys in `[start, end)` (after `after`, when given) in key order
+    /// until `visit` returns false: the directory names them, each is read by key (see
+    /// [`Space::Directory`] for why). An item deleted between the two reads is skipped.
+    fn walk(
+        &self,
+        start: &[u8],
+        end: &[u8],
+        after: Option<&[u8]>,
+        visit: &mut dyn FnMut(Vec<u8>, StoredItem) -> bool,
+    ) -> Result<(), StoreError> {
         let mut cursor: Vec<u8> = match after {
-            Some(a) if a >= &start[..] => a.to_vec(),
+            Some(a) if a >= start => a.to_vec(),
             _ => Vec::new(),
         };
         loop {
             let lower = if cursor.is_empty() {
-                Bound::Included(&start[..])
+                Bound::Included(start)
             } else {
                 Bound::Excluded(&cursor[..])
             };
-            let want = (limit - out.len()).clamp(16, 1024);
-            let chunk =
-                self.engine
-                    .scan(Space::Items, lower, Bound::Excluded(&end), want, false)?;
-            let exhausted = chunk.len() < want;
-            for (k, v) in chunk {
+            const CHUNK: usize = 256;
+            let chunk = self
+                .engine
+                .scan(Space::Directory, lower, Bound::Excluded(end), CHUNK, false)?;
+            let exhausted = chunk.len() < CHUNK;
+            for (k, _) in chunk {
                 cursor.clone_from(&k);
-                let item = StoredItem::decode(v).ok_or_else(|| {
+                let Some(raw) = self.engine.get(Space::Items, &k)? else {
+                    continue;
+                };
+                let item = StoredItem::decode(raw).ok_or_else(|| {
                     StoreError::Corrupt("an item has an unreadable record".to_string())
                 })?;
-                if !item.is_expired(default_ttl, now) {
-                    out.push((k, item));
-                    if out.len() >= limit {
-                        return Ok(out);
-                    }
+                if !visit(k, item) {
+                    return Ok(());
                 }
             }
             if exhausted {
-                return Ok(out);
+                return Ok(());
             }
         }
     }
@@ -750,6 +759,9 @@ impl Txn<'_> {
         }
         self.tx
             .put(Space::Feed, keys::feed_key(c.cid, lsn), key[4..].to_vec());
+        if previous.is_none() {
+            self.tx.put(Space::Directory, key.clone(), Vec::new());
+        }
         self.tx.put(Space::Items, key, item.encode());
         self.tx.take_lsn();
         let created = previous
@@ -771,6 +783,7 @@ impl Txn<'_> {
         self.account(epk, -(previous.stored_size(key.len()) as i64), -1)?;
         self.tx
             .delete(Space::Feed, keys::feed_key(c.cid, previous.lsn));
+        self.tx.delete(Space::Directory, key.clone());
         self.tx.delete(Space::Items, key);
         // A delete consumes an LSN too, so session tokens and range LSNs move forward.
         self.tx.take_lsn();

@@ -91,6 +91,10 @@ pub fn catalog_purge(cid: u32) -> Vec<u8> {
 }
 pub const CATALOG_COUNTERS: &[u8] = b"meta/counters";
 
+/// Present once the item directory ([`super::kv::Space::Directory`]) holds every item: stores
+/// written before it existed build it at their first start.
+pub const CATALOG_DIRECTORY: &[u8] = b"meta/directory";
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -94,6 +94,7 @@ impl Store {
                 .map_err(|e| StoreError::Corrupt(format!("catalog counters: {e}")))?,
             None => Counters::default(),
         };
+        build_directory(&engine)?;
         let mut cat = Catalog::default();
         for (_, v) in scan_prefix(&engine, Space::Catalog, b"db/")? {
             let rec: DatabaseRecord = serde_json::from_slice(&v)
@@ -542,7 +543,12 @@ impl Store {
             let prefix = keys::container_prefix(cid);
             let end = engine::prefix_end(&prefix).unwrap_or_default();
             let mut removed = 0u64;
-            for space in [Space::Items, Space::Feed, Space::Partitions] {
+            for space in [
+                Space::Items,
+                Space::Feed,
+                Space::Partitions,
+                Space::Directory,
+            ] {
                 loop {
                     let chunk = engine.scan(
                         space,
@@ -582,6 +588,42 @@ impl Store {
             Err(_) => task(),
         }
     }
+}
+
+/// Fills the item directory from the items, once, for a store written before it existed.
+/// Each chunk is idempotent and the completion marker is written last, after every chunk in
+/// journal order, so an interrupted build simply runs again.
+fn build_directory(engine: &Engine) -> Result<(), StoreError> {
+    if engine.get(Space::Catalog, keys::CATALOG_DIRECTORY)?.is_some() {
+        return Ok(());
+    }
+    let mut cursor: Option<Vec<u8>> = None;
+    let mut built = 0u64;
+    loop {
+        let lower = match &cursor {
+            Some(c) => Bound::Excluded(&c[..]),
+            None => Bound::Unbounded,
+        };
+        let chunk = engine.scan(Space::Items, lower, Bound::Unbounded, 4096, false)?;
+        let Some((last, _)) = chunk.last() else { break };
+        cursor = Some(last.clone());
+        built += chunk.len() as u64;
+        let _ = engine.write(
+            chunk
+                .into_iter()
+                .map(|(k, _)| Op::Put(Space::Directory, k, Vec::new()))
+                .collect(),
+        )?;
+    }
+    let _ = engine.write(vec![Op::Put(
+        Space::Catalog,
+        keys::CATALOG_DIRECTORY.to_vec(),
+        b"1".to_vec(),
+    )])?;
+    if built > 0 {
+        tracing::info!(items = built, "built the item directory of an older store");
+    }
+    Ok(())
 }
 
 /// Every entry whose key starts with `prefix`.
@@ -698,6 +740,73 @@ mod tests {
         let s = Store::open(cfg).unwrap();
         assert_eq!(s.container("d", "c").unwrap().current_lsn(), 5);
         s.shutdown().unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A store written before the item directory existed gets one at its first start, and
+    /// scans find every item; replacing an item leaves exactly one directory entry.
+    #[tokio::test]
+    async fn an_older_store_gets_its_item_directory() {
+        let dir = std::env::temp_dir().join(format!("strata-directory-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let cfg = StoreConfig {
+            data_dir: Some(dir.clone()),
+            limits: Limits::default(),
+        };
+        let all = strata_query::pk::EpkRange {
+            min: String::new(),
+            max: "FF".into(),
+        };
+        {
+            let s = Store::open(cfg.clone()).unwrap();
+            s.create_database("d", None).await.unwrap();
+            let c = s
+                .create_container(
+                    "d",
+                    "c",
+                    PartitionKeyDefinition::hash_v2("/pk"),
+                    Map::new(),
+                    None,
+                )
+                .await
+                .unwrap();
+            for id in ["1", "2", "3"] {
+                let (_, t) = c.write(|t| t.put("0A", id, doc(id), None)).unwrap();
+                s.engine().durable(t).await.unwrap();
+            }
+            let (_, t) = c
+                .write(|t| {
+                    let prev = t.get_raw("0A", "2")?;
+                    t.put("0A", "2", doc("2"), prev.as_ref())
+                })
+                .unwrap();
+            s.engine().durable(t).await.unwrap();
+            let entries = s
+                .engine()
+                .scan(Space::Directory, Bound::Unbounded, Bound::Unbounded, 100, false)
+                .unwrap();
+            assert_eq!(entries.len(), 3);
+            // Make it look like a store from before the directory.
+            let mut ops: Vec<Op> = entries
+                .into_iter()
+                .map(|(k, _)| Op::Delete(Space::Directory, k))
+                .collect();
+            ops.push(Op::Delete(Space::Catalog, keys::CATALOG_DIRECTORY.to_vec()));
+            s.engine().write_durable(ops).await.unwrap();
+            assert!(c.scan_items(&all, None, 100).unwrap().is_empty());
+            s.shutdown().unwrap();
+        }
+        let s = Store::open(cfg).unwrap();
+        let c = s.container("d", "c").unwrap();
+        let ids: Vec<String> = c
+            .scan_items(&all, None, 100)
+            .unwrap()
+            .into_iter()
+            .filter_map(|(k, _)| keys::parse_item_key(&k).map(|(_, _, id)| id.to_string()))
+            .collect();
+        assert_eq!(ids, ["1", "2", "3"]);
+        s.shutdown().unwrap();
+        drop((c, s));
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -13,6 +13,7 @@ pub struct Http {
 }
 
 /// The outcome of one request.
+#[derive(Debug)]
 pub struct Outcome {
     pub status: u16,
     pub charge: f64,

@@ -12,6 +12,7 @@
 mod baseline;
 mod client;
 mod dataset;
+mod hot;
 mod runner;
 
 use clap::Parser;
@@ -409,6 +410,8 @@ const WORKLOADS: &[&str] = &[
     "fan-out-query",
     "mixed-a",
     "mixed-b",
+    "partition-query",
+    "query-after-updates",
 ];
 
 struct Report {
@@ -496,13 +499,16 @@ async fn throughput(a: &Args, r: &mut Report) {
         None => WORKLOADS.to_vec(),
     };
     let mut rows = vec![bget.clone(), bpost.clone()];
-    for w in selected {
+    for w in &selected {
+        if hot::selected(&[w]) != (false, false) {
+            continue;
+        }
         let Some(op) = workload(w, &http, &ds, "events") else {
             eprintln!("unknown workload {w}");
             continue;
         };
         let before = running.store.engine().commit_stats();
-        let (basis, bname) = if w == "point-read" {
+        let (basis, bname) = if *w == "point-read" {
             (&get, "baseline-get")
         } else {
             (&post, "baseline-post")
@@ -528,6 +534,23 @@ async fn throughput(a: &Args, r: &mut Report) {
         }
         rows.push(m);
         rows.push(paired_base);
+    }
+    let hot = hot::selected(&selected);
+    if hot != (false, false) {
+        let updates = if a.smoke { 2_000 } else { 100_000 };
+        hot::run(
+            r,
+            &mut rows,
+            &http,
+            &base,
+            hot,
+            a.clients,
+            warm,
+            rounds,
+            a.item_size,
+            updates,
+        )
+        .await;
     }
     let disk = dir_bytes(&dir);
     println!(

@@ -28,14 +28,22 @@ pub enum Space {
     Feed = 2,
     /// Size of every logical partition: `cid | EPK` -> bytes and item count.
     Partitions = 3,
+    /// The item directory: the keys of `Items` with empty values, written when an item is
+    /// created or deleted but not when it is replaced. Scans walk this space and read each
+    /// item by key: an LSM store keeps every overwritten version of a hot item until it
+    /// compacts, and a range scan over `Items` walked them all (a partition query fell to a
+    /// twelfth of its speed after 100,000 upserts of one item), while a point read seeks
+    /// straight to the newest version.
+    Directory = 4,
 }
 
 /// Every space with the name a backend stores it under.
-pub const SPACES: [(Space, &str); 4] = [
+pub const SPACES: [(Space, &str); 5] = [
     (Space::Catalog, "catalog"),
     (Space::Items, "items"),
     (Space::Feed, "feed"),
     (Space::Partitions, "partitions"),
+    (Space::Directory, "directory"),
 ];
 
 /// One change in an atomic batch.
