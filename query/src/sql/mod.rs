@@ -12,6 +12,7 @@ pub mod ctx;
 pub mod datetime;
 pub mod error;
 pub mod eval;
+pub mod fields;
 pub mod functions;
 pub mod lexer;
 pub mod limits;
@@ -52,6 +53,9 @@ pub struct PreparedQuery {
     pub offset: u64,
     /// The smaller of TOP and LIMIT, if any.
     pub limit: Option<u64>,
+    /// The top-level document properties evaluation reads, when that is all it reads (see
+    /// [`fields`]); `None`: the whole document.
+    pub fields: Option<Vec<String>>,
 }
 
 /// One output row of a document.
@@ -98,6 +102,7 @@ pub fn prepare(
         let t = eval::lit_usize(t) as u64;
         limit = Some(limit.map_or(t, |l| l.min(t)));
     }
+    let fields = fields::root_fields(&query, raw_documents);
     Ok(PreparedQuery {
         parsed,
         query,
@@ -107,6 +112,7 @@ pub fn prepare(
         raw_documents,
         offset,
         limit,
+        fields,
     })
 }
 
@@ -151,6 +157,14 @@ pub fn parse_parameters(v: Option<&Value>) -> Result<Vec<(String, Value)>, Query
 }
 
 impl PreparedQuery {
+    /// Parses a stored document for evaluation: only the properties the query reads.
+    pub fn load_doc(&self, json: &[u8]) -> serde_json::Result<Value> {
+        match &self.fields {
+            Some(f) => fields::parse_fields(json, f),
+            None => serde_json::from_slice(json),
+        }
+    }
+
     /// Evaluates one document: calls `sink` with every row it contributes.
     pub fn eval_doc(&self, doc: &Value, cx: &Ctx, sink: &mut dyn FnMut(Row) -> R<Flow>) -> R<Flow> {
         let q = &self.query;

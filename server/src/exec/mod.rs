@@ -115,8 +115,9 @@ fn scan(
     }
 }
 
-fn parse_doc(bytes: &Bytes) -> Result<Value, ExecError> {
-    serde_json::from_slice(bytes)
+/// Parses a stored document as far as `p` reads it.
+fn parse_doc(p: &PreparedQuery, bytes: &[u8]) -> Result<Value, ExecError> {
+    p.load_doc(bytes)
         .map_err(|e| ExecError::Corrupt(format!("a stored document is not valid JSON: {e}")))
 }
 
@@ -239,7 +240,7 @@ fn run_streaming(
                 Flow::Continue
             };
             if needs_parse {
-                let doc = parse_doc(json)?;
+                let doc = parse_doc(p, json)?;
                 p.eval_doc(&doc, &cx, &mut |row| Ok(emit(row.value, &mut page.docs)))?;
             } else {
                 emit(None, &mut page.docs);
@@ -298,7 +299,7 @@ fn scan_rows(
     scan(c, range, None, |key, json| {
         scanned += 1;
         bytes += json.len() as u64;
-        let doc = parse_doc(json)?;
+        let doc = parse_doc(p, json)?;
         let mut ord = 0u64;
         p.eval_doc(&doc, &cx, &mut |row| {
             ord += 1;
@@ -484,7 +485,7 @@ async fn run_complete(
                         scan(&c2, &range, None, |_, json| {
                             n += 1;
                             b += json.len() as u64;
-                            p2.accumulate_doc(&parse_doc(json)?, &cx, &mut g)?;
+                            p2.accumulate_doc(&parse_doc(&p2, json)?, &cx, &mut g)?;
                             Ok(Flow::Continue)
                         })?;
                         Ok((g, n, b))

@@ -1,0 +1,173 @@
+//! Reading only the part of a stored document a query looks at.
+//!
+//! Most queries touch a few top-level properties (`WHERE c.pk = @p`, `SELECT c.id ...`), yet
+//! parsing a whole stored document into a `Value` allocates every string and object in it:
+//! measured, that was the largest cost of a single-partition query over 1 KB items. When every
+//! use of the document in a query is a property of its root (`c.name`, `c["name"]`, or deeper
+//! paths under them), the document is parsed with everything else skipped in place. Queries
+//! whose output is the document itself (`SELECT *`) still return the stored bytes unchanged.
+
+use super::ast::{Expr, OrderBy, Projection, Query, Slot, SourceKind, DOC_SLOT};
+use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
+use serde_json::{Map, Value};
+use std::collections::BTreeSet;
+
+/// The top-level properties the bound `q` reads from a document, or `None` when it may read
+/// the document as a whole (or when the analysis cannot tell). `raw_output`: rows are the
+/// stored documents themselves, so `SELECT *` needs nothing.
+pub fn root_fields(q: &Query, raw_output: bool) -> Option<Vec<String>> {
+    let from = q.from.as_ref()?;
+    // Slots bound to the whole document: the container root, and the alias of `FROM c`.
+    let mut whole: Vec<Slot> = vec![DOC_SLOT];
+    let mut exprs: Vec<&Expr> = Vec::new();
+    match &from.first.kind {
+        SourceKind::Value(Expr::Slot(DOC_SLOT, _)) => whole.push(from.first.slot),
+        SourceKind::Value(e) | SourceKind::Iterate(e) => exprs.push(e),
+        SourceKind::Subquery(_) => return None,
+    }
+    for j in &from.joins {
+        match &j.kind {
+            SourceKind::Value(e) | SourceKind::Iterate(e) => exprs.push(e),
+            SourceKind::Subquery(_) => return None,
+        }
+    }
+    exprs.extend(q.where_.iter());
+    exprs.extend(q.group_by.iter());
+    exprs.extend(q.aggregates.iter().map(|(_, e)| e));
+    match &q.select.projection {
+        Projection::Star if raw_output => {}
+        Projection::Star => return None,
+        Projection::Value(e) => exprs.push(e),
+        Projection::List(items) => exprs.extend(items.iter().map(|i| &i.expr)),
+    }
+    match &q.order_by {
+        Some(OrderBy::Items(items)) => exprs.extend(items.iter().map(|i| &i.expr)),
+        Some(OrderBy::Rank(e)) => exprs.push(e),
+        None => {}
+    }
+    let mut fields = BTreeSet::new();
+    let (mut uses, mut as_property, mut opaque) = (0usize, 0usize, false);
+    for e in exprs {
+        e.walk(&mut |x| match x {
+            Expr::Slot(s, _) if whole.contains(s) => uses += 1,
+            Expr::Member(base, name) => {
+                if let Expr::Slot(s, _) = base.as_ref() {
+                    if whole.contains(s) {
+                        as_property += 1;
+                        fields.insert(name.clone());
+                    }
+                }
+            }
+            Expr::Index(base, key) => {
+                if let (Expr::Slot(s, _), Expr::Lit(Value::String(name))) =
+                    (base.as_ref(), key.as_ref())
+                {
+                    if whole.contains(s) {
+                        as_property += 1;
+                        fields.insert(name.clone());
+                    }
+                }
+            }
+            // Subqueries are not walked into; they may use the document in any way.
+            Expr::Exists(_) | Expr::ArraySub(_) | Expr::Scalar(_) => opaque = true,
+            _ => {}
+        });
+    }
+    (!opaque && uses == as_property).then(|| fields.into_iter().collect())
+}
+
+/// Parses a stored document keeping only the top-level `fields` (sorted); everything else is
+/// skipped without being allocated.
+pub fn parse_fields(json: &[u8], fields: &[String]) -> serde_json::Result<Value> {
+    let mut de = serde_json::Deserializer::from_slice(json);
+    let v = Only(fields).deserialize(&mut de)?;
+    de.end()?;
+    Ok(v)
+}
+
+struct Only<'a>(&'a [String]);
+
+impl<'de> DeserializeSeed<'de> for Only<'_> {
+    type Value = Value;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Only<'_> {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON document")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut out = Map::new();
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            if self.0.binary_search_by(|f| f.as_str().cmp(&key)).is_ok() {
+                let v: Value = map.next_value()?;
+                out.insert(key.into_owned(), v);
+            } else {
+                map.next_value::<IgnoredAny>()?;
+            }
+        }
+        Ok(Value::Object(out))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn fields_of(sql: &str) -> Option<Vec<String>> {
+        let p = super::super::prepare(sql, &[], None).unwrap();
+        root_fields(&p.query, p.raw_documents)
+    }
+
+    #[test]
+    fn finds_the_properties_a_query_reads() {
+        assert_eq!(
+            fields_of("SELECT * FROM c WHERE c.pk = 'a' AND c.n.x > 1"),
+            Some(vec!["n".into(), "pk".into()])
+        );
+        assert_eq!(
+            fields_of("SELECT TOP 10 c.id FROM c WHERE c.UserId = 'u' ORDER BY c.ts"),
+            Some(vec!["UserId".into(), "id".into(), "ts".into()])
+        );
+        assert_eq!(
+            fields_of("SELECT VALUE COUNT(1) FROM c WHERE c.x > 5"),
+            Some(vec!["x".into()])
+        );
+        assert_eq!(
+            fields_of("SELECT t FROM c JOIN t IN c.tags"),
+            Some(vec!["tags".into()])
+        );
+        assert_eq!(fields_of("SELECT * FROM c"), Some(vec![]));
+    }
+
+    #[test]
+    fn whole_document_uses_read_everything() {
+        assert_eq!(fields_of("SELECT VALUE c FROM c"), None);
+        assert_eq!(fields_of("SELECT * FROM c WHERE IS_DEFINED(c)"), None);
+        assert_eq!(fields_of("SELECT c.id FROM c WHERE c[c.k] = 1"), None);
+        assert_eq!(
+            fields_of("SELECT c.id FROM c WHERE EXISTS(SELECT VALUE t FROM t IN c.tags)"),
+            None
+        );
+    }
+
+    #[test]
+    fn parses_only_the_listed_properties() {
+        let doc = br#"{"id":"1","pk":"a","pad":"xxxxxxxx","n":{"x":[1,2,{"y":null}]},"z":true}"#;
+        let v = parse_fields(doc, &["n".into(), "pk".into()]).unwrap();
+        assert_eq!(v, json!({"pk": "a", "n": {"x": [1, 2, {"y": null}]}}));
+        assert_eq!(parse_fields(doc, &[]).unwrap(), json!({}));
+        assert!(parse_fields(b"{\"a\":1", &[]).is_err());
+        assert!(parse_fields(b"{\"a\":1} x", &[]).is_err());
+        // Escaped keys are compared decoded.
+        let v = parse_fields(br#"{"p\u006b":1}"#, &["pk".into()]).unwrap();
+        assert_eq!(v, json!({"pk": 1}));
+    }
+}
