@@ -218,8 +218,8 @@ pub enum Expr {
     },
     Ternary(Box<Expr>, Box<Expr>, Box<Expr>),
     Coalesce(Box<Expr>, Box<Expr>),
-    /// A system function, name uppercased.
-    Call(String, Vec<Expr>),
+    /// A system function, resolved when parsed.
+    Call(super::functions::Func, Vec<Expr>),
     Udf(String, Vec<Expr>),
     /// An aggregate; `index` is its position in the query's aggregate list (set by the binder).
     Agg {
@@ -441,18 +441,13 @@ impl Expr {
             }
             Expr::Ternary(a, b, c) => write!(f, "({a} ? {b} : {c})"),
             Expr::Coalesce(a, b) => write!(f, "({a} ?? {b})"),
-            Expr::Call(name, args) | Expr::Udf(name, args) => {
-                if matches!(self, Expr::Udf(..)) {
-                    f.write_str("udf.")?;
-                }
-                write!(f, "{name}(")?;
-                for (i, e) in args.iter().enumerate() {
-                    if i > 0 {
-                        f.write_str(", ")?;
-                    }
-                    write!(f, "{e}")?;
-                }
-                f.write_str(")")
+            Expr::Call(func, args) => {
+                write!(f, "{}(", func.name())?;
+                write_args(f, args)
+            }
+            Expr::Udf(name, args) => {
+                write!(f, "udf.{name}(")?;
+                write_args(f, args)
             }
             Expr::Agg { func, arg, .. } => write!(f, "{}({arg})", func.name()),
             Expr::Exists(q) => write!(f, "EXISTS({q})"),
@@ -560,4 +555,15 @@ impl fmt::Display for Query {
         }
         Ok(())
     }
+}
+
+/// `a, b, c)`: the arguments of a call and its closing parenthesis.
+fn write_args(f: &mut std::fmt::Formatter<'_>, args: &[Expr]) -> std::fmt::Result {
+    for (i, e) in args.iter().enumerate() {
+        if i > 0 {
+            f.write_str(", ")?;
+        }
+        write!(f, "{e}")?;
+    }
+    f.write_str(")")
 }

@@ -229,8 +229,8 @@ impl Binder<'_> {
                     "User-defined functions are not supported by strata (udf.{name}): compute the value in the application or with a system function."
                 )))
             }
-            Expr::Call(name, args) => {
-                functions::check(name, args.len())?;
+            Expr::Call(func, args) => {
+                functions::check(*func, args.len())?;
                 for a in args {
                     self.expr(a, scope)?;
                 }

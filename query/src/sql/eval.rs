@@ -219,12 +219,12 @@ fn eval_at_depth<'e>(e: &'e Expr, env: EnvRef<'e>, cx: &Ctx) -> R<Val<'e>> {
                 v
             }
         }
-        Expr::Call(name, args) => {
+        Expr::Call(func, args) => {
             let mut vals = Vec::with_capacity(args.len());
             for a in args {
                 vals.push(eval(a, env, cx)?);
             }
-            functions::call(name, vals, cx)?
+            functions::call(*func, vals, cx)?
         }
         Expr::Udf(name, _) => {
             return Err(QueryError::Unsupported(format!(

@@ -799,7 +799,10 @@ impl Parser {
                             index: 0,
                         });
                     }
-                    return Ok(Expr::Call(upper, args));
+                    return match super::functions::Func::lookup(&upper) {
+                        Some(func) => Ok(Expr::Call(func, args)),
+                        None => Err(super::functions::unknown(&upper)),
+                    };
                 }
                 Ok(Expr::Ident(name))
             }

@@ -398,9 +398,9 @@ impl Container {
                 Bound::Excluded(&cursor[..])
             };
             const CHUNK: usize = 256;
-            let chunk = self
-                .engine
-                .scan(Space::Directory, lower, Bound::Excluded(end), CHUNK, false)?;
+            let chunk =
+                self.engine
+                    .scan(Space::Directory, lower, Bound::Excluded(end), CHUNK, false)?;
             let exhausted = chunk.len() < CHUNK;
             for (k, _) in chunk {
                 cursor.clone_from(&k);

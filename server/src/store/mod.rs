@@ -594,7 +594,10 @@ impl Store {
 /// Each chunk is idempotent and the completion marker is written last, after every chunk in
 /// journal order, so an interrupted build simply runs again.
 fn build_directory(engine: &Engine) -> Result<(), StoreError> {
-    if engine.get(Space::Catalog, keys::CATALOG_DIRECTORY)?.is_some() {
+    if engine
+        .get(Space::Catalog, keys::CATALOG_DIRECTORY)?
+        .is_some()
+    {
         return Ok(());
     }
     let mut cursor: Option<Vec<u8>> = None;
@@ -783,7 +786,13 @@ mod tests {
             s.engine().durable(t).await.unwrap();
             let entries = s
                 .engine()
-                .scan(Space::Directory, Bound::Unbounded, Bound::Unbounded, 100, false)
+                .scan(
+                    Space::Directory,
+                    Bound::Unbounded,
+                    Bound::Unbounded,
+                    100,
+                    false,
+                )
                 .unwrap();
             assert_eq!(entries.len(), 3);
             // Make it look like a store from before the directory.

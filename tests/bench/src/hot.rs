@@ -34,9 +34,14 @@ fn pk_header(p: u64) -> String {
 
 /// Creates the container and its 1,000 items.
 async fn setup(http: &Http, item_size: usize) {
-    http.setup("bench", COLL, json!({"paths": ["/pk"], "kind": "Hash"}), None)
-        .await
-        .expect("setup");
+    http.setup(
+        "bench",
+        COLL,
+        json!({"paths": ["/pk"], "kind": "Hash"}),
+        None,
+    )
+    .await
+    .expect("setup");
     for p in 0..PARTITIONS {
         for k in 0..PER_PARTITION {
             let r = http

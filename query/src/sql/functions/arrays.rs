@@ -1,0 +1,179 @@
+//! Array, object and conditional functions.
+
+use super::*;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArrayFn {
+    ArrayConcat,
+    ArrayContains,
+    ArrayContainsAny,
+    ArrayContainsAll,
+    ArrayLength,
+    ArraySlice,
+    SetIntersect,
+    SetUnion,
+    Choose,
+    ObjectToArray,
+    Iif,
+    DocumentId,
+}
+
+pub(super) fn call<'a>(f: ArrayFn, args: Vec<Val<'a>>, _cx: &Ctx) -> R<Val<'a>> {
+    let a = &args;
+    let get = |i: usize| a.get(i).and_then(|v| v.get());
+    Ok(match f {
+        ArrayFn::ArrayConcat => {
+            let mut out = Vec::new();
+            let mut budget = SizeBudget::default();
+            for v in a {
+                match v.get() {
+                    Some(arr @ Value::Array(x)) => {
+                        budget.add(arr)?;
+                        out.extend(x.iter().cloned());
+                    }
+                    _ => return Ok(Val::Undef),
+                }
+            }
+            Val::Own(Value::Array(out))
+        }
+        ArrayFn::ArrayContains => {
+            let (Some(Value::Array(arr)), Some(partial)) = (get(0), opt_bool(a, 2)) else {
+                return Ok(Val::Undef);
+            };
+            let Some(x) = get(1) else {
+                return Ok(b(false));
+            };
+            b(arr.iter().any(|e| contains_match(e, x, partial)))
+        }
+        ArrayFn::ArrayContainsAny | ArrayFn::ArrayContainsAll => {
+            let Some(Value::Array(arr)) = get(0) else {
+                return Ok(Val::Undef);
+            };
+            let wanted: Vec<&Value> = a[1..].iter().filter_map(|v| v.get()).collect();
+            let some_undefined = wanted.len() < a.len() - 1;
+            let has = |w: &Value| arr.iter().any(|e| json_equal(e, w));
+            // An undefined argument makes the answer undefined unless the defined ones decide it.
+            if f == ArrayFn::ArrayContainsAny {
+                if wanted.iter().any(|w| has(w)) {
+                    b(true)
+                } else if some_undefined {
+                    Val::Undef
+                } else {
+                    b(false)
+                }
+            } else if !wanted.iter().all(|w| has(w)) {
+                b(false)
+            } else if some_undefined {
+                Val::Undef
+            } else {
+                b(true)
+            }
+        }
+        ArrayFn::ArrayLength => match get(0) {
+            Some(Value::Array(x)) => n(x.len() as f64),
+            _ => Val::Undef,
+        },
+        ArrayFn::ArraySlice => {
+            let (Some(Value::Array(arr)), Some(st)) = (get(0), int(&a[1])) else {
+                return Ok(Val::Undef);
+            };
+            let len = arr.len() as i64;
+            let st = if st < 0 {
+                (len + st).max(0)
+            } else {
+                st.min(len)
+            };
+            let end = match a.get(2) {
+                Some(v) => match int(v) {
+                    Some(k) if k < 0 => (len + k).max(st),
+                    Some(k) => (st + k).min(len),
+                    None => return Ok(Val::Undef),
+                },
+                None => len,
+            };
+            Val::Own(Value::Array(
+                arr[st as usize..end.max(st) as usize].to_vec(),
+            ))
+        }
+        ArrayFn::SetIntersect | ArrayFn::SetUnion => {
+            let (Some(Value::Array(x)), Some(Value::Array(y))) = (get(0), get(1)) else {
+                return Ok(Val::Undef);
+            };
+            let mut seen = std::collections::HashSet::new();
+            let mut out = Vec::new();
+            if f == ArrayFn::SetUnion {
+                for v in x.iter().chain(y) {
+                    if seen.insert(canonical(v)) {
+                        out.push(v.clone());
+                    }
+                }
+            } else {
+                // Cosmos returns the intersection in the order of the second array.
+                let xs: std::collections::HashSet<String> = x.iter().map(canonical).collect();
+                for v in y {
+                    let k = canonical(v);
+                    if xs.contains(&k) && seen.insert(k) {
+                        out.push(v.clone());
+                    }
+                }
+            }
+            Val::Own(Value::Array(out))
+        }
+        ArrayFn::Choose => match int(&a[0]) {
+            Some(i) if i >= 1 && (i as usize) < a.len() => {
+                args.into_iter().nth(i as usize).unwrap_or(Val::Undef)
+            }
+            _ => Val::Undef,
+        },
+        ArrayFn::ObjectToArray => {
+            let Some(Value::Object(m)) = get(0) else {
+                return Ok(Val::Undef);
+            };
+            let kname = match a.get(1) {
+                Some(v) => match v.as_str() {
+                    Some(k) => k.to_string(),
+                    None => return Ok(Val::Undef),
+                },
+                None => "k".into(),
+            };
+            let vname = match a.get(2) {
+                Some(v) => match v.as_str() {
+                    Some(k) => k.to_string(),
+                    None => return Ok(Val::Undef),
+                },
+                None => "v".into(),
+            };
+            Val::Own(Value::Array(
+                m.iter()
+                    .map(|(k, v)| {
+                        let mut o = Map::new();
+                        o.insert(kname.clone(), Value::String(k.clone()));
+                        o.insert(vname.clone(), v.clone());
+                        Value::Object(o)
+                    })
+                    .collect(),
+            ))
+        }
+        ArrayFn::Iif => {
+            let cond = a[0].as_bool() == Some(true);
+            let mut it = args.into_iter();
+            it.next();
+            let yes = it.next().unwrap_or(Val::Undef);
+            let no = it.next().unwrap_or(Val::Undef);
+            if cond {
+                yes
+            } else {
+                no
+            }
+        }
+        ArrayFn::DocumentId => match get(0) {
+            Some(Value::Object(m)) => m
+                .get("_rid")
+                .and_then(Value::as_str)
+                .and_then(document_id)
+                .map(|id| n(id as f64))
+                .unwrap_or(Val::Undef),
+            _ => Val::Undef,
+        },
+    })
+}
