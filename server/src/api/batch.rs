@@ -5,7 +5,7 @@
 //! operation fails, nothing is applied and the response is 207 Multi-Status with the failing
 //! operation's real status and 424 (Failed Dependency) for every other one.
 
-use super::commit::{persist, Admission};
+use super::commit::Commit;
 use super::error::{substatus, ApiError};
 use super::items::{apply, check_doc_key, container, document, point_key, Conditions, Op, Outcome};
 use super::request::{Req, MAX_ITEM_BYTES};
@@ -232,9 +232,9 @@ pub async fn batch(app: &App, req: &Req, db: &str, coll: &str) -> Result<Reply, 
         req.header("x-ms-cosmos-batch-atomic").is_none() || req.flag("x-ms-cosmos-batch-atomic");
     let n = parsed.len();
     let estimate = n as f64 * charge::write(req.body.len() / n.max(1));
-    let admitted = Admission::admit(app, &c, &epk, estimate)?;
+    let mut commit = Commit::admit(app, &c, &epk, estimate)?;
     let (results, status) = if atomic {
-        let run = persist(app, &c, |t| {
+        let run = commit.transact(|t| {
             let mut out = Vec::with_capacity(n);
             for (i, b) in parsed.into_iter().enumerate() {
                 match apply(t, &epk, &pk, &b.id, b.op, &b.cond) {
@@ -243,8 +243,7 @@ pub async fn batch(app: &App, req: &Req, db: &str, coll: &str) -> Result<Reply, 
                 }
             }
             Ok(out)
-        })
-        .await?;
+        });
         match run {
             Ok(outcomes) => (
                 outcomes
@@ -260,21 +259,15 @@ pub async fn batch(app: &App, req: &Req, db: &str, coll: &str) -> Result<Reply, 
         // Not atomic (bulk): every operation commits on its own.
         let mut out = Vec::with_capacity(n);
         let mut any_failed = false;
-        let mut last = crate::store::engine::Durable::default();
         for b in parsed {
-            match c.write(|t| apply(t, &epk, &pk, &b.id, b.op, &b.cond)) {
-                Ok((o, token)) => {
-                    last = last.max(token);
-                    out.push(result_json(&c, &o));
-                }
+            match commit.transact(|t| apply(t, &epk, &pk, &b.id, b.op, &b.cond)) {
+                Ok(o) => out.push(result_json(&c, &o)),
                 Err(e) => {
                     any_failed = true;
                     out.push(error_json(&e));
                 }
             }
         }
-        c.durable(last).await?;
-        app.after_write(&c);
         (
             out,
             if any_failed {
@@ -284,11 +277,12 @@ pub async fn batch(app: &App, req: &Req, db: &str, coll: &str) -> Result<Reply, 
             },
         )
     };
+    commit.durable().await?;
     let total: f64 = results
         .iter()
         .filter_map(|r| r["requestCharge"].as_f64())
         .sum();
-    admitted.settle(total.max(1.0));
+    commit.settle(total.max(1.0));
     Ok(Reply::json(status, &Value::Array(results))
         .charge(total.max(1.0))
         .session(&[c.range_id_of(&epk)], c.current_lsn())

@@ -6,6 +6,7 @@
 //! a container, so a position taken before a split continues on the children: nothing is
 //! skipped, nothing repeated.
 
+use super::commit::Admission;
 use super::error::ApiError;
 use super::items::container;
 use super::request::Req;
@@ -81,6 +82,12 @@ pub fn read(app: &App, req: &Req, db: &str, coll: &str) -> Result<Reply, ApiErro
     let start = start(req, upto)?;
     let page = req.max_item_count()?.unwrap_or(DEFAULT_PAGE);
     let range = scope.range.clone().unwrap_or_else(|| EpkRange::new("", ""));
+    let touched = if range.is_empty() {
+        Vec::new()
+    } else {
+        ranges_touched(&c, &range)
+    };
+    let admitted = Admission::ranges(app, &c, touched.clone(), charge::query(0, 0, 1))?;
     let (after, since) = match start {
         Start::After(l) => (l, None),
         Start::Since(t) => (0, Some(t)),
@@ -95,11 +102,6 @@ pub fn read(app: &App, req: &Req, db: &str, coll: &str) -> Result<Reply, ApiErro
     // A full page continues after its last item; otherwise the feed is read up to `upto`.
     let position = if exhausted { upto.max(after) } else { last };
     let etag = format!("\"{position}\"");
-    let touched = if range.is_empty() {
-        Vec::new()
-    } else {
-        ranges_touched(&c, &range)
-    };
     if docs.is_empty() {
         return Ok(Reply::empty(StatusCode::NOT_MODIFIED)
             .header("etag", &etag)
@@ -108,7 +110,7 @@ pub fn read(app: &App, req: &Req, db: &str, coll: &str) -> Result<Reply, ApiErro
     }
     let bytes: usize = docs.iter().map(|d| d.len()).sum();
     let ru = charge::query(docs.len() as u64, bytes, touched.len().max(1));
-    app.spend(&c, &touched, None, ru)?;
+    admitted.settle(ru);
     Ok(
         Reply::new(StatusCode::OK, feed_body(&c.rid, "Documents", &docs))
             .header("etag", &etag)

@@ -1,31 +1,36 @@
-//! The one path an item write takes: admit its estimated charge (429 before anything
-//! changes), run the transaction, wait until it is durable, maybe start a split, and settle
-//! the charge. Settling is tied to [`Admission`]'s lifetime, so every way out of a write
-//! handler — success, a failed transaction, a failed durable wait, an early `?` — settles
-//! the same way: the real charge on success, 1 RU otherwise (as the service charges a failed
-//! write).
+//! The one path every item write takes — point writes, batches, bulk, deletes by partition
+//! key: admit its estimated charge (429 before anything changes), run its transaction(s), wait
+//! until they are durable, maybe start a split, and settle the charge. Settling is tied to
+//! [`Admission`]'s lifetime, so every way out of a write handler — success, a failed
+//! transaction, a failed durable wait, an early `?` — settles the same way: the real charge
+//! on success, 1 RU otherwise (as the service charges a failed write).
 
 use super::error::ApiError;
 use super::App;
 use crate::store::container::{Container, Txn};
+use crate::store::engine::Durable;
 use crate::store::StoreError;
 use std::sync::Arc;
 
-/// Request units admitted for one write to one logical partition, settled when dropped.
+/// Request units admitted for one request before it runs, settled when dropped: the real
+/// charge once known, 1 RU otherwise (as the service charges a failed request). Reads,
+/// queries and feeds are admitted for their minimum; writes for their estimate.
 pub struct Admission<'a> {
     app: &'a App,
-    c: &'a Container,
-    range: u32,
-    epk: String,
+    c: &'a Arc<Container>,
+    /// The physical partitions charged (the first is the one a point operation lands in).
+    ranges: Vec<u32>,
+    /// The logical partition, for a request to one.
+    epk: Option<String>,
     estimate: f64,
     charge: Option<f64>,
 }
 
 impl<'a> Admission<'a> {
-    /// Spends the estimate on the partition holding `epk`; 429 when it lacks the budget.
-    pub fn admit(
+    /// Spends `estimate` on the partition holding `epk`; 429 when it lacks the budget.
+    pub fn point(
         app: &'a App,
-        c: &'a Container,
+        c: &'a Arc<Container>,
         epk: &str,
         estimate: f64,
     ) -> Result<Self, ApiError> {
@@ -34,19 +39,37 @@ impl<'a> Admission<'a> {
         Ok(Self {
             app,
             c,
-            range,
-            epk: epk.to_string(),
+            ranges: vec![range],
+            epk: Some(epk.to_string()),
             estimate,
             charge: None,
         })
     }
 
-    /// The physical partition the write lands in.
-    pub fn range(&self) -> u32 {
-        self.range
+    /// Spends `estimate` across `ranges` (a request over many logical partitions).
+    pub fn ranges(
+        app: &'a App,
+        c: &'a Arc<Container>,
+        ranges: Vec<u32>,
+        estimate: f64,
+    ) -> Result<Self, ApiError> {
+        app.spend(c, &ranges, None, estimate)?;
+        Ok(Self {
+            app,
+            c,
+            ranges,
+            epk: None,
+            estimate,
+            charge: None,
+        })
     }
 
-    /// Settles at the real charge of a write that happened.
+    /// The physical partition a point operation lands in.
+    pub fn range(&self) -> u32 {
+        self.ranges.first().copied().unwrap_or_default()
+    }
+
+    /// Settles at the real charge of a request that ran.
     pub fn settle(mut self, charge: f64) {
         self.charge = Some(charge);
     }
@@ -57,28 +80,77 @@ impl Drop for Admission<'_> {
         let charge = self.charge.unwrap_or(1.0);
         self.app.record(
             self.c,
-            &[self.range],
-            Some(&self.epk),
+            &self.ranges,
+            self.epk.as_deref(),
             charge - self.estimate,
         );
     }
 }
 
-/// Runs `f` as one transaction, waits until it is durable and starts a split if a partition
-/// outgrew its threshold. Errors of `f` come back as they are.
-pub async fn persist<T, E>(
-    app: &App,
-    c: &Arc<Container>,
-    f: impl FnOnce(&mut Txn<'_>) -> Result<T, E>,
-) -> Result<Result<T, E>, ApiError>
-where
-    E: From<StoreError>,
-{
-    let (out, seq) = match c.write(f) {
-        Ok(x) => x,
-        Err(e) => return Ok(Err(e)),
-    };
-    c.durable(seq).await?;
-    app.after_write(c);
-    Ok(Ok(out))
+/// One write request in progress: its admission, and the durability of the transactions it
+/// ran.
+pub struct Commit<'a> {
+    admission: Admission<'a>,
+    /// The latest transaction's token; `None` until one ran.
+    token: Option<Durable>,
+}
+
+impl<'a> Commit<'a> {
+    /// Admits a write to the logical partition `epk` (see [`Admission::point`]).
+    pub fn admit(
+        app: &'a App,
+        c: &'a Arc<Container>,
+        epk: &str,
+        estimate: f64,
+    ) -> Result<Self, ApiError> {
+        Ok(Self {
+            admission: Admission::point(app, c, epk, estimate)?,
+            token: None,
+        })
+    }
+
+    /// Admits a write to many logical partitions (see [`Admission::ranges`]).
+    pub fn admit_ranges(
+        app: &'a App,
+        c: &'a Arc<Container>,
+        ranges: Vec<u32>,
+        estimate: f64,
+    ) -> Result<Self, ApiError> {
+        Ok(Self {
+            admission: Admission::ranges(app, c, ranges, estimate)?,
+            token: None,
+        })
+    }
+
+    /// The physical partition a point write lands in.
+    pub fn range(&self) -> u32 {
+        self.admission.range()
+    }
+
+    /// Runs `f` as one atomic transaction; errors of `f` come back as they are and leave
+    /// nothing behind. A request may run several (bulk, deletes in bounded chunks).
+    pub fn transact<T, E: From<StoreError>>(
+        &mut self,
+        f: impl FnOnce(&mut Txn<'_>) -> Result<T, E>,
+    ) -> Result<T, E> {
+        let (out, token) = self.admission.c.write(f)?;
+        self.token = Some(self.token.map_or(token, |t| t.max(token)));
+        Ok(out)
+    }
+
+    /// Waits until every transaction this commit ran is durable, then starts a split if a
+    /// partition outgrew its threshold.
+    pub async fn durable(&mut self) -> Result<(), ApiError> {
+        if let Some(token) = self.token.take() {
+            let (app, c) = (self.admission.app, self.admission.c);
+            c.durable(token).await?;
+            app.after_write(c);
+        }
+        Ok(())
+    }
+
+    /// Settles at the real charge of a write that happened.
+    pub fn settle(self, charge: f64) {
+        self.admission.settle(charge);
+    }
 }

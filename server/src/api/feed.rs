@@ -1,5 +1,6 @@
 //! `GET .../docs` without `A-IM`: the read feed (every item, in key order, paged).
 
+use super::commit::Admission;
 use super::error::ApiError;
 use super::items::container;
 use super::request::Req;
@@ -46,6 +47,12 @@ pub fn read_feed(app: &App, req: &Req, db: &str, coll: &str) -> Result<Reply, Ap
         .map(|t| decode_token(app, &c, t))
         .transpose()?;
     let range = scope.range.clone().unwrap_or_else(|| EpkRange::new("", ""));
+    let touched = if range.is_empty() {
+        Vec::new()
+    } else {
+        ranges_touched(&c, &range)
+    };
+    let admitted = Admission::ranges(app, &c, touched.clone(), charge::query(0, 0, 1))?;
     let mut docs = Vec::new();
     let mut last = None;
     let mut more = false;
@@ -57,13 +64,8 @@ pub fn read_feed(app: &App, req: &Req, db: &str, coll: &str) -> Result<Reply, Ap
         docs = rows.into_iter().map(|(_, it)| it.json).collect();
     }
     let bytes: usize = docs.iter().map(|d| d.len()).sum();
-    let touched = if range.is_empty() {
-        Vec::new()
-    } else {
-        ranges_touched(&c, &range)
-    };
     let ru = charge::query(docs.len() as u64, bytes, touched.len().max(1));
-    app.spend(&c, &touched, None, ru)?;
+    admitted.settle(ru);
     let mut reply = Reply::new(StatusCode::OK, feed_body(&c.rid, "Documents", &docs))
         .header("x-ms-item-count", docs.len().to_string())
         .charge(ru)

@@ -5,7 +5,7 @@
 //! addresses one logical partition, by the `x-ms-documentdb-partitionkey` header (or, for
 //! writes without one, the key found in the document).
 
-use super::commit::{persist, Admission};
+use super::commit::{Admission, Commit};
 use super::error::{substatus, ApiError};
 use super::request::{validate_id, Req, MAX_ITEM_BYTES};
 use super::response::Reply;
@@ -385,10 +385,11 @@ async fn write_one(
     op: Op,
 ) -> Result<Reply, ApiError> {
     let cond = conditions(req);
-    let admitted = Admission::admit(app, c, &epk, charge::write(req.body.len()))?;
-    let outcome = persist(app, c, |t| apply(t, &epk, &pk, id, op, &cond)).await??;
-    let r = reply(c, req, &outcome, admitted.range());
-    admitted.settle(r.charge);
+    let mut commit = Commit::admit(app, c, &epk, charge::write(req.body.len()))?;
+    let outcome = commit.transact(|t| apply(t, &epk, &pk, id, op, &cond))?;
+    commit.durable().await?;
+    let r = reply(c, req, &outcome, commit.range());
+    commit.settle(r.charge);
     Ok(r)
 }
 
@@ -411,6 +412,7 @@ pub fn read(app: &App, req: &Req, db: &str, coll: &str, id: &str) -> Result<Repl
     let c = container(app, req, db, coll)?;
     let (pk, epk) = point_key(&c, req.partition_key()?, None)?;
     let id = item_id(&c, db, &epk, id)?;
+    let admitted = Admission::point(app, &c, &epk, charge::read(0))?;
     let Some((item, range_id)) = c.read_item(&epk, &id)? else {
         return Err(not_found(&id, &pk));
     };
@@ -431,7 +433,7 @@ pub fn read(app: &App, req: &Req, db: &str, coll: &str, id: &str) -> Result<Repl
         },
         range_id,
     );
-    app.spend(&c, &[range_id], Some(&epk), r.charge)?;
+    admitted.settle(r.charge);
     Ok(r)
 }
 
@@ -499,13 +501,21 @@ pub async fn delete_partition(
     let range = strata_query::pk::epk::epk_range(&c.pk, &pk)?;
     let exact = (pk.len() == c.pk.levels()).then(|| range.min.clone());
     let started = std::time::Instant::now();
+    let touched = super::scope::ranges_touched(&c, &range);
+    let mut commit = Commit::admit_ranges(app, &c, touched.clone(), charge::write(0))?;
     let mut deleted = 0u64;
     loop {
-        let (n, seq) = c.delete_docs(&range, exact.as_deref(), 500)?;
-        if n == 0 {
+        // Bounded transactions: each deletes one chunk atomically.
+        let chunk = c.scan_docs(&range, exact.as_deref(), None, 500)?;
+        if chunk.is_empty() {
             break;
         }
-        c.durable(seq).await?;
+        let n = commit.transact(|t| {
+            for (pos, _) in &chunk {
+                t.delete_at(pos)?;
+            }
+            Ok::<_, ApiError>(chunk.len() as u64)
+        })?;
         deleted += n;
         if deleted.is_multiple_of(10_000) {
             tracing::info!(container = %c.id, partition_key = %pk, deleted, "deleting partition key");
@@ -514,10 +524,10 @@ pub async fn delete_partition(
             break;
         }
     }
+    commit.durable().await?;
     tracing::info!(container = %c.id, partition_key = %pk, deleted, ms = started.elapsed().as_millis() as u64, "deleted all items of partition key");
-    let touched = super::scope::ranges_touched(&c, &range);
     let ru = charge::write(0) * deleted.max(1) as f64 / 10.0;
-    app.record(&c, &touched, exact.as_deref(), ru);
+    commit.settle(ru);
     Ok(Reply::empty(StatusCode::OK)
         .header("x-ms-cosmos-is-partition-key-delete-pending", "false")
         .charge(ru)

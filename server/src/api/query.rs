@@ -8,6 +8,7 @@
 //! hands the plan to the executor ([`crate::exec`]) and encodes the page, its charge, route,
 //! metrics and continuation.
 
+use super::commit::Admission;
 use super::error::{substatus, ApiError};
 use super::items::container;
 use super::request::Req;
@@ -183,6 +184,7 @@ pub async fn query_items(app: &App, req: &Req, db: &str, coll: &str) -> Result<R
         .continuation()
         .map(|t| Continuation::decode(t, &p.fingerprint, &app.token_key))
         .transpose()?;
+    let admitted = Admission::ranges(app, &c, range_ids.clone(), charge::query(0, 0, 1))?;
     let p = Arc::new(p);
     let page = exec::run(
         Arc::clone(&c),
@@ -223,7 +225,7 @@ pub async fn query_items(app: &App, req: &Req, db: &str, coll: &str) -> Result<R
         page.docs.len()
     );
     let ru = charge::query(page.scanned, out_bytes, range_ids.len().max(1));
-    app.spend(&c, &range_ids, None, ru)?;
+    admitted.settle(ru);
     let mut reply = Reply::new(
         StatusCode::OK,
         super::response::feed_body(&c.rid, "Documents", &page.docs),

@@ -447,31 +447,6 @@ impl Container {
         Some(DocPos(key))
     }
 
-    /// Deletes up to `limit` documents of the logical partition(s) in `range` (only EPK
-    /// `exact`, when given) in one transaction. Returns how many, and the sequence to await
-    /// with [`Container::durable`].
-    pub fn delete_docs(
-        &self,
-        range: &EpkRange,
-        exact: Option<&str>,
-        limit: usize,
-    ) -> Result<(u64, Durable), StoreError> {
-        let batch = self.scan_docs(range, exact, None, limit)?;
-        if batch.is_empty() {
-            return Ok((0, Durable::default()));
-        }
-        let (_, token) = self.write(|t| {
-            for (pos, _) in &batch {
-                let (epk, id) = (pos.epk(), pos.id());
-                if let Some(item) = t.get_raw(epk, id)? {
-                    t.delete(epk, id, &item)?;
-                }
-            }
-            Ok::<_, StoreError>(())
-        })?;
-        Ok((batch.len() as u64, token))
-    }
-
     /// Waits until the write behind `token` is durable (at once in memory).
     pub async fn durable(&self, token: Durable) -> Result<(), StoreError> {
         Ok(self.engine.durable(token).await?)
@@ -774,6 +749,18 @@ impl Txn<'_> {
             range_id: c.range_id_of(epk),
             created,
         })
+    }
+
+    /// Deletes the item at `pos` (from [`Container::scan_docs`]) if it still exists.
+    pub fn delete_at(&mut self, pos: &DocPos) -> Result<bool, StoreError> {
+        let (epk, id) = (pos.epk(), pos.id());
+        match self.get_raw(epk, id)? {
+            Some(item) => {
+                self.delete(epk, id, &item)?;
+                Ok(true)
+            }
+            None => Ok(false),
+        }
     }
 
     /// Deletes the given version of an item.

@@ -3,7 +3,7 @@
 //! with TTL enabled incrementally, a bounded number of items per tick.
 
 use super::container::Container;
-use super::engine::Space;
+use super::engine::{Durable, Space};
 use super::item::StoredItem;
 use super::{catalog, keys, Store, StoreError};
 use std::collections::HashMap;
@@ -35,7 +35,12 @@ impl Store {
                     let c2 = Arc::clone(&c);
                     let res = tokio::task::spawn_blocking(move || sweep(&c2, cursor)).await;
                     match res {
-                        Ok(Ok((purged, next))) => {
+                        Ok(Ok((purged, next, token))) => {
+                            // Like every write: logged as done once durable.
+                            if let Err(e) = c.durable(token).await {
+                                tracing::error!(container = %c.id, error = %e, "TTL purge not durable");
+                                continue;
+                            }
                             if purged > 0 {
                                 tracing::info!(container = %format!("{}/{}", c.db, c.id), purged, "purged expired items");
                             }
@@ -56,9 +61,12 @@ impl Store {
     }
 }
 
-/// Deletes expired items among the next `PER_TICK` after `cursor`. Returns how many were
-/// purged and where to continue (None: wrapped around).
-fn sweep(c: &Container, cursor: Option<Vec<u8>>) -> Result<(u64, Option<Vec<u8>>), StoreError> {
+/// What one sweep did: items purged, where to continue (None: wrapped around), and the
+/// token to await before counting the purge as done.
+type Swept = (u64, Option<Vec<u8>>, Durable);
+
+/// Deletes expired items among the next `PER_TICK` after `cursor`, in one transaction.
+fn sweep(c: &Container, cursor: Option<Vec<u8>>) -> Result<Swept, StoreError> {
     let prefix = keys::container_prefix(c.cid);
     let end = keys::container_prefix(c.cid + 1);
     let lower = match &cursor {
@@ -81,9 +89,9 @@ fn sweep(c: &Container, cursor: Option<Vec<u8>>) -> Result<(u64, Option<Vec<u8>>
         .then(|| chunk.last().map(|(k, _)| k.clone()))
         .flatten();
     if expired.is_empty() || c.deleted.load(std::sync::atomic::Ordering::Acquire) {
-        return Ok((0, next));
+        return Ok((0, next, Durable::default()));
     }
-    let (n, _) = c.write(|t| {
+    let (n, token) = c.write(|t| {
         let mut n = 0;
         for k in &expired {
             let Some((_, epk, id)) = keys::parse_item_key(k) else {
@@ -99,5 +107,5 @@ fn sweep(c: &Container, cursor: Option<Vec<u8>>) -> Result<(u64, Option<Vec<u8>>
         }
         Ok::<_, StoreError>(n)
     })?;
-    Ok((n, next))
+    Ok((n, next, token))
 }
