@@ -7,14 +7,16 @@
 
 use super::commit::Commit;
 use super::error::{substatus, ApiError};
-use super::items::{apply, check_doc_key, container, document, point_key, Conditions, Op, Outcome};
+use super::items::{apply, check_doc_key, document, point_key, Conditions, Op, Outcome};
 use super::request::{Req, MAX_ITEM_BYTES};
 use super::response::Reply;
 use super::App;
+use crate::store::container::Container;
 use crate::store::{catalog, StoreError};
 use crate::throughput::charge;
 use axum::http::StatusCode;
 use serde_json::{json, Map, Value};
+use std::sync::Arc;
 use strata_query::pk::PartitionKey;
 
 /// Most operations in one batch.
@@ -185,8 +187,7 @@ fn failed_batch(
 }
 
 /// `POST .../docs` with `x-ms-cosmos-is-batch-request`.
-pub async fn batch(app: &App, req: &Req, db: &str, coll: &str) -> Result<Reply, ApiError> {
-    let c = container(app, req, db, coll)?;
+pub async fn batch(app: &App, req: &Req, c: &Arc<Container>) -> Result<Reply, ApiError> {
     if req.body.len() > MAX_ITEM_BYTES {
         return Err(ApiError::too_large(format!(
             "The batch request is {} bytes; a batch may carry at most {MAX_ITEM_BYTES} bytes (2 MB).",
@@ -215,15 +216,15 @@ pub async fn batch(app: &App, req: &Req, db: &str, coll: &str) -> Result<Reply, 
     let pk = req.partition_key()?.ok_or_else(|| {
         ApiError::bad_request("A batch needs the x-ms-documentdb-partitionkey header: it runs in one logical partition.")
     })?;
-    let (pk, epk) = point_key(&c, Some(pk), None)?;
+    let (pk, epk) = point_key(c, Some(pk), None)?;
     let mut parsed: Vec<BatchOp> = Vec::with_capacity(ops.len());
     for (i, v) in ops.iter().enumerate() {
-        match parse_op(i, v, &c, &pk) {
+        match parse_op(i, v, c, &pk) {
             Ok(b) => parsed.push(b),
             // A document of another logical partition fails that operation (and so the
             // batch), as the service reports it: 207 with the operation's 400/1001.
             Err(e) if e.sub_status == Some(substatus::PARTITION_KEY_MISMATCH) => {
-                return Ok(failed_batch(&c, &epk, ops.len(), i, &e))
+                return Ok(failed_batch(c, &epk, ops.len(), i, &e))
             }
             Err(e) => return Err(e),
         }
@@ -232,7 +233,7 @@ pub async fn batch(app: &App, req: &Req, db: &str, coll: &str) -> Result<Reply, 
         req.header("x-ms-cosmos-batch-atomic").is_none() || req.flag("x-ms-cosmos-batch-atomic");
     let n = parsed.len();
     let estimate = n as f64 * charge::write(req.body.len() / n.max(1));
-    let mut commit = Commit::admit(app, &c, &epk, estimate)?;
+    let mut commit = Commit::admit(app, c, &epk, estimate)?;
     let (results, status) = if atomic {
         let run = commit.transact(|t| {
             let mut out = Vec::with_capacity(n);
@@ -248,7 +249,7 @@ pub async fn batch(app: &App, req: &Req, db: &str, coll: &str) -> Result<Reply, 
             Ok(outcomes) => (
                 outcomes
                     .iter()
-                    .map(|o| result_json(&c, o))
+                    .map(|o| result_json(c, o))
                     .collect::<Vec<_>>(),
                 StatusCode::OK,
             ),
@@ -261,7 +262,7 @@ pub async fn batch(app: &App, req: &Req, db: &str, coll: &str) -> Result<Reply, 
         let mut any_failed = false;
         for b in parsed {
             match commit.transact(|t| apply(t, &epk, &pk, &b.id, b.op, &b.cond)) {
-                Ok(o) => out.push(result_json(&c, &o)),
+                Ok(o) => out.push(result_json(c, &o)),
                 Err(e) => {
                     any_failed = true;
                     out.push(error_json(&e));
@@ -286,5 +287,5 @@ pub async fn batch(app: &App, req: &Req, db: &str, coll: &str) -> Result<Reply, 
     Ok(Reply::json(status, &Value::Array(results))
         .charge(total.max(1.0))
         .session(&[c.range_id_of(&epk)], c.current_lsn())
-        .container(&c))
+        .container(c))
 }

@@ -8,14 +8,15 @@
 
 use super::commit::Admission;
 use super::error::ApiError;
-use super::items::container;
 use super::request::Req;
 use super::response::{feed_body, Reply};
 use super::scope::{ranges_touched, request_scope};
 use super::App;
+use crate::store::container::Container;
 use crate::throughput::charge;
 use axum::http::StatusCode;
 use bytes::Bytes;
+use std::sync::Arc;
 use std::time::UNIX_EPOCH;
 use strata_query::pk::EpkRange;
 
@@ -65,8 +66,7 @@ fn with_lsn(json: &Bytes, lsn: u64) -> Bytes {
     Bytes::from(v)
 }
 
-pub fn read(app: &App, req: &Req, db: &str, coll: &str) -> Result<Reply, ApiError> {
-    let c = container(app, req, db, coll)?;
+pub fn read(app: &App, req: &Req, c: &Arc<Container>) -> Result<Reply, ApiError> {
     match req.header("a-im") {
         Some(v) if v.eq_ignore_ascii_case("incremental feed") => {}
         Some(v) => {
@@ -76,7 +76,7 @@ pub fn read(app: &App, req: &Req, db: &str, coll: &str) -> Result<Reply, ApiErro
         }
         None => {}
     }
-    let scope = request_scope(&c, req)?;
+    let scope = request_scope(c, req)?;
     // Everything up to this LSN is already applied and visible.
     let upto = c.current_lsn();
     let start = start(req, upto)?;
@@ -85,9 +85,9 @@ pub fn read(app: &App, req: &Req, db: &str, coll: &str) -> Result<Reply, ApiErro
     let touched = if range.is_empty() {
         Vec::new()
     } else {
-        ranges_touched(&c, &range)
+        ranges_touched(c, &range)
     };
-    let admitted = Admission::ranges(app, &c, touched.clone(), charge::query(0, 0, 1))?;
+    let admitted = Admission::ranges(app, c, touched.clone(), charge::query(0, 0, 1))?;
     let (after, since) = match start {
         Start::After(l) => (l, None),
         Start::Since(t) => (0, Some(t)),
@@ -106,7 +106,7 @@ pub fn read(app: &App, req: &Req, db: &str, coll: &str) -> Result<Reply, ApiErro
         return Ok(Reply::empty(StatusCode::NOT_MODIFIED)
             .header("etag", &etag)
             .session(&touched, upto)
-            .container(&c));
+            .container(c));
     }
     let bytes: usize = docs.iter().map(|d| d.len()).sum();
     let ru = charge::query(docs.len() as u64, bytes, touched.len().max(1));
@@ -117,6 +117,6 @@ pub fn read(app: &App, req: &Req, db: &str, coll: &str) -> Result<Reply, ApiErro
             .header("x-ms-item-count", docs.len().to_string())
             .charge(ru)
             .session(&touched, upto)
-            .container(&c),
+            .container(c),
     )
 }

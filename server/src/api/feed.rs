@@ -2,7 +2,6 @@
 
 use super::commit::Admission;
 use super::error::ApiError;
-use super::items::container;
 use super::request::Req;
 use super::response::{feed_body, Reply};
 use super::scope::{ranges_touched, request_scope};
@@ -10,6 +9,7 @@ use super::App;
 use crate::store::container::{Container, DocPos};
 use crate::throughput::charge;
 use axum::http::StatusCode;
+use std::sync::Arc;
 use strata_query::pk::EpkRange;
 
 /// Page size when the client does not say (the service's default).
@@ -38,21 +38,20 @@ fn decode_token(app: &App, c: &Container, token: &str) -> Result<DocPos, ApiErro
         .ok_or_else(|| bad("malformed"))
 }
 
-pub fn read_feed(app: &App, req: &Req, db: &str, coll: &str) -> Result<Reply, ApiError> {
-    let c = container(app, req, db, coll)?;
-    let scope = request_scope(&c, req)?;
+pub fn read_feed(app: &App, req: &Req, c: &Arc<Container>) -> Result<Reply, ApiError> {
+    let scope = request_scope(c, req)?;
     let page = req.max_item_count()?.unwrap_or(DEFAULT_PAGE);
     let after = req
         .continuation()
-        .map(|t| decode_token(app, &c, t))
+        .map(|t| decode_token(app, c, t))
         .transpose()?;
     let range = scope.range.clone().unwrap_or_else(|| EpkRange::new("", ""));
     let touched = if range.is_empty() {
         Vec::new()
     } else {
-        ranges_touched(&c, &range)
+        ranges_touched(c, &range)
     };
-    let admitted = Admission::ranges(app, &c, touched.clone(), charge::query(0, 0, 1))?;
+    let admitted = Admission::ranges(app, c, touched.clone(), charge::query(0, 0, 1))?;
     let mut docs = Vec::new();
     let mut last = None;
     let mut more = false;
@@ -70,10 +69,10 @@ pub fn read_feed(app: &App, req: &Req, db: &str, coll: &str) -> Result<Reply, Ap
         .header("x-ms-item-count", docs.len().to_string())
         .charge(ru)
         .session(&touched, c.current_lsn())
-        .container(&c);
+        .container(c);
     if more {
         if let Some(k) = last {
-            reply = reply.header("x-ms-continuation", encode_token(app, &c, &k));
+            reply = reply.header("x-ms-continuation", encode_token(app, c, &k));
         }
     }
     Ok(reply)

@@ -394,25 +394,29 @@ async fn write_one(
 }
 
 /// `POST .../docs`: create, or upsert with `x-ms-documentdb-is-upsert`.
-pub async fn create(app: &App, req: &Req, db: &str, coll: &str) -> Result<Reply, ApiError> {
-    let c = container(app, req, db, coll)?;
+pub async fn create(app: &App, req: &Req, c: &Arc<Container>) -> Result<Reply, ApiError> {
     let (doc, id) = document(req.json()?, req.body.len())?;
-    let (pk, epk) = point_key(&c, req.partition_key()?, Some(&doc))?;
-    check_doc_key(&c, &pk, &doc)?;
+    let (pk, epk) = point_key(c, req.partition_key()?, Some(&doc))?;
+    check_doc_key(c, &pk, &doc)?;
     let op = if req.flag("x-ms-documentdb-is-upsert") {
         Op::Upsert(doc)
     } else {
         Op::Create(doc)
     };
-    write_one(app, req, &c, pk, epk, &id, op).await
+    write_one(app, req, c, pk, epk, &id, op).await
 }
 
 /// `GET .../docs/{id}` (no transaction: a plain read of the current version).
-pub fn read(app: &App, req: &Req, db: &str, coll: &str, id: &str) -> Result<Reply, ApiError> {
-    let c = container(app, req, db, coll)?;
-    let (pk, epk) = point_key(&c, req.partition_key()?, None)?;
-    let id = item_id(&c, db, &epk, id)?;
-    let admitted = Admission::point(app, &c, &epk, charge::read(0))?;
+pub fn read(
+    app: &App,
+    req: &Req,
+    c: &Arc<Container>,
+    db: &str,
+    id: &str,
+) -> Result<Reply, ApiError> {
+    let (pk, epk) = point_key(c, req.partition_key()?, None)?;
+    let id = item_id(c, db, &epk, id)?;
+    let admitted = Admission::point(app, c, &epk, charge::read(0))?;
     let Some((item, range_id)) = c.read_item(&epk, &id)? else {
         return Err(not_found(&id, &pk));
     };
@@ -424,7 +428,7 @@ pub fn read(app: &App, req: &Req, db: &str, coll: &str, id: &str) -> Result<Repl
     }
     let bytes = item.json.len();
     let r = reply(
-        &c,
+        c,
         req,
         &Outcome {
             status,
@@ -441,31 +445,29 @@ pub fn read(app: &App, req: &Req, db: &str, coll: &str, id: &str) -> Result<Repl
 pub async fn replace(
     app: &App,
     req: &Req,
+    c: &Arc<Container>,
     db: &str,
-    coll: &str,
     id: &str,
 ) -> Result<Reply, ApiError> {
-    let c = container(app, req, db, coll)?;
     // A different id in the body renames the item (see `apply`).
     let (doc, _) = document(req.json()?, req.body.len())?;
-    let (pk, epk) = point_key(&c, req.partition_key()?, Some(&doc))?;
-    let id = item_id(&c, db, &epk, id)?;
-    check_doc_key(&c, &pk, &doc)?;
-    write_one(app, req, &c, pk, epk, &id, Op::Replace(doc)).await
+    let (pk, epk) = point_key(c, req.partition_key()?, Some(&doc))?;
+    let id = item_id(c, db, &epk, id)?;
+    check_doc_key(c, &pk, &doc)?;
+    write_one(app, req, c, pk, epk, &id, Op::Replace(doc)).await
 }
 
 /// `DELETE .../docs/{id}`.
 pub async fn delete(
     app: &App,
     req: &Req,
+    c: &Arc<Container>,
     db: &str,
-    coll: &str,
     id: &str,
 ) -> Result<Reply, ApiError> {
-    let c = container(app, req, db, coll)?;
-    let (pk, epk) = point_key(&c, req.partition_key()?, None)?;
-    let id = item_id(&c, db, &epk, id)?;
-    write_one(app, req, &c, pk, epk, &id, Op::Delete).await
+    let (pk, epk) = point_key(c, req.partition_key()?, None)?;
+    let id = item_id(c, db, &epk, id)?;
+    write_one(app, req, c, pk, epk, &id, Op::Delete).await
 }
 
 /// `PATCH .../docs/{id}`: Python's `{"operations", "condition"}` body or JS's bare array,
@@ -473,26 +475,19 @@ pub async fn delete(
 pub async fn patch(
     app: &App,
     req: &Req,
+    c: &Arc<Container>,
     db: &str,
-    coll: &str,
     id: &str,
 ) -> Result<Reply, ApiError> {
-    let c = container(app, req, db, coll)?;
     let patch = strata_query::patch::parse(&req.json()?).map_err(ApiError::bad_request)?;
-    let (pk, epk) = point_key(&c, req.partition_key()?, None)?;
-    let id = item_id(&c, db, &epk, id)?;
-    write_one(app, req, &c, pk, epk, &id, Op::Patch(patch)).await
+    let (pk, epk) = point_key(c, req.partition_key()?, None)?;
+    let id = item_id(c, db, &epk, id)?;
+    write_one(app, req, c, pk, epk, &id, Op::Patch(patch)).await
 }
 
 /// `POST .../operations/partitionkeydelete`: removes every item of one logical partition
 /// (or, on a hierarchical container, of a key prefix) in bounded transactions.
-pub async fn delete_partition(
-    app: &App,
-    req: &Req,
-    db: &str,
-    coll: &str,
-) -> Result<Reply, ApiError> {
-    let c = container(app, req, db, coll)?;
+pub async fn delete_partition(app: &App, req: &Req, c: &Arc<Container>) -> Result<Reply, ApiError> {
     let pk = req.partition_key()?.ok_or_else(|| {
         ApiError::bad_request(
             "Deleting all items of a partition key needs the x-ms-documentdb-partitionkey header.",
@@ -501,8 +496,8 @@ pub async fn delete_partition(
     let range = strata_query::pk::epk::epk_range(&c.pk, &pk)?;
     let exact = (pk.len() == c.pk.levels()).then(|| range.min.clone());
     let started = std::time::Instant::now();
-    let touched = super::scope::ranges_touched(&c, &range);
-    let mut commit = Commit::admit_ranges(app, &c, touched.clone(), charge::write(0))?;
+    let touched = super::scope::ranges_touched(c, &range);
+    let mut commit = Commit::admit_ranges(app, c, touched.clone(), charge::write(0))?;
     let mut deleted = 0u64;
     loop {
         // Bounded transactions: each deletes one chunk atomically.
@@ -532,5 +527,5 @@ pub async fn delete_partition(
         .header("x-ms-cosmos-is-partition-key-delete-pending", "false")
         .charge(ru)
         .session(&touched, c.current_lsn())
-        .container(&c))
+        .container(c))
 }

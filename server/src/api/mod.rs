@@ -254,6 +254,9 @@ async fn dispatch(app: &App, req: Request<Body>, activity_id: &str) -> Result<Re
 
 async fn route(app: &App, req: &Req, ep: Endpoint) -> Result<Reply, ApiError> {
     use Endpoint as E;
+    // Item-level endpoints get their container resolved here, once, with the request's
+    // intended-collection check; handlers never look one up themselves.
+    let in_coll = |db: &str, coll: &str| items::container(app, req, db, coll);
     match ep {
         E::ReadAccount => account::read(req),
         E::ListDatabases => databases::list(app),
@@ -265,14 +268,18 @@ async fn route(app: &App, req: &Req, ep: Endpoint) -> Result<Reply, ApiError> {
         E::ReadContainer { db, coll } => containers::read(app, req, &db, &coll),
         E::ReplaceContainer { db, coll } => containers::replace(app, req, &db, &coll).await,
         E::DeleteContainer { db, coll } => containers::delete(app, &db, &coll).await,
-        E::ReadItemFeed { db, coll } => feed::read_feed(app, req, &db, &coll),
-        E::CreateItem { db, coll } => items::create(app, req, &db, &coll).await,
-        E::ReadItem { db, coll, id } => items::read(app, req, &db, &coll, &id),
-        E::ReplaceItem { db, coll, id } => items::replace(app, req, &db, &coll, &id).await,
-        E::DeleteItem { db, coll, id } => items::delete(app, req, &db, &coll, &id).await,
-        E::ReadPkRanges { db, coll } => pkranges::read_ranges(app, req, &db, &coll),
-        E::QueryItems { db, coll } => query::query_items(app, req, &db, &coll).await,
-        E::QueryPlan { db, coll } => query::query_plan(app, req, &db, &coll),
+        E::ReadItemFeed { db, coll } => feed::read_feed(app, req, &in_coll(&db, &coll)?),
+        E::CreateItem { db, coll } => items::create(app, req, &in_coll(&db, &coll)?).await,
+        E::ReadItem { db, coll, id } => items::read(app, req, &in_coll(&db, &coll)?, &db, &id),
+        E::ReplaceItem { db, coll, id } => {
+            items::replace(app, req, &in_coll(&db, &coll)?, &db, &id).await
+        }
+        E::DeleteItem { db, coll, id } => {
+            items::delete(app, req, &in_coll(&db, &coll)?, &db, &id).await
+        }
+        E::ReadPkRanges { db, coll } => pkranges::read_ranges(req, &in_coll(&db, &coll)?),
+        E::QueryItems { db, coll } => query::query_items(app, req, &in_coll(&db, &coll)?).await,
+        E::QueryPlan { db, coll } => query::query_plan(req, &in_coll(&db, &coll)?),
         E::QueryDatabases => query::query_resources(req, "", "Databases", databases::all(app)),
         E::QueryContainers { db } => {
             let d = app.store.database(&db)?;
@@ -284,11 +291,13 @@ async fn route(app: &App, req: &Req, ep: Endpoint) -> Result<Reply, ApiError> {
                 docs,
             )
         }
-        E::ChangeFeed { db, coll } => changefeed::read(app, req, &db, &coll),
-        E::Batch { db, coll } => batch::batch(app, req, &db, &coll).await,
-        E::PatchItem { db, coll, id } => items::patch(app, req, &db, &coll, &id).await,
+        E::ChangeFeed { db, coll } => changefeed::read(app, req, &in_coll(&db, &coll)?),
+        E::Batch { db, coll } => batch::batch(app, req, &in_coll(&db, &coll)?).await,
+        E::PatchItem { db, coll, id } => {
+            items::patch(app, req, &in_coll(&db, &coll)?, &db, &id).await
+        }
         E::DeleteAllItemsByPartitionKey { db, coll } => {
-            items::delete_partition(app, req, &db, &coll).await
+            items::delete_partition(app, req, &in_coll(&db, &coll)?).await
         }
         E::ListOffers => offers::list(app),
         E::QueryOffers => offers::query(app, req),

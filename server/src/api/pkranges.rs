@@ -6,23 +6,22 @@
 //! lists all its ancestors in `parents`, so the client drops every range that no longer exists.
 
 use super::error::ApiError;
-use super::items::container;
 use super::request::Req;
 use super::response::Reply;
-use super::App;
 use crate::store::catalog;
+use crate::store::container::Container;
 use axum::http::StatusCode;
 use serde_json::json;
+use std::sync::Arc;
 
-pub fn read_ranges(app: &App, req: &Req, db: &str, coll: &str) -> Result<Reply, ApiError> {
-    let c = container(app, req, db, coll)?;
+pub fn read_ranges(req: &Req, c: &Arc<Container>) -> Result<Reply, ApiError> {
     let map = c.partitions();
     let etag = format!("\"{}\"", map.generation);
     if let Some(inm) = req.if_none_match() {
         if inm.trim_matches('"') == etag.trim_matches('"') {
             return Ok(Reply::empty(StatusCode::NOT_MODIFIED)
                 .header("etag", &etag)
-                .container(&c));
+                .container(c));
         }
     }
     let n = map.ranges.len().max(1) as f64;
@@ -53,5 +52,5 @@ pub fn read_ranges(app: &App, req: &Req, db: &str, coll: &str) -> Result<Reply, 
     Ok(Reply::json(StatusCode::OK, &body)
         .header("etag", &etag)
         .header("x-ms-item-count", ranges.len().to_string())
-        .container(&c))
+        .container(c))
 }

@@ -10,7 +10,6 @@
 
 use super::commit::Admission;
 use super::error::{substatus, ApiError};
-use super::items::container;
 use super::request::Req;
 use super::response::Reply;
 use super::scope::request_scope;
@@ -137,14 +136,13 @@ fn check_client_features(req: &Req, p: &PreparedQuery) -> Result<(), ApiError> {
 }
 
 /// `POST .../docs` (query).
-pub async fn query_items(app: &App, req: &Req, db: &str, coll: &str) -> Result<Reply, ApiError> {
+pub async fn query_items(app: &App, req: &Req, c: &Arc<Container>) -> Result<Reply, ApiError> {
     let started = Instant::now();
-    let c = container(app, req, db, coll)?;
     let (text, params) = query_body(req)?;
     let mut p = sql::prepare(&text, &params, Some(&c.pk))?;
     // A token resumes this query on this container only.
     p.fingerprint = format!("{}:{}", c.rid, p.fingerprint);
-    let target = target(&c, req, &p)?;
+    let target = target(c, req, &p)?;
     let range_ids = target.partition_ids();
     let scoped = req.partition_key()?.is_some()
         || req.header("x-ms-documentdb-partitionkeyrangeid").is_some();
@@ -184,10 +182,10 @@ pub async fn query_items(app: &App, req: &Req, db: &str, coll: &str) -> Result<R
         .continuation()
         .map(|t| Continuation::decode(t, &p.fingerprint, &app.token_key))
         .transpose()?;
-    let admitted = Admission::ranges(app, &c, range_ids.clone(), charge::query(0, 0, 1))?;
+    let admitted = Admission::ranges(app, c, range_ids.clone(), charge::query(0, 0, 1))?;
     let p = Arc::new(p);
     let page = exec::run(
-        Arc::clone(&c),
+        Arc::clone(c),
         Arc::clone(&p),
         target.ranges.clone(),
         page_size,
@@ -235,7 +233,7 @@ pub async fn query_items(app: &App, req: &Req, db: &str, coll: &str) -> Result<R
     .header("x-ms-documentdb-query-metrics", metrics)
     .charge(ru)
     .session(&range_ids, c.current_lsn())
-    .container(&c);
+    .container(c);
     if let Some(t) = page.continuation {
         reply = reply.header("x-ms-continuation", t.encode(&app.token_key));
     }
@@ -246,12 +244,11 @@ pub async fn query_items(app: &App, req: &Req, db: &str, coll: &str) -> Result<R
 }
 
 /// The query plan for the official SDKs' client-side execution.
-pub fn query_plan(app: &App, req: &Req, db: &str, coll: &str) -> Result<Reply, ApiError> {
-    let c = container(app, req, db, coll)?;
+pub fn query_plan(req: &Req, c: &Arc<Container>) -> Result<Reply, ApiError> {
     let (text, params) = query_body(req)?;
     let p = sql::prepare(&text, &params, Some(&c.pk))?;
     check_client_features(req, &p)?;
-    let target = target(&c, req, &p)?;
+    let target = target(c, req, &p)?;
     let ranges = if matches!(p.routing, Routing::FanOut) && req.partition_key()?.is_none() {
         vec![EpkRange::full()]
     } else {
