@@ -55,14 +55,60 @@ impl Client {
     pub fn new(url: &str) -> Self {
         crypto();
         Self {
-            url: url.to_string(),
+            url: url.trim_end_matches('/').to_string(),
             key: MasterKey::from_base64(EMULATOR_KEY).expect("key"),
+            // Many idle connections and no Nagle delay: `strata-bench` drives load with this
+            // same client.
             http: reqwest::Client::builder()
+                .pool_max_idle_per_host(512)
+                .tcp_nodelay(true)
                 .danger_accept_invalid_certs(true)
                 .build()
                 .expect("client"),
         }
     }
+
+    /// Signs a request for `scope` and sends it to `path`; the body is returned unparsed.
+    /// Transport failures are errors, not panics (the load generator counts them).
+    pub async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        scope: &AuthScope,
+        headers: &[(&str, &str)],
+        body: Option<Vec<u8>>,
+    ) -> Result<Raw, String> {
+        let date = httpdate::fmt_http_date(std::time::SystemTime::now());
+        let auth = self.key.authorization(method.as_str(), scope, &date);
+        let mut rb = self
+            .http
+            .request(method, format!("{}{path}", self.url))
+            .header("x-ms-date", &date)
+            .header("authorization", auth)
+            .header("x-ms-version", "2020-07-15");
+        for (k, v) in headers {
+            rb = rb.header(*k, *v);
+        }
+        if let Some(b) = body {
+            rb = rb.body(b);
+        }
+        let r = rb.send().await.map_err(|e| e.to_string())?;
+        let status = r.status();
+        let headers = r.headers().clone();
+        let body = r.bytes().await.map_err(|e| e.to_string())?;
+        Ok(Raw {
+            status,
+            headers,
+            body,
+        })
+    }
+}
+
+/// A response whose body is not parsed.
+pub struct Raw {
+    pub status: StatusCode,
+    pub headers: reqwest::header::HeaderMap,
+    pub body: bytes::Bytes,
 }
 
 impl TestServer {
@@ -143,25 +189,14 @@ impl Client {
         headers: &[(&str, &str)],
         body: Option<Vec<u8>>,
     ) -> Resp {
-        let date = httpdate::fmt_http_date(std::time::SystemTime::now());
-        let auth = self.key.authorization(method.as_str(), scope, &date);
-        let url = format!("{}{}", self.url.trim_end_matches('/'), path);
-        let mut rb = self
-            .http
-            .request(method, url)
-            .header("x-ms-date", &date)
-            .header("authorization", auth)
-            .header("x-ms-version", "2020-07-15");
-        for (k, v) in headers {
-            rb = rb.header(*k, *v);
-        }
-        if let Some(b) = body {
-            rb = rb.body(b);
-        }
-        let r = rb.send().await.expect("request sent");
-        let status = r.status();
-        let headers = r.headers().clone();
-        let bytes = r.bytes().await.expect("body");
+        let Raw {
+            status,
+            headers,
+            body: bytes,
+        } = self
+            .send(method, path, scope, headers, body)
+            .await
+            .expect("request sent");
         let json = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
         Resp {
             status,

@@ -1,15 +1,14 @@
-//! A minimal signed HTTP client: the same client drives strata and the baseline server, so
-//! the ratios compare servers, not clients.
+//! The load generator's view of the tests' signing client (`strata_tests::Client`): the
+//! same client drives strata and the baseline server, so the ratios compare servers, not
+//! clients; responses are not parsed unless a workload asks.
 
 use reqwest::Method;
 use serde_json::Value;
-use strata_query::protocol::{auth_scope, path_segments, MasterKey, EMULATOR_KEY};
+use strata_query::protocol::{auth_scope, path_segments};
 
 #[derive(Clone)]
 pub struct Http {
-    pub base: String,
-    key: MasterKey,
-    client: reqwest::Client,
+    client: strata_tests::Client,
 }
 
 /// The outcome of one request.
@@ -23,16 +22,8 @@ pub struct Outcome {
 
 impl Http {
     pub fn new(base: &str) -> Self {
-        let _ = rustls::crypto::ring::default_provider().install_default();
         Self {
-            base: base.trim_end_matches('/').to_string(),
-            key: MasterKey::from_base64(EMULATOR_KEY).expect("key"),
-            client: reqwest::Client::builder()
-                .pool_max_idle_per_host(512)
-                .tcp_nodelay(true)
-                .danger_accept_invalid_certs(true)
-                .build()
-                .expect("client"),
+            client: strata_tests::Client::new(base),
         }
     }
 
@@ -43,40 +34,19 @@ impl Http {
         headers: &[(&str, &str)],
         body: Option<Vec<u8>>,
     ) -> Result<Outcome, String> {
-        let date = httpdate::fmt_http_date(std::time::SystemTime::now());
         let scope = auth_scope(&path_segments(path).map_err(|s| format!("bad path segment {s}"))?);
-        let auth = self.key.authorization(method.as_str(), &scope, &date);
-        let mut rb = self
+        let r = self
             .client
-            .request(method, format!("{}{path}", self.base))
-            .header("x-ms-date", &date)
-            .header("authorization", auth)
-            .header("x-ms-version", "2020-07-15");
-        for (k, v) in headers {
-            rb = rb.header(*k, *v);
-        }
-        if let Some(b) = body {
-            rb = rb.body(b);
-        }
-        let r = rb.send().await.map_err(|e| e.to_string())?;
-        let status = r.status().as_u16();
-        let charge = r
-            .headers()
-            .get("x-ms-request-charge")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0.0);
-        let continuation = r
-            .headers()
-            .get("x-ms-continuation")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string);
-        let body = r.bytes().await.map_err(|e| e.to_string())?;
+            .send(method, path, &scope, headers, body)
+            .await?;
+        let header = |name: &str| r.headers.get(name).and_then(|v| v.to_str().ok());
         Ok(Outcome {
-            status,
-            charge,
-            body,
-            continuation,
+            status: r.status.as_u16(),
+            charge: header("x-ms-request-charge")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0.0),
+            continuation: header("x-ms-continuation").map(str::to_string),
+            body: r.body,
         })
     }
 
