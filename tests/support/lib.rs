@@ -55,7 +55,7 @@ impl Client {
     pub fn new(url: &str) -> Self {
         crypto();
         Self {
-            url: url.trim_end_matches('/').to_string(),
+            url: url.to_string(),
             key: MasterKey::from_base64(EMULATOR_KEY).expect("key"),
             // Many idle connections and no Nagle delay: `strata-bench` drives load with this
             // same client.
@@ -82,7 +82,7 @@ impl Client {
         let auth = self.key.authorization(method.as_str(), scope, &date);
         let mut rb = self
             .http
-            .request(method, format!("{}{path}", self.url))
+            .request(method, format!("{}{path}", self.url.trim_end_matches('/')))
             .header("x-ms-date", &date)
             .header("authorization", auth)
             .header("x-ms-version", "2020-07-15");
@@ -281,6 +281,14 @@ impl Client {
         }
         panic!("query did not finish within 10000 pages");
     }
+}
+
+/// Asserts a Cosmos-shaped error: status, `code`, a message and an activity id.
+pub fn assert_error(r: &Resp, status: u16, code: &str) {
+    assert_eq!(r.status.as_u16(), status, "{r:?}");
+    assert_eq!(r.json["code"], Value::String(code.into()), "{r:?}");
+    assert!(!r.message().is_empty(), "error has a message: {r:?}");
+    assert!(r.header("x-ms-activity-id").is_some());
 }
 
 /// A response, fully read.
