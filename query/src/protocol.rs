@@ -36,21 +36,25 @@ pub mod header {
     pub const QUERY_PLAN: &str = "x-strata-query-plan";
 }
 
-/// A decoded account key.
+/// A decoded account key, kept as an HMAC state already keyed with it: every request is
+/// signed or verified from a copy, without hashing the key again (two SHA-256 blocks saved
+/// per signature).
 #[derive(Clone)]
-pub struct MasterKey(Vec<u8>);
+pub struct MasterKey(Hmac<Sha256>);
 
 impl MasterKey {
     /// Decodes a base64 account key.
     pub fn from_base64(key: &str) -> Result<Self, String> {
-        base64::engine::general_purpose::STANDARD
+        let raw = base64::engine::general_purpose::STANDARD
             .decode(key.trim())
+            .map_err(|e| format!("the account key is not valid base64: {e}"))?;
+        Hmac::<Sha256>::new_from_slice(&raw)
             .map(MasterKey)
-            .map_err(|e| format!("the account key is not valid base64: {e}"))
+            .map_err(|e| format!("the account key cannot key HMAC-SHA256: {e}"))
     }
 
     fn mac(&self, text: &str) -> Hmac<Sha256> {
-        let mut mac = Hmac::<Sha256>::new_from_slice(&self.0).expect("HMAC accepts any key length");
+        let mut mac = self.0.clone();
         mac.update(text.as_bytes());
         mac
     }

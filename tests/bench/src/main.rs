@@ -389,17 +389,17 @@ async fn throughput(a: &Args, r: &mut Report) {
     if let Some(m) = find("point-read") {
         let ratio = m.ratio_to_baseline.unwrap_or(0.0);
         r.target(
-            "point-read throughput >= 70% of baseline GET",
+            "point-read throughput >= 80% of baseline GET",
             format!("{:.0}%", ratio * 100.0),
-            ratio >= 0.7,
+            ratio >= 0.8,
         );
     }
     if let Some(m) = find("upsert") {
         let ratio = m.ratio_to_baseline.unwrap_or(0.0);
         r.target(
-            "durable upsert >= 40% of baseline POST",
+            "durable upsert >= 45% of baseline POST",
             format!("{:.0}%", ratio * 100.0),
-            ratio >= 0.4,
+            ratio >= 0.45,
         );
     }
     r.rows.extend(rows);
