@@ -550,3 +550,6 @@ async fn run_complete(
         scanned_bytes,
     })
 }
+
+#[cfg(test)]
+mod tests;
