@@ -70,7 +70,13 @@ impl Bucket {
         self.window_ru += ru;
         self.total_ru += ru;
         if let Some(e) = epk {
-            *self.hot.entry(e.to_string()).or_insert(0.0) += ru;
+            // A key already tracked costs no allocation.
+            match self.hot.get_mut(e) {
+                Some(v) => *v += ru,
+                None => {
+                    self.hot.insert(e.to_string(), ru);
+                }
+            }
             if self.hot.len() > HOT_KEYS * 2 {
                 let mut v: Vec<(String, f64)> = self.hot.drain().collect();
                 v.sort_by(|a, b| b.1.total_cmp(&a.1));
@@ -128,6 +134,10 @@ impl Governor {
     }
 
     fn container(&self, cid: u32) -> Arc<Mutex<HashMap<u32, Bucket>>> {
+        // A shared lookup first: `entry` takes the shard's write lock on every request.
+        if let Some(cell) = self.buckets.get(&cid) {
+            return Arc::clone(cell.value());
+        }
         Arc::clone(self.buckets.entry(cid).or_default().value())
     }
 
