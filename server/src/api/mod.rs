@@ -71,6 +71,8 @@ pub struct AppInner {
     pub governor: crate::throughput::governor::Governor,
     /// Signs continuation tokens (kept in the data folder, so tokens outlive a restart).
     pub token_key: strata_query::sql::token::TokenKey,
+    /// Queries prepared recently (see [`crate::exec::prepared`]).
+    pub prepared: crate::exec::prepared::Prepared,
 }
 
 impl std::ops::Deref for App {
@@ -92,6 +94,7 @@ impl App {
                 store,
                 key,
                 token_key,
+                prepared: Default::default(),
                 governor: crate::throughput::governor::Governor::new(options.enforce_throughput),
                 options,
             }),

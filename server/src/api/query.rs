@@ -139,9 +139,7 @@ fn check_client_features(req: &Req, p: &PreparedQuery) -> Result<(), ApiError> {
 pub async fn query_items(app: &App, req: &Req, c: &Arc<Container>) -> Result<Reply, ApiError> {
     let started = Instant::now();
     let (text, params) = query_body(req)?;
-    let mut p = sql::prepare(&text, &params, Some(&c.pk))?;
-    // A token resumes this query on this container only.
-    p.fingerprint = format!("{}:{}", c.rid, p.fingerprint);
+    let p = app.prepared.get(&c.rid, &c.pk, &text, &params)?;
     let target = target(c, req, &p)?;
     let range_ids = target.partition_ids();
     let scoped = req.partition_key()?.is_some()
@@ -183,7 +181,6 @@ pub async fn query_items(app: &App, req: &Req, c: &Arc<Container>) -> Result<Rep
         .map(|t| Continuation::decode(t, &p.fingerprint, &app.token_key))
         .transpose()?;
     let admitted = Admission::ranges(app, c, range_ids.clone(), charge::query(0, 0, 1))?;
-    let p = Arc::new(p);
     let page = exec::run(
         Arc::clone(c),
         Arc::clone(&p),

@@ -139,3 +139,41 @@ async fn a_token_of_another_query_is_refused() {
         .expect("refused");
     assert!(matches!(err, ExecError::BadToken(_)), "{err:?}");
 }
+
+/// A page cut short by its time budget resumes exactly where it stopped: this is how a page
+/// that outgrows the request's own task continues on the blocking pool.
+#[tokio::test]
+async fn a_page_out_of_time_resumes_where_it_stopped() {
+    let (_s, c) = container().await;
+    let p = sql::prepare("SELECT * FROM c WHERE c.n >= 0", &[], Some(&c.pk)).expect("prepare");
+    let budget = Budget {
+        rows: 1000,
+        bytes: MAX_PAGE_BYTES,
+        time: Duration::ZERO,
+    };
+    let (mut seen, mut token) = (Vec::new(), None);
+    loop {
+        let (page, out_of_time) =
+            run_streaming(&c, &p, &[EpkRange::full()], budget, token).expect("page");
+        // One new document per exhausted budget (the last page finds none left).
+        let last = page.continuation.is_none();
+        assert_eq!(
+            page.docs.len(),
+            usize::from(!last),
+            "progress on every page"
+        );
+        seen.extend(page.docs.iter().map(|d| {
+            serde_json::from_slice::<Value>(d).expect("json")["n"]
+                .as_u64()
+                .expect("n")
+        }));
+        token = page.continuation;
+        if token.is_none() {
+            assert!(!out_of_time);
+            break;
+        }
+        assert!(out_of_time);
+    }
+    seen.sort_unstable();
+    assert_eq!(seen, (0..100).collect::<Vec<_>>());
+}
