@@ -104,15 +104,41 @@ impl<'de> Visitor<'de> for Only<'_> {
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
         let mut out = Map::new();
-        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
-            if self.0.binary_search_by(|f| f.as_str().cmp(&key)).is_ok() {
-                let v: Value = map.next_value()?;
-                out.insert(key.into_owned(), v);
-            } else {
-                map.next_value::<IgnoredAny>()?;
+        while let Some(wanted) = map.next_key_seed(FieldIndex(self.0))? {
+            match wanted {
+                Some(i) => {
+                    let v: Value = map.next_value()?;
+                    out.insert(self.0[i].clone(), v);
+                }
+                None => {
+                    map.next_value::<IgnoredAny>()?;
+                }
             }
         }
         Ok(Value::Object(out))
+    }
+}
+
+/// A key, looked up among the wanted fields without being copied: its index if wanted.
+struct FieldIndex<'a>(&'a [String]);
+
+impl<'de> DeserializeSeed<'de> for FieldIndex<'_> {
+    type Value = Option<usize>;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Option<usize>, D::Error> {
+        d.deserialize_str(self)
+    }
+}
+
+impl<'de> Visitor<'de> for FieldIndex<'_> {
+    type Value = Option<usize>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a property name")
+    }
+
+    fn visit_str<E: serde::de::Error>(self, key: &str) -> Result<Option<usize>, E> {
+        Ok(self.0.binary_search_by(|f| f.as_str().cmp(key)).ok())
     }
 }
 
