@@ -427,3 +427,173 @@ async fn change_feed_across_splits() {
     }
     s.stop().await;
 }
+
+/// Bulk as the JS, .NET and Java SDKs send it: not atomic, no partition key header, addressed
+/// to a partition key range, each operation with its own key.
+async fn bulk(c: &Client, range: &str, continue_on_error: bool, ops: Value) -> strata_tests::Resp {
+    let coe = if continue_on_error { "True" } else { "False" };
+    c.post(
+        DOCS,
+        &[
+            ("x-ms-cosmos-is-batch-request", "True"),
+            ("x-ms-cosmos-batch-atomic", "False"),
+            ("x-ms-cosmos-batch-continue-on-error", coe),
+            ("x-ms-documentdb-partitionkeyrangeid", range),
+            ("content-type", "application/json"),
+        ],
+        ops,
+    )
+    .await
+}
+
+#[tokio::test]
+async fn bulk_runs_each_operation_of_a_range_on_its_own() {
+    let s = server(Limits {
+        initial_partitions: Some(4),
+        ..Limits::default()
+    })
+    .await;
+    let ranges: Vec<(String, strata_query::pk::EpkRange)> =
+        s.get("/dbs/db/colls/c/pkranges", &[]).await.json["PartitionKeyRanges"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                (
+                    r["id"].as_str().unwrap().to_string(),
+                    strata_query::pk::EpkRange::new(
+                        r["minInclusive"].as_str().unwrap(),
+                        r["maxExclusive"].as_str().unwrap(),
+                    ),
+                )
+            })
+            .collect();
+    assert_eq!(ranges.len(), 4);
+    let def = strata_query::pk::PartitionKeyDefinition::from_json(
+        &json!({"paths": ["/t", "/u"], "kind": "MultiHash", "version": 2}),
+    )
+    .unwrap();
+    let range_of = |t: &str, u: &str| {
+        let key = strata_query::pk::PartitionKey::from_header(&json!([t, u]).to_string()).unwrap();
+        let epk = strata_query::pk::epk::effective_partition_key(&def, &key).unwrap();
+        ranges
+            .iter()
+            .find(|(_, r)| r.contains(&epk))
+            .unwrap()
+            .0
+            .clone()
+    };
+    // 200 creates over 40 logical partitions, grouped by range the way the SDKs do.
+    let mut by_range: HashMap<String, Vec<Value>> = HashMap::new();
+    for i in 0..200 {
+        let (t, u) = (format!("t{}", i % 8), format!("u{}", i % 5));
+        by_range.entry(range_of(&t, &u)).or_default().push(json!({
+            "operationType": "Create",
+            "partitionKey": json!([t, u]).to_string(),
+            "resourceBody": {"id": format!("b{i}"), "t": t, "u": u, "n": i},
+        }));
+    }
+    assert!(by_range.len() > 1, "the keys reach several ranges");
+    for (range, ops) in &by_range {
+        for chunk in ops.chunks(100) {
+            let r = bulk(&s, range, true, Value::Array(chunk.to_vec())).await;
+            assert_eq!(r.status, StatusCode::OK, "{r:?}");
+            let results = r.json.as_array().unwrap();
+            assert_eq!(results.len(), chunk.len());
+            assert!(
+                results.iter().all(|x| x["statusCode"] == json!(201)),
+                "{r:?}"
+            );
+            assert!(r.header("x-ms-session-token").is_some());
+        }
+    }
+    let (rows, _) = s
+        .query_all("db", "c", "SELECT VALUE COUNT(1) FROM c", json!([]), &[])
+        .await;
+    assert_eq!(rows.iter().filter_map(Value::as_u64).sum::<u64>(), 200);
+    // Every operation type, and one operation of a key outside the addressed range.
+    let home = range_of("t0", "u0");
+    let stranger = (0..8)
+        .flat_map(|t| (0..5).map(move |u| (format!("t{t}"), format!("u{u}"))))
+        .find(|(t, u)| range_of(t, u) != home)
+        .unwrap();
+    let k = json!(["t0", "u0"]).to_string();
+    let r = bulk(
+        &s,
+        &home,
+        true,
+        json!([
+            {"operationType": "Upsert", "partitionKey": k, "resourceBody": {"id": "b0", "t": "t0", "u": "u0", "n": -1}},
+            {"operationType": "Read", "partitionKey": k, "id": "b0"},
+            {"operationType": "Replace", "partitionKey": k, "id": "b0", "resourceBody": {"id": "b0", "t": "t0", "u": "u0", "n": -2}},
+            {"operationType": "Patch", "partitionKey": k, "id": "b0", "resourceBody": {"operations": [{"op": "set", "path": "/n", "value": 7}]}},
+            {"operationType": "Create", "partitionKey": json!([stranger.0, stranger.1]).to_string(), "resourceBody": {"id": "x", "t": stranger.0, "u": stranger.1}},
+            {"operationType": "Delete", "partitionKey": k, "id": "b40"},
+        ]),
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::MULTI_STATUS, "{r:?}");
+    let codes: Vec<(u64, u64)> = r
+        .json
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| {
+            (
+                x["statusCode"].as_u64().unwrap(),
+                x["subStatusCode"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect();
+    assert_eq!(
+        codes,
+        vec![
+            (200, 0),
+            (200, 0),
+            (200, 0),
+            (200, 0),
+            (410, 1002),
+            (204, 0)
+        ]
+    );
+    assert_eq!(r.json[3]["resourceBody"]["n"], json!(7));
+    // Without continue-on-error, the operations after a failure do not run.
+    let r = bulk(
+        &s,
+        &home,
+        false,
+        json!([
+            {"operationType": "Create", "partitionKey": k, "resourceBody": {"id": "b0", "t": "t0", "u": "u0"}},
+            {"operationType": "Create", "partitionKey": k, "resourceBody": {"id": "fresh", "t": "t0", "u": "u0"}},
+        ]),
+    )
+    .await;
+    let codes: Vec<u64> = r
+        .json
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["statusCode"].as_u64().unwrap())
+        .collect();
+    assert_eq!(codes, vec![409, 424], "{r:?}");
+    // A range that does not exist (split, or never was) sends the SDK back to /pkranges.
+    let r = bulk(
+        &s,
+        "97",
+        true,
+        json!([{"operationType": "Read", "partitionKey": k, "id": "b0"}]),
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::GONE, "{r:?}");
+    assert_eq!(r.substatus(), Some(1002));
+    // An operation without its key is refused alone.
+    let r = bulk(
+        &s,
+        &home,
+        true,
+        json!([{"operationType": "Read", "id": "b0"}]),
+    )
+    .await;
+    assert_eq!(r.json[0]["statusCode"], json!(400), "{r:?}");
+    s.stop().await;
+}

@@ -288,3 +288,82 @@ async fn official_sdk_recovers_from_throttling() {
     );
     s.stop().await;
 }
+
+/// Under enforcement, a bulk request's operations are admitted one by one: those over the
+/// partition's budget answer 429 with a retry-after and are not stored; the others are.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bulk_operations_are_throttled_one_by_one() {
+    let s = throttled_server().await;
+    let range = s.get("/dbs/db/colls/c/pkranges", &[]).await.json["PartitionKeyRanges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["id"].as_str().unwrap().to_string(),
+                EpkRange::new(
+                    r["minInclusive"].as_str().unwrap(),
+                    r["maxExclusive"].as_str().unwrap(),
+                ),
+            )
+        })
+        .find(|(_, r)| {
+            let key = PartitionKey::from_header(&json!(["hot"]).to_string()).unwrap();
+            r.contains(
+                &effective_partition_key(&PartitionKeyDefinition::hash_v2("/pk"), &key).unwrap(),
+            )
+        })
+        .unwrap()
+        .0;
+    let (mut created, mut throttled) = (Vec::new(), Vec::new());
+    for round in 0..4 {
+        let ops: Vec<Value> = (0..100)
+            .map(|i| json!({"operationType": "Create", "partitionKey": "[\"hot\"]", "resourceBody": {"id": format!("r{round}-{i}"), "pk": "hot"}}))
+            .collect();
+        let r = s
+            .post(
+                "/dbs/db/colls/c/docs",
+                &[
+                    ("x-ms-cosmos-is-batch-request", "True"),
+                    ("x-ms-cosmos-batch-atomic", "False"),
+                    ("x-ms-cosmos-batch-continue-on-error", "True"),
+                    ("x-ms-documentdb-partitionkeyrangeid", &range),
+                ],
+                Value::Array(ops),
+            )
+            .await;
+        for (i, x) in r.json.as_array().unwrap().iter().enumerate() {
+            let id = format!("r{round}-{i}");
+            match x["statusCode"].as_u64().unwrap() {
+                201 => created.push(id),
+                429 => {
+                    assert_eq!(x["subStatusCode"], json!(3200), "{x}");
+                    assert!(x["retryAfterMilliseconds"].as_u64().unwrap() >= 1, "{x}");
+                    throttled.push(id);
+                }
+                other => panic!("unexpected {other}: {x}"),
+            }
+        }
+    }
+    assert!(
+        !throttled.is_empty(),
+        "400 writes at once overdraw 1000 RU/s"
+    );
+    assert!(created.len() >= 100, "the budget admits some");
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let count = |id: &str| {
+        let id = id.to_string();
+        let s = &s;
+        async move {
+            s.get(
+                &format!("/dbs/db/colls/c/docs/{id}"),
+                &[("x-ms-documentdb-partitionkey", r#"["hot"]"#)],
+            )
+            .await
+            .status
+        }
+    };
+    assert_eq!(count(&throttled[0]).await, StatusCode::NOT_FOUND);
+    assert_eq!(count(&created[0]).await, StatusCode::OK);
+    s.stop().await;
+}

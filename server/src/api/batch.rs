@@ -1,11 +1,13 @@
-//! Transactional batch: up to 100 operations on one logical partition, all or nothing.
+//! Transactional batch: up to 100 operations on one logical partition, all or nothing; and
+//! bulk (see [`bulk`]): operations of many logical partitions of one partition key range, each
+//! on its own.
 //!
 //! The operations run in one container transaction, so they commit as one atomic engine
 //! write (one journal record): readers never see half a batch, even across a crash. If any
 //! operation fails, nothing is applied and the response is 207 Multi-Status with the failing
 //! operation's real status and 424 (Failed Dependency) for every other one.
 
-use super::commit::Commit;
+use super::commit::{Admission, Commit};
 use super::error::{substatus, ApiError};
 use super::items::{apply, check_doc_key, document, point_key, Conditions, Op, Outcome};
 use super::request::{Req, MAX_ITEM_BYTES};
@@ -213,9 +215,14 @@ pub async fn batch(app: &App, req: &Req, c: &Arc<Container>) -> Result<Reply, Ap
             ops.len()
         )));
     }
-    let pk = req.partition_key()?.ok_or_else(|| {
-        ApiError::bad_request("A batch needs the x-ms-documentdb-partitionkey header: it runs in one logical partition.")
-    })?;
+    let atomic =
+        req.header("x-ms-cosmos-batch-atomic").is_none() || req.flag("x-ms-cosmos-batch-atomic");
+    let Some(pk) = req.partition_key()? else {
+        if !atomic {
+            return bulk(app, req, c, &ops).await;
+        }
+        return Err(ApiError::bad_request("A transactional batch needs the x-ms-documentdb-partitionkey header: it runs in one logical partition. (Bulk requests set x-ms-cosmos-batch-atomic: false and a partition key per operation.)"));
+    };
     let (pk, epk) = point_key(c, Some(pk), None)?;
     let mut parsed: Vec<BatchOp> = Vec::with_capacity(ops.len());
     for (i, v) in ops.iter().enumerate() {
@@ -229,8 +236,6 @@ pub async fn batch(app: &App, req: &Req, c: &Arc<Container>) -> Result<Reply, Ap
             Err(e) => return Err(e),
         }
     }
-    let atomic =
-        req.header("x-ms-cosmos-batch-atomic").is_none() || req.flag("x-ms-cosmos-batch-atomic");
     let n = parsed.len();
     let estimate = n as f64 * charge::write(req.body.len() / n.max(1));
     let mut commit = Commit::admit(app, c, &epk, estimate)?;
@@ -287,5 +292,99 @@ pub async fn batch(app: &App, req: &Req, c: &Arc<Container>) -> Result<Reply, Ap
     Ok(Reply::json(status, &Value::Array(results))
         .charge(total.max(1.0))
         .session(&[c.range_id_of(&epk)], c.current_lsn())
+        .container(c))
+}
+
+/// The key of one bulk operation: its own `partitionKey` (a JSON string, as the SDKs send it,
+/// or the key's JSON value).
+fn op_key(i: usize, v: &Value, c: &Container) -> Result<(PartitionKey, String), ApiError> {
+    let raw = v.get("partitionKey").ok_or_else(|| {
+        ApiError::bad_request(format!(
+            "Bulk operation {i} has no 'partitionKey': without the x-ms-documentdb-partitionkey header every operation names its own."
+        ))
+    })?;
+    let pk = match raw {
+        Value::String(s) => PartitionKey::from_header(s),
+        other => PartitionKey::from_json_value(other),
+    }
+    .map_err(|e| ApiError::bad_request(format!("Bulk operation {i}: {}", e.0)))?;
+    point_key(c, Some(pk), None)
+}
+
+/// A bulk request (`x-ms-cosmos-batch-atomic: false`, no partition key header): operations of
+/// any logical partitions, addressed to one partition key range
+/// (`x-ms-documentdb-partitionkeyrangeid`), each admitted, run and answered on its own. A
+/// range that has split answers 410/1002 so the SDK re-routes; an operation outside the range
+/// answers 410/1002 alone; with `x-ms-cosmos-batch-continue-on-error: false` the operations
+/// after a failure are not run (424).
+async fn bulk(app: &App, req: &Req, c: &Arc<Container>, ops: &[Value]) -> Result<Reply, ApiError> {
+    let range = req
+        .header("x-ms-documentdb-partitionkeyrangeid")
+        .map(|id| super::scope::range_by_id(c, id))
+        .transpose()?;
+    let continue_on_error = req
+        .header("x-ms-cosmos-batch-continue-on-error")
+        .is_none_or(|_| req.flag("x-ms-cosmos-batch-continue-on-error"));
+    // One durability wait for all the operations' transactions; request units are admitted
+    // per operation, so one throttled operation does not fail the others.
+    let mut commit = Commit::admit_ranges(app, c, Vec::new(), 0.0)?;
+    let mut results = Vec::with_capacity(ops.len());
+    let mut touched: Vec<u32> = Vec::new();
+    let mut stopped = false;
+    for (i, v) in ops.iter().enumerate() {
+        if stopped {
+            results.push(json!({"statusCode": 424, "requestCharge": 0.0}));
+            continue;
+        }
+        let mut run = || -> Result<Value, ApiError> {
+            let (pk, epk) = op_key(i, v, c)?;
+            if range.as_ref().is_some_and(|r| !r.contains(&epk)) {
+                return Err(ApiError::gone(format!(
+                    "Bulk operation {i}: its partition key {pk} is not in the partition key range this request addressed; re-read /pkranges and retry."
+                )));
+            }
+            let b = parse_op(i, v, c, &pk)?;
+            let estimate = match b.op {
+                Op::Read => charge::read(0),
+                _ => charge::write(v.to_string().len()),
+            };
+            let admitted = Admission::point(app, c, &epk, estimate)?;
+            if !touched.contains(&admitted.range()) {
+                touched.push(admitted.range());
+            }
+            let o = commit.transact(|t| apply(t, &epk, &pk, &b.id, b.op, &b.cond))?;
+            let r = result_json(c, &o);
+            admitted.settle(r["requestCharge"].as_f64().unwrap_or(1.0));
+            Ok(r)
+        };
+        match run() {
+            Ok(r) => results.push(r),
+            Err(e) => {
+                let mut r = error_json(&e);
+                if let Some(ms) = e.retry_after_ms {
+                    r["retryAfterMilliseconds"] = json!(ms);
+                }
+                results.push(r);
+                stopped = !continue_on_error;
+            }
+        }
+    }
+    commit.durable().await?;
+    commit.settle(0.0);
+    let failed = results
+        .iter()
+        .any(|r| r["statusCode"].as_u64().is_some_and(|s| s >= 400));
+    let total: f64 = results
+        .iter()
+        .filter_map(|r| r["requestCharge"].as_f64())
+        .sum();
+    let status = if failed {
+        StatusCode::MULTI_STATUS
+    } else {
+        StatusCode::OK
+    };
+    Ok(Reply::json(status, &Value::Array(results))
+        .charge(total.max(1.0))
+        .session(&touched, c.current_lsn())
         .container(c))
 }
