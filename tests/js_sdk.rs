@@ -1,0 +1,72 @@
+//! The official JavaScript SDK (`@azure/cosmos`, pinned in `tests/js/package.json`) against
+//! strata: bulk execution over a hierarchical key while partitions split.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use strata_server::store::container::Limits;
+use strata_tests::{Options, TestServer};
+
+fn js_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("js")
+}
+
+/// Installs the pinned SDK with npm when it is missing (CI installs it up front).
+fn ensure_sdk() {
+    let dir = js_dir();
+    if dir.join("node_modules/@azure/cosmos").exists() {
+        return;
+    }
+    let lock = std::fs::File::create(dir.join(".install.lock")).expect("lock file");
+    lock.lock().expect("lock the install");
+    if !dir.join("node_modules/@azure/cosmos").exists() {
+        let ok = Command::new("npm")
+            .args(["ci", "--no-audit", "--no-fund"])
+            .current_dir(&dir)
+            .status()
+            .expect("npm must be installed to run the JavaScript SDK tests")
+            .success();
+        assert!(
+            ok,
+            "npm ci in tests/js failed (is the npm registry reachable?)"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn js_bulk_over_a_hierarchical_key_during_splits() {
+    ensure_sdk();
+    // Small split threshold: 250 items of ~1.6 KB split the container while bulk runs.
+    let s = TestServer::start_with(Options {
+        limits: Some(Limits {
+            partition_split_bytes: 128 * 1024,
+            ..Limits::default()
+        }),
+        ..Default::default()
+    })
+    .await;
+    let url = s.url.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new("node")
+            .arg("bulk.mjs")
+            .current_dir(js_dir())
+            .env("STRATA_ENDPOINT", &url)
+            .env("STRATA_KEY", strata_query::protocol::EMULATOR_KEY)
+            .output()
+            .expect("node must be installed to run the JavaScript SDK tests")
+    })
+    .await
+    .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success() && text.contains("ok"), "{text}");
+    let ranges: usize = text
+        .lines()
+        .find_map(|l| l.strip_prefix("partition key ranges: "))
+        .and_then(|n| n.trim().parse().ok())
+        .expect("the script reports the ranges");
+    assert!(ranges > 1, "the container split while bulk ran: {text}");
+    s.stop().await;
+}
