@@ -250,6 +250,30 @@ async fn bad_queries_are_400s_with_positions() {
         )
         .await;
     assert_eq!(r.status, StatusCode::BAD_REQUEST, "{r:?}");
+    // A token in the service's own format that names another container's document is
+    // ignored, as the service does; other undecodable tokens are still refused.
+    for (token, want) in [
+        (
+            "-RID:~a0NPAOszCpOChB4AAAAAAA==#RT:1#TRC:2#ISV:2#IEO:65567#QCF:8",
+            StatusCode::OK,
+        ),
+        ("-RID:~garbage", StatusCode::BAD_REQUEST),
+        ("not a token", StatusCode::BAD_REQUEST),
+    ] {
+        let mut hh = h.to_vec();
+        hh.push(("x-ms-continuation", token));
+        let r = s
+            .post(
+                "/dbs/db/colls/ev/docs",
+                &hh,
+                json!({"query": "SELECT VALUE c.id FROM c"}),
+            )
+            .await;
+        assert_eq!(r.status, want, "{token}: {r:?}");
+        if want == StatusCode::OK {
+            assert!(!r.json["Documents"].as_array().unwrap().is_empty());
+        }
+    }
     s.stop().await;
 }
 
