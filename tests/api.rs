@@ -512,3 +512,32 @@ async fn replace_with_a_new_id_renames_the_item() {
         .unwrap_or(0);
     assert_eq!(count, 2, "a rename neither adds nor loses an item: {r:?}");
 }
+
+/// Conflicts are partitioned like items: a conflicts query that names no partition must enable
+/// cross-partition queries (the official Python suite's test_with_null_pk expects the 400).
+#[tokio::test]
+async fn conflict_queries_follow_the_cross_partition_rule() {
+    let s = hpk_server().await;
+    let path = "/dbs/db/colls/hpk/conflicts";
+    let query = json!({"query": "SELECT * FROM root r WHERE r.resourceType = 'document'"});
+    let base = [
+        ("x-ms-documentdb-isquery", "true"),
+        ("content-type", "application/query+json"),
+    ];
+    let r = s.post(path, &base, query.clone()).await;
+    assert_error(&r, 400, "BadRequest");
+    assert!(
+        r.message().contains("Cross partition query is required"),
+        "{r:?}"
+    );
+    let mut h = base.to_vec();
+    h.push(("x-ms-documentdb-query-enablecrosspartition", "true"));
+    let r = s.post(path, &h, query.clone()).await;
+    assert_eq!(r.status, StatusCode::OK, "{r:?}");
+    assert_eq!(r.json["Conflicts"], json!([]));
+    let mut h = base.to_vec();
+    h.push(("x-ms-documentdb-partitionkey", r#"["t","u","s"]"#));
+    let r = s.post(path, &h, query).await;
+    assert_eq!(r.status, StatusCode::OK, "{r:?}");
+    s.stop().await;
+}

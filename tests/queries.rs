@@ -229,6 +229,30 @@ async fn bad_queries_are_400s_with_positions() {
         .await;
     assert_eq!(r.status, StatusCode::BAD_REQUEST, "{r:?}");
     assert!(r.message().contains("partition key []"), "{r:?}");
+    // Without a key, a scope or the cross-partition flag, a query is refused even on a
+    // container of one physical partition, as the service does (the official Python suite's
+    // test_with_null_pk expects it); a WHERE clause that pins the full key needs no flag.
+    let r = s
+        .post(
+            "/dbs/db/colls/ev/docs",
+            &h,
+            json!({"query": "SELECT * FROM c"}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{r:?}");
+    assert!(
+        r.message().contains("Cross partition query is required"),
+        "{r:?}"
+    );
+    let r = s
+        .post(
+            "/dbs/db/colls/ev/docs",
+            &h,
+            json!({"query": "SELECT * FROM c WHERE c.TenantId = 't0' AND c.UserId = 'u0' AND c.SessionId = 's0'"}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{r:?}");
+    assert_eq!(r.json["_count"], json!(1), "{r:?}");
     // A continuation token from another query is rejected.
     let (_, pages) = s
         .query_all(
@@ -241,6 +265,7 @@ async fn bad_queries_are_400s_with_positions() {
         .await;
     let token = pages[0].header("x-ms-continuation").unwrap().to_string();
     let mut hh = h.to_vec();
+    hh.push(("x-ms-documentdb-query-enablecrosspartition", "true"));
     hh.push(("x-ms-continuation", &token));
     let r = s
         .post(
@@ -261,6 +286,7 @@ async fn bad_queries_are_400s_with_positions() {
         ("not a token", StatusCode::BAD_REQUEST),
     ] {
         let mut hh = h.to_vec();
+        hh.push(("x-ms-documentdb-query-enablecrosspartition", "true"));
         hh.push(("x-ms-continuation", token));
         let r = s
             .post(

@@ -22,6 +22,11 @@ pub fn list(app: &App, db: &str, coll: &str) -> Result<Reply, ApiError> {
 /// `POST .../colls/{coll}/conflicts` with a query: validated like any query, over no rows.
 pub fn query(app: &App, req: &Req, db: &str, coll: &str) -> Result<Reply, ApiError> {
     let c = app.store.container(db, coll)?;
+    // Conflicts live in partitions like items: a query naming none must enable
+    // cross-partition queries.
+    if req.partition_key()?.is_none() {
+        query::require_cross_partition(req)?;
+    }
     query::query_resources(req, &c.rid, "Conflicts", Vec::new())
 }
 

@@ -143,37 +143,34 @@ pub async fn query_items(app: &App, req: &Req, c: &Arc<Container>) -> Result<Rep
     let target = target(c, req, &p)?;
     let range_ids = target.partition_ids();
     let scoped = req.partition_key()?.is_some()
-        || req.header("x-ms-documentdb-partitionkeyrangeid").is_some();
-    if !scoped && range_ids.len() > 1 {
-        if req
-            .header("x-ms-documentdb-query-enablecrosspartition")
-            .is_some()
-            && !req.flag("x-ms-documentdb-query-enablecrosspartition")
-        {
-            return Err(ApiError::bad_request(
-                "Cross partition query is required but disabled. Please set x-ms-documentdb-query-enablecrosspartition to true, specify x-ms-documentdb-partitionkey, or revise the query to avoid this exception.",
-            ));
-        }
-        if app.options.gateway_compat && needs_client_merge(&p) {
-            check_client_features(req, &p)?;
-            let ranges = if target.ranges.is_empty() {
-                vec![EpkRange::full()]
-            } else {
-                target.ranges.clone()
-            };
-            let plan = sql::sdkplan::query_plan(&p, &ranges);
-            let mut e = ApiError::bad_request(
-                "Cross partition query with TOP/ORDER BY/aggregates/DISTINCT/GROUP BY/OFFSET is executed by the client: request the query plan and run the rewritten query per partition key range.",
-            )
-            .with_sub_status(substatus::CROSS_PARTITION_QUERY_NOT_SERVABLE);
-            let mut extra = serde_json::Map::new();
-            extra.insert(
-                "additionalErrorInfo".into(),
-                Value::String(plan.to_string()),
-            );
-            e.extra = Some(Box::new(extra));
-            return Err(e);
-        }
+        || req.header("x-ms-documentdb-partitionkeyrangeid").is_some()
+        || req.header("x-ms-start-epk").is_some();
+    // As the service: a query that neither names a scope nor pins one full key in its WHERE
+    // clause is cross-partition — whatever the number of physical partitions — and needs the
+    // client to say so (the SDKs send the flag when the application enables it; the JS SDK
+    // always does).
+    if !scoped && target.route != sql::query_plan::Route::Single {
+        require_cross_partition(req)?;
+    }
+    if !scoped && range_ids.len() > 1 && app.options.gateway_compat && needs_client_merge(&p) {
+        check_client_features(req, &p)?;
+        let ranges = if target.ranges.is_empty() {
+            vec![EpkRange::full()]
+        } else {
+            target.ranges.clone()
+        };
+        let plan = sql::sdkplan::query_plan(&p, &ranges);
+        let mut e = ApiError::bad_request(
+            "Cross partition query with TOP/ORDER BY/aggregates/DISTINCT/GROUP BY/OFFSET is executed by the client: request the query plan and run the rewritten query per partition key range.",
+        )
+        .with_sub_status(substatus::CROSS_PARTITION_QUERY_NOT_SERVABLE);
+        let mut extra = serde_json::Map::new();
+        extra.insert(
+            "additionalErrorInfo".into(),
+            Value::String(plan.to_string()),
+        );
+        e.extra = Some(Box::new(extra));
+        return Err(e);
     }
     let page_size = req.max_item_count()?.unwrap_or(DEFAULT_PAGE);
     let token = req
@@ -239,6 +236,18 @@ pub async fn query_items(app: &App, req: &Req, c: &Arc<Container>) -> Result<Rep
         reply = reply.header(header::QUERY_PLAN, escape_plan(&target.to_string()));
     }
     Ok(reply)
+}
+
+/// 400 unless the request enables cross-partition queries
+/// (`x-ms-documentdb-query-enablecrosspartition: true`), as the service answers a query over
+/// a partitioned resource that names no partition.
+pub fn require_cross_partition(req: &Req) -> Result<(), ApiError> {
+    if req.flag("x-ms-documentdb-query-enablecrosspartition") {
+        return Ok(());
+    }
+    Err(ApiError::bad_request(
+        "Cross partition query is required but disabled. Please set x-ms-documentdb-query-enablecrosspartition to true, specify x-ms-documentdb-partitionkey, or revise the query to avoid this exception.",
+    ))
 }
 
 /// A continuation in the service's own format (`-RID:~<rid>#RT:…#TRC:…`) that names a resource
