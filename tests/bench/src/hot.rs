@@ -170,17 +170,20 @@ pub async fn run(
 ) {
     setup(http, item_size).await;
     let basis = page(base);
-    if fresh_random {
-        let (m, b) = runner::paired(
-            "partition-query",
+    // One workload against the baseline's page, in alternating slices.
+    let measure = |name: &'static str, only: Option<u64>| {
+        runner::paired(
+            name,
             "  (baseline-page, paired)",
             clients,
             warm,
             rounds,
-            query(http, None),
+            query(http, only),
             Arc::clone(&basis),
         )
-        .await;
+    };
+    if fresh_random {
+        let (m, b) = measure("partition-query", None).await;
         let ratio = m.ratio_to_baseline.unwrap_or(0.0);
         r.target(
             "single-partition query (10 of 1,000) >= 50% of a 10-item page",
@@ -191,28 +194,10 @@ pub async fn run(
         rows.push(b);
     }
     if after_updates {
-        let (fresh, b) = runner::paired(
-            "hot-partition-query",
-            "  (baseline-page, paired)",
-            clients,
-            warm,
-            rounds,
-            query(http, Some(HOT)),
-            Arc::clone(&basis),
-        )
-        .await;
+        let (fresh, b) = measure("hot-partition-query", Some(HOT)).await;
         let rate = hammer(http, updates, 16, item_size).await;
         println!("  updated one item {updates} times at {rate:.0} upserts/s");
-        let (after, b2) = runner::paired(
-            "query-after-updates",
-            "  (baseline-page, paired)",
-            clients,
-            warm,
-            rounds,
-            query(http, Some(HOT)),
-            Arc::clone(&basis),
-        )
-        .await;
+        let (after, b2) = measure("query-after-updates", Some(HOT)).await;
         // Each against its own paired baseline, so machine noise between the two cancels.
         let ratio = after.ratio_to_baseline.unwrap_or(0.0)
             / fresh.ratio_to_baseline.unwrap_or(1.0).max(1e-9);

@@ -326,17 +326,7 @@ impl Parser {
             }
             Tok::LBracket => {
                 self.bump();
-                let mut items = Vec::new();
-                if !matches!(self.peek(), Tok::RBracket) {
-                    loop {
-                        items.push(self.expr()?);
-                        if !self.eat(&Tok::Comma) {
-                            break;
-                        }
-                    }
-                }
-                self.expect(&Tok::RBracket)?;
-                Ok(Expr::Array(items))
+                Ok(Expr::Array(self.expr_list(&Tok::RBracket)?))
             }
             Tok::LBrace => {
                 self.bump();

@@ -430,17 +430,23 @@ impl Parser {
 
     fn call_args(&mut self) -> R<Vec<Expr>> {
         self.expect(&Tok::LParen)?;
-        let mut args = Vec::new();
-        if !matches!(self.peek(), Tok::RParen) {
+        self.expr_list(&Tok::RParen)
+    }
+
+    /// Comma-separated expressions up to and including `close` (the opening token is
+    /// already consumed); empty when `close` comes first.
+    fn expr_list(&mut self, close: &Tok) -> R<Vec<Expr>> {
+        let mut items = Vec::new();
+        if self.peek() != close {
             loop {
-                args.push(self.expr()?);
+                items.push(self.expr()?);
                 if !self.eat(&Tok::Comma) {
                     break;
                 }
             }
         }
-        self.expect(&Tok::RParen)?;
-        Ok(args)
+        self.expect(close)?;
+        Ok(items)
     }
 }
 
