@@ -5,6 +5,7 @@
 # cross-partition queries that need client-side merging answer 400/1004 as the gateway does.
 #
 #   bash tests/official/run.sh                 # the core files below
+#   bash tests/official/run.sh --tiers         # the core files and the further tiers below
 #   bash tests/official/run.sh test_crud.py    # chosen files
 #
 # Not part of CI: it takes several minutes and some tests need what strata does not offer
@@ -40,14 +41,24 @@ for _ in $(seq 50); do
     sleep 0.1
 done
 
-files=("$@")
-if [ ${#files[@]} -eq 0 ]; then
-    files=(test_crud_database.py test_crud_container.py test_crud_subpartition.py test_crud.py
+core=(test_crud_database.py test_crud_container.py test_crud_subpartition.py test_crud.py
         test_query.py test_transactional_batch.py test_ttl.py test_change_feed.py test_session.py
         test_headers.py test_aggregate.py test_orderby.py test_multi_orderby.py
         test_query_cross_partition.py test_partition_key.py test_read_items.py test_feed_range.py
         test_query_feed_range.py test_none_options.py test_encoding.py test_auto_scale.py
         test_query_response_headers.py)
+# Further tiers the fidelity work is measured on (splits, feed ranges, session tokens).
+tiers=(test_query_feed_range_async.py test_query_feed_range_multipartition.py
+    test_query_feed_range_multipartition_async.py test_changefeed_partition_key_variation.py
+    test_change_feed_all_versions.py test_backwards_compatibility.py test_user_configs.py
+    test_partition_split_query.py test_change_feed_split.py test_read_items_partition_split.py
+    test_latest_session_token.py)
+if [ $# -eq 0 ]; then
+    files=("${core[@]}")
+elif [ "$1" = "--tiers" ]; then
+    files=("${core[@]}" "${tiers[@]}")
+else
+    files=("$@")
 fi
 cd "$work/azure_cosmos-$version/tests"
 PYTHONPATH="$root/tests/official" "$root/target/pyenv/bin/python" -m pytest -q -p no:cacheprovider \
