@@ -5,31 +5,20 @@
 use super::*;
 use crate::store::container::Limits;
 use crate::store::{Store, StoreConfig};
-use serde_json::{json, Map};
+use serde_json::json;
 use strata_query::pk::epk::effective_partition_key;
-use strata_query::pk::{PartitionKey, PartitionKeyDefinition};
+use strata_query::pk::PartitionKey;
 
 /// 100 items `{"id": "i<n>", "pk": "p<n % 10>", "n": n}` over four physical partitions.
 async fn container() -> (Store, Arc<Container>) {
-    let store = Store::open(StoreConfig {
+    let (store, c) = crate::store::tests::open_with_container(StoreConfig {
         data_dir: None,
         limits: Limits {
             initial_partitions: Some(4),
             ..Limits::default()
         },
     })
-    .expect("store");
-    store.create_database("d", None).await.expect("db");
-    let c = store
-        .create_container(
-            "d",
-            "c",
-            PartitionKeyDefinition::hash_v2("/pk"),
-            Map::new(),
-            None,
-        )
-        .await
-        .expect("container");
+    .await;
     assert_eq!(c.partitions().ranges.len(), 4);
     for n in 0..100u64 {
         let pk = format!("p{}", n % 10);

@@ -3,6 +3,24 @@
 use super::*;
 use serde_json::json;
 
+/// A store opened with `cfg`, holding database `d` and container `c` keyed by `/pk` (shared
+/// by the store's and the executor's tests).
+pub(crate) async fn open_with_container(cfg: StoreConfig) -> (Store, Arc<Container>) {
+    let s = Store::open(cfg).expect("store");
+    s.create_database("d", None).await.expect("database");
+    let c = s
+        .create_container(
+            "d",
+            "c",
+            PartitionKeyDefinition::hash_v2("/pk"),
+            Map::new(),
+            None,
+        )
+        .await
+        .expect("container");
+    (s, c)
+}
+
 fn doc(id: &str) -> Map<String, Value> {
     match json!({"id": id, "pk": "a"}) {
         Value::Object(m) => m,
@@ -22,18 +40,7 @@ async fn lsn_never_goes_back_across_restarts() {
     };
     let epk = "0A";
     {
-        let s = Store::open(cfg.clone()).unwrap();
-        s.create_database("d", None).await.unwrap();
-        let c = s
-            .create_container(
-                "d",
-                "c",
-                PartitionKeyDefinition::hash_v2("/pk"),
-                Map::new(),
-                None,
-            )
-            .await
-            .unwrap();
+        let (s, c) = open_with_container(cfg.clone()).await;
         for id in ["1", "2", "3"] {
             let (_, seq) = c.write(|t| t.put(epk, id, doc(id), None)).unwrap();
             s.engine().durable(seq).await.unwrap();
@@ -72,23 +79,9 @@ async fn an_older_store_gets_its_item_directory() {
         data_dir: Some(dir.clone()),
         limits: Limits::default(),
     };
-    let all = strata_query::pk::EpkRange {
-        min: String::new(),
-        max: "FF".into(),
-    };
+    let all = strata_query::pk::EpkRange::full();
     {
-        let s = Store::open(cfg.clone()).unwrap();
-        s.create_database("d", None).await.unwrap();
-        let c = s
-            .create_container(
-                "d",
-                "c",
-                PartitionKeyDefinition::hash_v2("/pk"),
-                Map::new(),
-                None,
-            )
-            .await
-            .unwrap();
+        let (s, c) = open_with_container(cfg.clone()).await;
         for id in ["1", "2", "3"] {
             let (_, t) = c.write(|t| t.put("0A", id, doc(id), None)).unwrap();
             s.engine().durable(t).await.unwrap();
