@@ -344,9 +344,11 @@ async fn bulk(app: &App, req: &Req, c: &Arc<Container>, ops: &[Value]) -> Result
                 )));
             }
             let b = parse_op(i, v, c, &pk)?;
+            // As for a transactional batch: the request's size shared among its operations
+            // (not each operation serialised again).
             let estimate = match b.op {
                 Op::Read => charge::read(0),
-                _ => charge::write(v.to_string().len()),
+                _ => charge::write(req.body.len() / ops.len().max(1)),
             };
             let admitted = Admission::point(app, c, &epk, estimate)?;
             if !touched.contains(&admitted.range()) {
