@@ -139,7 +139,7 @@ fn check_client_features(req: &Req, p: &PreparedQuery) -> Result<(), ApiError> {
 pub async fn query_items(app: &App, req: &Req, c: &Arc<Container>) -> Result<Reply, ApiError> {
     let started = Instant::now();
     let (text, params) = query_body(req)?;
-    let p = app.prepared.get(&c.rid, &c.pk, &text, &params)?;
+    let p = app.prepared.get(c.cid, &c.rid, &c.pk, &text, &params)?;
     let target = target(c, req, &p)?;
     let range_ids = target.partition_ids();
     let scoped = req.partition_key()?.is_some()

@@ -18,15 +18,32 @@ type Source = (String, Vec<(String, Value)>);
 
 #[derive(Default)]
 pub struct Prepared {
-    map: DashMap<(String, u128), (Source, Arc<PreparedQuery>)>,
+    /// By container id (never reused, so a re-created container misses) and a hash of the
+    /// text and parameters.
+    map: DashMap<(u32, u128), (Source, Arc<PreparedQuery>)>,
+}
+
+/// Feeds serialised JSON straight into the hash, without building a string per value.
+struct HashWriter<'a>(&'a mut xxhash_rust::xxh3::Xxh3);
+
+impl std::io::Write for HashWriter<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.update(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 impl Prepared {
-    /// The prepared form of `text` with `params` on the container `rid` with partition key
-    /// definition `pk`: from the cache, or prepared now (its continuation fingerprint bound
-    /// to the container).
+    /// The prepared form of `text` with `params` on the container `cid` (resource id `rid`)
+    /// with partition key definition `pk`: from the cache, or prepared now (its continuation
+    /// fingerprint bound to the container).
     pub fn get(
         &self,
+        cid: u32,
         rid: &str,
         pk: &strata_query::pk::PartitionKeyDefinition,
         text: &str,
@@ -38,9 +55,11 @@ impl Prepared {
             h.update(b"\x01");
             h.update(k.as_bytes());
             h.update(b"=");
-            h.update(v.to_string().as_bytes());
+            // Writing into a hash cannot fail; a value that could not serialise would only
+            // hash shorter, and a hit still compares the parameters in full.
+            let _ = serde_json::to_writer(HashWriter(&mut h), v);
         }
-        let key = (rid.to_string(), h.digest128());
+        let key = (cid, h.digest128());
         if let Some(e) = self.map.get(&key) {
             let ((t, p), q) = e.value();
             if t == text && p.as_slice() == params {
@@ -72,15 +91,15 @@ mod tests {
         let pk = PartitionKeyDefinition::hash_v2("/pk");
         let params = vec![("p".to_string(), json!("a"))];
         let sql = "SELECT * FROM c WHERE c.pk = @p";
-        let a = cache.get("r1", &pk, sql, &params).unwrap();
-        let b = cache.get("r1", &pk, sql, &params).unwrap();
+        let a = cache.get(1, "r1", &pk, sql, &params).unwrap();
+        let b = cache.get(1, "r1", &pk, sql, &params).unwrap();
         assert!(Arc::ptr_eq(&a, &b));
         let other = vec![("p".to_string(), json!("b"))];
-        let c = cache.get("r1", &pk, sql, &other).unwrap();
+        let c = cache.get(1, "r1", &pk, sql, &other).unwrap();
         assert!(!Arc::ptr_eq(&a, &c));
         assert_ne!(a.fingerprint, c.fingerprint);
-        let d = cache.get("r2", &pk, sql, &params).unwrap();
+        let d = cache.get(2, "r2", &pk, sql, &params).unwrap();
         assert!(d.fingerprint.starts_with("r2:"));
-        assert!(cache.get("r1", &pk, "SELECT FROM", &[]).is_err());
+        assert!(cache.get(1, "r1", &pk, "SELECT FROM", &[]).is_err());
     }
 }
