@@ -327,7 +327,7 @@ async fn bulk(app: &App, req: &Req, c: &Arc<Container>, ops: &[Value]) -> Result
         .is_none_or(|_| req.flag("x-ms-cosmos-batch-continue-on-error"));
     // One durability wait for all the operations' transactions; request units are admitted
     // per operation, so one throttled operation does not fail the others.
-    let mut commit = Commit::admit_ranges(app, c, Vec::new(), 0.0)?;
+    let mut commit = Commit::per_operation(app, c);
     let mut results = Vec::with_capacity(ops.len());
     let mut touched: Vec<u32> = Vec::new();
     let mut stopped = false;
@@ -372,7 +372,6 @@ async fn bulk(app: &App, req: &Req, c: &Arc<Container>, ops: &[Value]) -> Result
         }
     }
     commit.durable().await?;
-    commit.settle(0.0);
     let failed = results
         .iter()
         .any(|r| r["statusCode"].as_u64().is_some_and(|s| s >= 400));

@@ -122,6 +122,22 @@ impl<'a> Commit<'a> {
         })
     }
 
+    /// A commit whose operations are admitted one by one by the caller (bulk): it only
+    /// gathers their durability and the split check.
+    pub fn per_operation(app: &'a App, c: &'a Arc<Container>) -> Self {
+        Self {
+            admission: Admission {
+                app,
+                c,
+                ranges: Vec::new(),
+                epk: None,
+                estimate: 0.0,
+                charge: Some(0.0),
+            },
+            token: None,
+        }
+    }
+
     /// The physical partition a point write lands in.
     pub fn range(&self) -> u32 {
         self.admission.range()
