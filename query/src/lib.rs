@@ -3,9 +3,11 @@
 //! * [`pk`]: partition key definitions and values, and effective partition key (EPK) hashing
 //!   that matches the official Cosmos DB SDKs bit for bit.
 //! * [`sql`]: the Cosmos SQL dialect: parse, plan (partition routing), evaluate and merge.
+//! * [`index`]: indexing policies, index terms and the access paths queries take.
 //! * [`protocol`]: master-key signing, signature scopes, header names: what clients and the
 //!   server must agree on.
 
+pub mod index;
 pub mod patch;
 pub mod pk;
 pub mod protocol;

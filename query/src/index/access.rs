@@ -1,0 +1,593 @@
+//! Access paths: how a bound query reads a physical partition, decided from its WHERE and
+//! ORDER BY clauses and the container's indexing policy — and the errors the service gives
+//! for queries its index cannot serve.
+//!
+//! The index only ever narrows the candidates: every document it yields is re-checked against
+//! the whole WHERE clause, so a probe may return more than matches (a positional array path
+//! probed as "any element", a truncated long string) but never less. Only an *exact* probe
+//! (one equality or `IN` on a scalar path, nothing else in the filter) may answer `COUNT`
+//! without loading documents.
+
+use super::policy::{print_path, IndexingPolicy, Seg};
+use super::term::{self, encode, is_exact, string_prefix_bounds};
+use crate::sql::ast::*;
+use crate::sql::functions::{ArrayFn, Func, StrFn, TypeFn};
+use serde_json::Value;
+use std::fmt;
+
+/// Term bounds inside one path: keys `lo <= k < hi` (each key is term, then document key).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Span {
+    pub lo: Vec<u8>,
+    pub hi: Vec<u8>,
+}
+
+impl Span {
+    /// Exactly the entries of one term.
+    pub fn point(t: Vec<u8>) -> Self {
+        let mut hi = t.clone();
+        hi.push(0xFF);
+        Span { lo: t, hi }
+    }
+}
+
+/// One index lookup: the entries of `path` within `spans`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Probe {
+    pub path: Vec<Seg>,
+    pub spans: Vec<Span>,
+    /// The entries decide the predicate alone (equality on exact terms of a scalar path).
+    pub exact: bool,
+    /// The predicate as written, for plans and index metrics.
+    pub filter: String,
+    /// How selective the predicate is likely to be (lower is better), to choose among
+    /// conjuncts: equality 0, IN 1, prefix 2, range 3, defined 4.
+    rank: u8,
+}
+
+/// The ORDER BY path read in index order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OrderPath {
+    pub path: Vec<Seg>,
+    pub descending: bool,
+}
+
+/// How a query reads each physical partition.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Access {
+    /// Candidates from the union of these lookups; `None`: every document of the partition.
+    pub lookup: Option<Vec<Probe>>,
+    /// The first ORDER BY item, when the index can stream it.
+    pub order: Option<OrderPath>,
+    /// `SELECT VALUE COUNT(1)` answered from index entries or partition sizes alone.
+    pub count_only: bool,
+    /// Paths the filter reads that the policy does not index (potential indexes).
+    pub unindexed: Vec<Vec<Seg>>,
+}
+
+impl Access {
+    /// Whether the lookup is exact (a count may use it without documents).
+    pub fn exact_lookup(&self) -> bool {
+        matches!(&self.lookup, Some(p) if p.len() == 1 && p[0].exact)
+    }
+}
+
+impl fmt::Display for Access {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.lookup {
+            None => f.write_str("full scan")?,
+            Some(probes) => {
+                f.write_str("index lookup ")?;
+                for (i, p) in probes.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(" ∪ ")?;
+                    }
+                    write!(f, "{} [{}]", print_path(&p.path), p.filter)?;
+                }
+            }
+        }
+        if let Some(o) = &self.order {
+            write!(
+                f,
+                "; order from index {} {}",
+                print_path(&o.path),
+                if o.descending { "desc" } else { "asc" }
+            )?;
+        }
+        if self.count_only {
+            f.write_str("; count from index")?;
+        }
+        Ok(())
+    }
+}
+
+/// Why the service refuses a query over this policy (status 400, sub-status 0).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AccessError(pub String);
+
+/// The service's message for ORDER BY over several properties without a composite index.
+pub const NO_COMPOSITE: &str =
+    "The order by query does not have a corresponding composite index that it can be served from.";
+/// The service's message for ORDER BY on a path the policy excludes.
+pub const ORDER_EXCLUDED: &str =
+    "The index path corresponding to the specified order-by item is excluded.";
+/// The service's message for a filter the index cannot serve without the scan header.
+pub const SCAN_NEEDED: &str = "An invalid query has been specified with filters against path(s) excluded from indexing. Consider adding allow scan header in the request.";
+
+/// The document alias of a query over the container itself (`FROM c`), if that is its shape.
+fn doc_slot(q: &Query) -> Option<Slot> {
+    let from = q.from.as_ref()?;
+    matches!(&from.first.kind, SourceKind::Value(Expr::Slot(DOC_SLOT, _)))
+        .then_some(from.first.slot)
+}
+
+/// The document path of `e` for alias `slot`: member names, `[]` for a numeric index.
+/// The second value is false when a numeric index was widened to `[]` (any element).
+fn doc_path(e: &Expr, slot: Slot) -> Option<(Vec<Seg>, bool)> {
+    match e {
+        Expr::Slot(s, _) if *s == slot => Some((Vec::new(), true)),
+        Expr::Member(base, name) => {
+            let (mut p, exact) = doc_path(base, slot)?;
+            p.push(Seg::Name(name.clone()));
+            Some((p, exact))
+        }
+        Expr::Index(base, idx) => {
+            let (mut p, exact) = doc_path(base, slot)?;
+            match idx.as_ref() {
+                Expr::Lit(Value::String(name)) => {
+                    p.push(Seg::Name(name.clone()));
+                    Some((p, exact))
+                }
+                Expr::Lit(Value::Number(_)) => {
+                    p.push(Seg::Elements);
+                    Some((p, false))
+                }
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+/// Plans how `q` reads a partition under `policy`, or says why the service would refuse it.
+/// `enable_scan` is the request's `x-ms-documentdb-query-enable-scan`.
+pub fn plan(q: &Query, policy: &IndexingPolicy, enable_scan: bool) -> Result<Access, AccessError> {
+    let mut access = Access::default();
+    let slot = doc_slot(q);
+    check_order_by(q, policy, slot)?;
+    if policy.is_none() {
+        if q.where_.is_some() && !enable_scan {
+            return Err(AccessError(SCAN_NEEDED.into()));
+        }
+        return Ok(access);
+    }
+    let Some(slot) = slot else {
+        return Ok(access);
+    };
+    if let Some(w) = &q.where_ {
+        access.lookup = probes(w, slot, policy, &mut access.unindexed);
+    }
+    if let Some(OrderBy::Items(items)) = &q.order_by {
+        if let Some((path, true)) = items.first().and_then(|i| doc_path(&i.expr, slot)) {
+            if policy.indexes(&path, true) && !path.contains(&Seg::Elements) {
+                access.order = Some(OrderPath {
+                    path,
+                    descending: items[0].descending,
+                });
+            }
+        }
+    }
+    access.count_only = is_count_one(q)
+        && q.from.as_ref().is_some_and(|f| f.joins.is_empty())
+        && (q.where_.is_none() || access.exact_lookup());
+    Ok(access)
+}
+
+/// `SELECT VALUE COUNT(<constant>)` with nothing else.
+fn is_count_one(q: &Query) -> bool {
+    q.group_by.is_empty()
+        && !q.select.distinct
+        && q.select.top.is_none()
+        && q.offset.is_none()
+        && q.order_by.is_none()
+        && q.aggregates.len() == 1
+        && matches!(&q.aggregates[0], (AggFunc::Count, Expr::Lit(_)))
+        && matches!(&q.select.projection, Projection::Value(Expr::Agg { .. }))
+}
+
+/// ORDER BY over several properties needs a composite index; over one, an included path.
+fn check_order_by(
+    q: &Query,
+    policy: &IndexingPolicy,
+    slot: Option<Slot>,
+) -> Result<(), AccessError> {
+    let Some(OrderBy::Items(items)) = &q.order_by else {
+        return Ok(());
+    };
+    let Some(slot) = slot else {
+        return Ok(());
+    };
+    let paths: Option<Vec<(Vec<Seg>, bool)>> = items
+        .iter()
+        .map(|i| doc_path(&i.expr, slot).map(|(p, _)| (p, i.descending)))
+        .collect();
+    let Some(paths) = paths else {
+        return Ok(());
+    };
+    if policy.is_none() {
+        return Err(AccessError(ORDER_EXCLUDED.into()));
+    }
+    if paths.len() > 1 {
+        if policy.composite_for(&paths).is_none() {
+            return Err(AccessError(NO_COMPOSITE.into()));
+        }
+        return Ok(());
+    }
+    // A root-level ORDER BY (`ORDER BY c`) has no path to check.
+    if let Some((p, _)) = paths.first() {
+        if !p.is_empty() && !policy.indexes(p, true) {
+            return Err(AccessError(ORDER_EXCLUDED.into()));
+        }
+    }
+    Ok(())
+}
+
+/// Candidate lookups for a filter: the best conjunct of an AND, the union of an OR's sides.
+fn probes(
+    e: &Expr,
+    slot: Slot,
+    policy: &IndexingPolicy,
+    unindexed: &mut Vec<Vec<Seg>>,
+) -> Option<Vec<Probe>> {
+    match e {
+        Expr::Binary(BinOp::And, a, b) => {
+            let x = probes(a, slot, policy, unindexed);
+            let y = probes(b, slot, policy, unindexed);
+            let mut chosen = match (x, y) {
+                (None, v) | (v, None) => v,
+                (Some(x), Some(y)) => Some(if cost(&y) < cost(&x) { y } else { x }),
+            }?;
+            // A conjunct alone no longer decides the whole filter.
+            for p in &mut chosen {
+                p.exact = false;
+            }
+            Some(chosen)
+        }
+        Expr::Binary(BinOp::Or, a, b) => {
+            let mut x = probes(a, slot, policy, unindexed)?;
+            let y = probes(b, slot, policy, unindexed)?;
+            x.extend(y);
+            for p in &mut x {
+                p.exact = false;
+            }
+            Some(x)
+        }
+        _ => leaf_probe(e, slot, policy, unindexed).map(|p| vec![p]),
+    }
+}
+
+fn cost(p: &[Probe]) -> (u8, usize) {
+    (p.iter().map(|p| p.rank).max().unwrap_or(0), p.len())
+}
+
+fn literal(e: &Expr) -> Option<&Value> {
+    match e {
+        Expr::Lit(v) => Some(v),
+        _ => None,
+    }
+}
+
+/// The spans of one type's terms: all numbers, all strings, both booleans, null.
+fn type_span(v: &Value) -> Option<Span> {
+    let (lo, hi) = match v {
+        Value::Null => (term::NULL, term::NULL + 1),
+        Value::Bool(_) => (term::FALSE, term::TRUE + 1),
+        Value::Number(_) => (term::NUMBER, term::NUMBER + 1),
+        Value::String(_) => (term::STRING, term::STRING + 1),
+        _ => return None,
+    };
+    Some(Span {
+        lo: vec![lo],
+        hi: vec![hi],
+    })
+}
+
+/// A comparison `path op v` as a span (inclusive of `v`, so the re-check decides the edge).
+fn compare_span(op: BinOp, v: &Value) -> Option<Span> {
+    let all = type_span(v)?;
+    let t = encode(v);
+    let mut t_end = t.clone();
+    t_end.push(0xFF);
+    Some(match op {
+        BinOp::Gt | BinOp::Ge => Span { lo: t, hi: all.hi },
+        BinOp::Lt | BinOp::Le => Span {
+            lo: all.lo,
+            hi: t_end,
+        },
+        _ => return None,
+    })
+}
+
+fn flip(op: BinOp) -> BinOp {
+    match op {
+        BinOp::Gt => BinOp::Lt,
+        BinOp::Ge => BinOp::Le,
+        BinOp::Lt => BinOp::Gt,
+        BinOp::Le => BinOp::Ge,
+        o => o,
+    }
+}
+
+fn leaf_probe(
+    e: &Expr,
+    slot: Slot,
+    policy: &IndexingPolicy,
+    unindexed: &mut Vec<Vec<Seg>>,
+) -> Option<Probe> {
+    let filter = e.to_string();
+    // (path, whole path exact, spans, exact, rank, whether nodes must be indexed too)
+    let (path, path_exact, spans, exact, rank, nodes) = match e {
+        Expr::Binary(op @ (BinOp::Eq | BinOp::Gt | BinOp::Ge | BinOp::Lt | BinOp::Le), a, b) => {
+            let (p, v, op) = match (doc_path(a, slot), literal(b), doc_path(b, slot), literal(a)) {
+                (Some(p), Some(v), _, _) => (p, v, *op),
+                (_, _, Some(p), Some(v)) => (p, v, flip(*op)),
+                _ => return None,
+            };
+            if op == BinOp::Eq {
+                let ex = is_exact(v);
+                (p.0, p.1, vec![Span::point(encode(v))], ex, 0, !ex)
+            } else {
+                (p.0, p.1, vec![compare_span(op, v)?], false, 3, false)
+            }
+        }
+        Expr::Between {
+            expr,
+            low,
+            high,
+            negated: false,
+        } => {
+            let p = doc_path(expr, slot)?;
+            let (lo, hi) = (literal(low)?, literal(high)?);
+            let a = compare_span(BinOp::Ge, lo)?;
+            let b = compare_span(BinOp::Le, hi)?;
+            if a.lo > b.hi {
+                return None;
+            }
+            (p.0, p.1, vec![Span { lo: a.lo, hi: b.hi }], false, 3, false)
+        }
+        Expr::In {
+            expr,
+            list,
+            negated: false,
+        } => {
+            let p = doc_path(expr, slot)?;
+            let values: Option<Vec<&Value>> = list.iter().map(literal).collect();
+            let values = values?;
+            let ex = values.iter().all(|v| is_exact(v));
+            let mut spans: Vec<Span> = values.iter().map(|v| Span::point(encode(v))).collect();
+            spans.sort_by(|a, b| a.lo.cmp(&b.lo));
+            spans.dedup();
+            (p.0, p.1, spans, ex, 1, !ex)
+        }
+        Expr::Call(Func::Str(StrFn::StartsWith), args) => {
+            if args.len() == 3 && literal(&args[2]) != Some(&Value::Bool(false)) {
+                return None;
+            }
+            let p = doc_path(&args[0], slot)?;
+            let Some(Value::String(prefix)) = literal(&args[1]) else {
+                return None;
+            };
+            let (lo, hi) = string_prefix_bounds(prefix);
+            (p.0, p.1, vec![Span { lo, hi }], false, 2, false)
+        }
+        Expr::Call(Func::Type(TypeFn::IsDefined), args) => {
+            let p = doc_path(args.first()?, slot)?;
+            let all = Span {
+                lo: vec![0x00],
+                hi: vec![0xFF],
+            };
+            (p.0, p.1, vec![all], false, 4, true)
+        }
+        Expr::Call(Func::Array(ArrayFn::ArrayContains), args) => {
+            if args.len() == 3 && literal(&args[2]) != Some(&Value::Bool(false)) {
+                return None;
+            }
+            let (mut p, _) = doc_path(&args[0], slot)?;
+            let v = literal(&args[1])?;
+            if !matches!(
+                v,
+                Value::Null | Value::Bool(_) | Value::Number(_) | Value::String(_)
+            ) {
+                return None;
+            }
+            p.push(Seg::Elements);
+            (p, false, vec![Span::point(encode(v))], false, 0, false)
+        }
+        _ => return None,
+    };
+    if path.is_empty() {
+        return None;
+    }
+    if !policy.indexes(&path, true) || (nodes && !policy.indexes(&path, false)) {
+        if !unindexed.contains(&path) {
+            unindexed.push(path);
+        }
+        return None;
+    }
+    Some(Probe {
+        exact: exact && path_exact && !path.contains(&Seg::Elements),
+        path,
+        spans,
+        filter,
+        rank,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sql::prepare;
+    use serde_json::json;
+
+    fn access(sql: &str, policy: &IndexingPolicy) -> Result<Access, AccessError> {
+        let p = prepare(sql, &[], None).unwrap();
+        plan(&p.query, policy, false)
+    }
+
+    fn default() -> IndexingPolicy {
+        IndexingPolicy::default()
+    }
+
+    #[test]
+    fn filters_choose_the_most_selective_conjunct() {
+        let a = access(
+            "SELECT * FROM c WHERE c.n > 3 AND c.status = 'open'",
+            &default(),
+        )
+        .unwrap();
+        let probes = a.lookup.unwrap();
+        assert_eq!(probes.len(), 1);
+        assert_eq!(print_path(&probes[0].path), "/status");
+        assert!(!probes[0].exact);
+        let a = access("SELECT * FROM c WHERE c.a = 1 OR c.b IN (2, 3)", &default()).unwrap();
+        assert_eq!(a.lookup.unwrap().len(), 2);
+        let a = access(
+            "SELECT * FROM c WHERE c.a = 1 OR LOWER(c.b) = 'x'",
+            &default(),
+        )
+        .unwrap();
+        assert!(a.lookup.is_none(), "one side unindexable: scan");
+        let a = access(
+            "SELECT * FROM c WHERE ARRAY_CONTAINS(c.tags, 'x')",
+            &default(),
+        )
+        .unwrap();
+        assert_eq!(print_path(&a.lookup.unwrap()[0].path), "/tags/[]");
+        let a = access("SELECT * FROM c WHERE c.items[0].sku = 'x'", &default()).unwrap();
+        let p = &a.lookup.unwrap()[0];
+        assert_eq!(print_path(&p.path), "/items/[]/sku");
+        assert!(!p.exact);
+        let a = access(
+            "SELECT * FROM c WHERE STARTSWITH(c.name, 'ab', true)",
+            &default(),
+        )
+        .unwrap();
+        assert!(
+            a.lookup.is_none(),
+            "case-insensitive prefixes are not in the index"
+        );
+    }
+
+    #[test]
+    fn counts_are_index_only_when_the_probe_is_exact() {
+        let p = default();
+        assert!(
+            access("SELECT VALUE COUNT(1) FROM c", &p)
+                .unwrap()
+                .count_only
+        );
+        assert!(
+            access("SELECT VALUE COUNT(1) FROM c WHERE c.a = 'x'", &p)
+                .unwrap()
+                .count_only
+        );
+        assert!(
+            access("SELECT VALUE COUNT(1) FROM c WHERE c.a IN (1, 2)", &p)
+                .unwrap()
+                .count_only
+        );
+        assert!(
+            !access("SELECT VALUE COUNT(1) FROM c WHERE c.a > 1", &p)
+                .unwrap()
+                .count_only
+        );
+        assert!(
+            !access("SELECT VALUE COUNT(1) FROM c WHERE c.a = 1 AND c.b = 2", &p)
+                .unwrap()
+                .count_only
+        );
+        assert!(
+            !access("SELECT VALUE COUNT(c.a) FROM c", &p)
+                .unwrap()
+                .count_only
+        );
+        assert!(
+            !access("SELECT COUNT(1) AS n FROM c", &p)
+                .unwrap()
+                .count_only
+        );
+        assert!(
+            !access("SELECT VALUE COUNT(1) FROM c JOIN t IN c.tags", &p)
+                .unwrap()
+                .count_only
+        );
+    }
+
+    /// The service's answers, as reported by its users: "The order by query does not have a
+    /// corresponding composite index that it can be served from." (Substatus 0; e.g.
+    /// imranmomin/Hangfire.AzureCosmosDb#51) and "The index path corresponding to the specified
+    /// order-by item is excluded." (hcengineering/huly-selfhost#29).
+    #[test]
+    fn order_by_needs_the_index_the_service_needs() {
+        let p = default();
+        assert_eq!(
+            access("SELECT * FROM c ORDER BY c.a, c.b", &p)
+                .unwrap_err()
+                .0,
+            NO_COMPOSITE
+        );
+        let with = IndexingPolicy::from_json(&json!({
+            "includedPaths": [{"path": "/*"}],
+            "excludedPaths": [{"path": "/secret/?"}],
+            "compositeIndexes": [[{"path": "/a"}, {"path": "/b", "order": "descending"}]]
+        }))
+        .unwrap();
+        assert!(access("SELECT * FROM c ORDER BY c.a, c.b DESC", &with).is_ok());
+        assert!(access("SELECT * FROM c ORDER BY c.a DESC, c.b ASC", &with).is_ok());
+        assert_eq!(
+            access("SELECT * FROM c ORDER BY c.b DESC, c.a", &with)
+                .unwrap_err()
+                .0,
+            NO_COMPOSITE
+        );
+        assert_eq!(
+            access("SELECT * FROM c ORDER BY c.secret", &with)
+                .unwrap_err()
+                .0,
+            ORDER_EXCLUDED
+        );
+        let a = access("SELECT * FROM c ORDER BY c.a DESC", &with).unwrap();
+        assert_eq!(
+            a.order,
+            Some(OrderPath {
+                path: vec![Seg::Name("a".into())],
+                descending: true
+            })
+        );
+    }
+
+    #[test]
+    fn a_container_without_index_needs_the_scan_header() {
+        let none = IndexingPolicy::from_json(&json!({"indexingMode": "none"})).unwrap();
+        let p = prepare("SELECT * FROM c WHERE c.a = 1", &[], None).unwrap();
+        assert_eq!(plan(&p.query, &none, false).unwrap_err().0, SCAN_NEEDED);
+        assert!(plan(&p.query, &none, true).unwrap().lookup.is_none());
+        let all = prepare("SELECT * FROM c", &[], None).unwrap();
+        assert!(plan(&all.query, &none, false).is_ok());
+    }
+
+    #[test]
+    fn excluded_paths_are_not_probed_and_are_reported() {
+        let p = IndexingPolicy::from_json(&json!({
+            "includedPaths": [{"path": "/*"}],
+            "excludedPaths": [{"path": "/blob/*"}]
+        }))
+        .unwrap();
+        let a = access("SELECT * FROM c WHERE c.blob.x = 1", &p).unwrap();
+        assert!(a.lookup.is_none());
+        assert_eq!(
+            a.unindexed,
+            vec![vec![Seg::Name("blob".into()), Seg::Name("x".into())]]
+        );
+    }
+}

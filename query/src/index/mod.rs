@@ -1,0 +1,12 @@
+//! Indexing as the service does it, as pure functions: the container's policy
+//! ([`policy`]), the order-preserving terms a document contributes ([`term`]), and the access
+//! path a query takes through them ([`access`]). The server stores the entries and walks them;
+//! everything that decides *what* is indexed and *how* a query uses it lives here, so it can be
+//! tested without a store.
+
+pub mod access;
+pub mod policy;
+pub mod term;
+
+pub use access::{Access, AccessError, OrderPath, Probe, Span};
+pub use policy::{IndexingPolicy, Mode, Seg};

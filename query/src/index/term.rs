@@ -1,0 +1,301 @@
+//! Index terms: a document's indexed values as byte strings whose byte order is Cosmos's
+//! value order (null < false < true < numbers < strings; arrays and objects after them), and
+//! the entries a document contributes to the index.
+//!
+//! Every term is self-delimiting, so the server can append the document's key after it and
+//! still find where the term ends. Numbers are the IEEE bits made order-preserving (what `=`
+//! and ORDER BY compare is the double). Strings longer than [`MAX_STRING`] bytes keep their
+//! first bytes and a "truncated" end marker: such a term only narrows the candidates, and
+//! the query re-checks the document (ties between truncated terms are sorted from the
+//! documents themselves).
+
+use super::policy::{IndexingPolicy, Seg};
+use serde_json::Value;
+
+pub const NULL: u8 = 0x01;
+pub const FALSE: u8 = 0x02;
+pub const TRUE: u8 = 0x03;
+pub const NUMBER: u8 = 0x04;
+pub const STRING: u8 = 0x05;
+/// An array at this path (its elements are indexed under `[]`).
+pub const ARRAY: u8 = 0x06;
+/// An object at this path (its properties are indexed below it).
+pub const OBJECT: u8 = 0x07;
+
+/// Longest string prefix a term holds.
+pub const MAX_STRING: usize = 256;
+
+/// A term's encoding of one value. Arrays and objects encode as their type marker only.
+pub fn encode(v: &Value) -> Vec<u8> {
+    let mut out = Vec::with_capacity(16);
+    encode_into(v, &mut out);
+    out
+}
+
+pub fn encode_into(v: &Value, out: &mut Vec<u8>) {
+    match v {
+        Value::Null => out.push(NULL),
+        Value::Bool(false) => out.push(FALSE),
+        Value::Bool(true) => out.push(TRUE),
+        Value::Number(n) => {
+            out.push(NUMBER);
+            out.extend_from_slice(&number_bits(n.as_f64().unwrap_or(0.0)));
+        }
+        Value::String(s) => encode_string(s.as_bytes(), out),
+        Value::Array(_) => out.push(ARRAY),
+        Value::Object(_) => out.push(OBJECT),
+    }
+}
+
+/// Whether the term encodes its value exactly (the index alone can decide `=` on it).
+pub fn is_exact(v: &Value) -> bool {
+    match v {
+        Value::String(s) => s.len() <= MAX_STRING,
+        Value::Array(_) | Value::Object(_) => false,
+        _ => true,
+    }
+}
+
+/// Order-preserving bits of a double: flip the sign bit of positives, every bit of negatives.
+pub fn number_bits(x: f64) -> [u8; 8] {
+    let x = if x == 0.0 { 0.0 } else { x };
+    let b = x.to_bits();
+    let o = if b >> 63 == 1 { !b } else { b | (1 << 63) };
+    o.to_be_bytes()
+}
+
+/// String terms: bytes with 0x00 escaped as 0x00 0xFF, ended by 0x00 0x01 (complete) or
+/// 0x00 0x02 (truncated), so a prefix orders before its extensions.
+fn encode_string(s: &[u8], out: &mut Vec<u8>) {
+    out.push(STRING);
+    let (body, truncated) = if s.len() > MAX_STRING {
+        (&s[..MAX_STRING], true)
+    } else {
+        (s, false)
+    };
+    for &b in body {
+        out.push(b);
+        if b == 0 {
+            out.push(0xFF);
+        }
+    }
+    out.extend_from_slice(&[0, if truncated { 2 } else { 1 }]);
+}
+
+/// The smallest term after every string term that starts with `prefix` (`STARTSWITH`).
+pub fn string_prefix_bounds(prefix: &str) -> (Vec<u8>, Vec<u8>) {
+    let mut lo = vec![STRING];
+    for &b in prefix.as_bytes() {
+        lo.push(b);
+        if b == 0 {
+            lo.push(0xFF);
+        }
+    }
+    let mut hi = lo.clone();
+    // Every continuation of the prefix is a byte below 0xFF, an escaped 0x00 (0x00 0xFF), or
+    // an end marker (0x00 0x01/0x02): all below 0xFF 0xFF.
+    hi.extend_from_slice(&[0xFF, 0xFF]);
+    (lo, hi)
+}
+
+/// Length of the term at the start of `key`, if it is one.
+pub fn term_len(key: &[u8]) -> Option<usize> {
+    match *key.first()? {
+        NULL | FALSE | TRUE | ARRAY | OBJECT => Some(1),
+        NUMBER => (key.len() >= 9).then_some(9),
+        STRING => {
+            let mut i = 1;
+            while i + 1 < key.len() {
+                if key[i] == 0 {
+                    match key[i + 1] {
+                        0xFF => i += 2,
+                        1 | 2 => return Some(i + 2),
+                        _ => return None,
+                    }
+                } else {
+                    i += 1;
+                }
+            }
+            None
+        }
+        _ => None,
+    }
+}
+
+/// The bounds of all terms of one type (`IS_NUMBER`-like scans and `IS_DEFINED`).
+pub fn type_bounds(tag: u8) -> (Vec<u8>, Vec<u8>) {
+    (vec![tag], vec![tag + 1])
+}
+
+/// One index entry of a document: the path (as its canonical string, see [`path_key`]) and
+/// the term.
+pub type Entry = (String, Vec<u8>);
+
+/// The canonical string of a document path, which the server hashes into the entry key:
+/// segments as `/name` (with `~` and `/` escaped as in JSON pointers) and `/[]`.
+pub fn path_key(segs: &[Seg]) -> String {
+    let mut s = String::new();
+    for seg in segs {
+        s.push('/');
+        match seg {
+            Seg::Elements => s.push_str("[]"),
+            Seg::Name(n) => {
+                for c in n.chars() {
+                    match c {
+                        '~' => s.push_str("~0"),
+                        '/' => s.push_str("~1"),
+                        '[' => s.push_str("~2"),
+                        c => s.push(c),
+                    }
+                }
+            }
+        }
+    }
+    s
+}
+
+/// Every index entry of `doc` under `policy`: one per indexed scalar (array elements under
+/// `[]`) and one type marker per indexed non-root array or object, sorted and without
+/// duplicates.
+pub fn entries(doc: &Value, policy: &IndexingPolicy) -> Vec<Entry> {
+    let mut out = Vec::new();
+    if policy.is_none() {
+        return out;
+    }
+    let mut path = Vec::new();
+    walk(doc, &mut path, policy, &mut out);
+    out.sort();
+    out.dedup();
+    out
+}
+
+fn walk(v: &Value, path: &mut Vec<Seg>, policy: &IndexingPolicy, out: &mut Vec<Entry>) {
+    match v {
+        Value::Object(m) => {
+            if !path.is_empty() && policy.indexes(path, false) {
+                out.push((path_key(path), vec![OBJECT]));
+            }
+            for (k, child) in m {
+                path.push(Seg::Name(k.clone()));
+                walk(child, path, policy, out);
+                path.pop();
+            }
+        }
+        Value::Array(items) => {
+            if !path.is_empty() && policy.indexes(path, false) {
+                out.push((path_key(path), vec![ARRAY]));
+            }
+            path.push(Seg::Elements);
+            for child in items {
+                walk(child, path, policy, out);
+            }
+            path.pop();
+        }
+        scalar => {
+            if !path.is_empty() && policy.indexes(path, true) {
+                out.push((path_key(path), encode(scalar)));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sql::value::order_cmp;
+    use serde_json::json;
+    use std::cmp::Ordering;
+
+    #[test]
+    fn term_order_is_cosmos_value_order() {
+        let values = [
+            json!(null),
+            json!(false),
+            json!(true),
+            json!(-1e300),
+            json!(-2.5),
+            json!(-0.0),
+            json!(0),
+            json!(1),
+            json!(1.5),
+            json!(10),
+            json!(9007199254740993u64),
+            json!(""),
+            json!("\u{0}"),
+            json!("a"),
+            json!("a\u{0}"),
+            json!("ab"),
+            json!("b"),
+            json!("é"),
+        ];
+        for a in &values {
+            for b in &values {
+                let want = order_cmp(Some(a), Some(b));
+                let got = encode(a).cmp(&encode(b));
+                assert_eq!(got, want, "{a} vs {b}");
+            }
+        }
+        assert_eq!(encode(&json!(-0.0)), encode(&json!(0)));
+    }
+
+    #[test]
+    fn terms_delimit_themselves() {
+        for v in [
+            json!(null),
+            json!(3.5),
+            json!("a\u{0}b"),
+            json!("x".repeat(400)),
+        ] {
+            let mut k = encode(&v);
+            let n = k.len();
+            k.extend_from_slice(b"0A1B\0id");
+            assert_eq!(term_len(&k), Some(n), "{v}");
+        }
+    }
+
+    #[test]
+    fn long_strings_keep_their_prefix_order() {
+        let long_a = json!(format!("{}a", "x".repeat(300)));
+        let long_b = json!(format!("{}b", "x".repeat(300)));
+        assert_eq!(encode(&long_a), encode(&long_b));
+        assert!(!is_exact(&long_a));
+        assert_eq!(
+            encode(&json!("x".repeat(256))).cmp(&encode(&long_a)),
+            Ordering::Less
+        );
+    }
+
+    #[test]
+    fn prefix_bounds_cover_exactly_the_extensions() {
+        let (lo, hi) = string_prefix_bounds("ab");
+        for (s, inside) in [
+            ("ab", true),
+            ("abc", true),
+            ("ab\u{0}", true),
+            ("aa", false),
+            ("ac", false),
+            ("a", false),
+        ] {
+            let t = encode(&json!(s));
+            assert_eq!(t >= lo && t < hi, inside, "{s}");
+        }
+    }
+
+    #[test]
+    fn documents_index_leaves_and_nodes() {
+        let p = IndexingPolicy::default();
+        let doc =
+            json!({"id": "1", "a": {"b": 2}, "tags": ["x", "y", "x"], "_etag": "e", "_self": "s"});
+        let e = entries(&doc, &p);
+        let paths: Vec<&str> = e.iter().map(|(p, _)| p.as_str()).collect();
+        assert_eq!(
+            paths,
+            ["/a", "/a/b", "/id", "/tags", "/tags/[]", "/tags/[]"]
+        );
+        assert!(entries(
+            &doc,
+            &IndexingPolicy::from_json(&json!({"indexingMode": "none"})).unwrap()
+        )
+        .is_empty());
+    }
+}
