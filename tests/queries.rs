@@ -17,10 +17,15 @@ async fn loaded(partitions: u32, gateway_compat: bool) -> TestServer {
         ..Default::default()
     })
     .await;
-    s.setup(
+    s.setup_with(
         "db",
         "ev",
-        json!({"paths": ["/TenantId", "/UserId", "/SessionId"], "kind": "MultiHash", "version": 2}),
+        json!({
+            "partitionKey": {"paths": ["/TenantId", "/UserId", "/SessionId"], "kind": "MultiHash", "version": 2},
+            // ORDER BY over two properties needs a composite index, as in the service.
+            "indexingPolicy": {"includedPaths": [{"path": "/*"}],
+                "compositeIndexes": [[{"path": "/TenantId"}, {"path": "/n", "order": "descending"}]]}
+        }),
     )
     .await;
     for t in 0..4 {

@@ -216,18 +216,21 @@ impl Client {
 
     /// Creates a database and a container with the given partition key definition.
     pub async fn setup(&self, db: &str, coll: &str, pk: Value) {
+        self.setup_with(db, coll, serde_json::json!({"partitionKey": pk}))
+            .await;
+    }
+
+    /// Creates database `db` (if needed) and container `coll` with the given properties
+    /// (`partitionKey`, `indexingPolicy`, `uniqueKeyPolicy`...).
+    pub async fn setup_with(&self, db: &str, coll: &str, props: Value) {
+        let mut body = props;
+        body["id"] = Value::String(coll.to_string());
         let r = self.post("/dbs", &[], serde_json::json!({"id": db})).await;
         assert!(
             r.status.is_success() || r.status == StatusCode::CONFLICT,
             "{r:?}"
         );
-        let r = self
-            .post(
-                &format!("/dbs/{db}/colls"),
-                &[],
-                serde_json::json!({"id": coll, "partitionKey": pk}),
-            )
-            .await;
+        let r = self.post(&format!("/dbs/{db}/colls"), &[], body).await;
         assert_eq!(r.status, StatusCode::CREATED, "{r:?}");
     }
 

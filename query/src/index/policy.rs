@@ -264,9 +264,11 @@ fn composite_list(v: Option<&Value>) -> Result<Vec<Vec<CompositePath>>, PolicyEr
                 None => false,
                 Some(o) if o.eq_ignore_ascii_case("ascending") => false,
                 Some(o) if o.eq_ignore_ascii_case("descending") => true,
-                Some(o) => return Err(PolicyError(format!(
+                Some(o) => {
+                    return Err(PolicyError(format!(
                     "The composite index order '{o}' is invalid: use 'ascending' or 'descending'."
-                ))),
+                )))
+                }
             };
             // Composite paths name a scalar and are written without a trailing `/?`.
             let segs = parse_segments(path, path.len())?;

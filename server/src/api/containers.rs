@@ -132,10 +132,10 @@ pub fn read(app: &App, req: &Req, db: &str, coll: &str) -> Result<Reply, ApiErro
     };
     Ok(Reply::json(StatusCode::OK, &body)
         .header("etag", etag_of(&c))
-        // strata indexes nothing, so no index transformation is ever pending.
+        // Below 100 while the index of a replaced policy is being built.
         .header(
             "x-ms-documentdb-collection-index-transformation-progress",
-            "100",
+            c.index_progress().to_string(),
         )
         .header(
             "x-ms-resource-usage",

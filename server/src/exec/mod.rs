@@ -5,12 +5,14 @@
 //! [`run`] and encodes the page.
 
 use crate::store::container::{read, Container};
+use crate::store::lookup::IndexStats;
 use crate::store::{keys, StoreError};
 use bytes::Bytes;
 use serde_json::Value;
 use std::cmp::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use strata_query::index::{term, Access, AccessError, OrderPath};
 use strata_query::pk::EpkRange;
 use strata_query::sql::eval::cmp_keys;
 use strata_query::sql::token::{Continuation, KeyValue, Position};
@@ -50,23 +52,37 @@ pub enum ExecError {
     /// A worker thread failed.
     #[error("query worker failed: {0}")]
     Worker(String),
+    /// The container's index cannot serve the query as written (the service's 400).
+    #[error("{}", .0.0)]
+    Index(AccessError),
+}
+
+/// How `p` reads each partition of `c` under the container's current indexing policy, or
+/// the service's refusal. `enable_scan` is `x-ms-documentdb-query-enable-scan`.
+pub fn access(c: &Container, p: &PreparedQuery, enable_scan: bool) -> Result<Access, ExecError> {
+    let state = c.index_state();
+    let mut a = strata_query::index::access::plan(&p.query, &state.policy, enable_scan)
+        .map_err(ExecError::Index)?;
+    if !state.ready {
+        // Entries are still being built: read documents, which are always complete.
+        a.lookup = None;
+        a.order = None;
+        a.count_only = a.count_only && p.query.where_.is_none();
+    }
+    Ok(a)
 }
 
 /// Runs one page of `p` over `ranges` (the plan's EPK ranges), resuming at `token`.
 pub async fn run(
     c: Arc<Container>,
     p: Arc<PreparedQuery>,
+    access: Arc<Access>,
     ranges: Vec<EpkRange>,
     page_size: usize,
     token: Option<Continuation>,
 ) -> Result<Page, ExecError> {
     if ranges.is_empty() && p.mode != Mode::NoFrom {
-        return Ok(Page {
-            docs: Vec::new(),
-            continuation: None,
-            scanned: 0,
-            scanned_bytes: 0,
-        });
+        return Ok(Page::empty());
     }
     match p.mode {
         Mode::Streaming => {
@@ -75,7 +91,7 @@ pub async fn run(
                 bytes: MAX_PAGE_BYTES,
                 time: INLINE_BUDGET,
             };
-            let (first, out_of_time) = run_streaming(&c, &p, &ranges, budget, token)?;
+            let (first, out_of_time) = run_streaming(&c, &p, &access, &ranges, budget, token)?;
             if !out_of_time {
                 return Ok(first);
             }
@@ -87,21 +103,25 @@ pub async fn run(
                 time: PAGE_TIME_BUDGET,
             };
             let resume = first.continuation.clone();
-            let (rest, _) =
-                tokio::task::spawn_blocking(move || run_streaming(&c, &p, &ranges, budget, resume))
-                    .await
-                    .map_err(|e| ExecError::Worker(e.to_string()))??;
+            let (rest, _) = tokio::task::spawn_blocking(move || {
+                run_streaming(&c, &p, &access, &ranges, budget, resume)
+            })
+            .await
+            .map_err(|e| ExecError::Worker(e.to_string()))??;
             let mut docs = first.docs;
             docs.extend(rest.docs);
+            let mut index = first.index;
+            index.add(&rest.index);
             Ok(Page {
                 docs,
                 continuation: rest.continuation,
                 scanned: first.scanned + rest.scanned,
                 scanned_bytes: first.scanned_bytes + rest.scanned_bytes,
+                index,
             })
         }
-        Mode::Ordered => run_ordered(c, p, ranges, page_size, token).await,
-        _ => run_complete(c, p, ranges, page_size, token).await,
+        Mode::Ordered => run_ordered(c, p, access, ranges, page_size, token).await,
+        _ => run_complete(c, p, access, ranges, page_size, token).await,
     }
 }
 
@@ -123,21 +143,57 @@ fn per_partition(c: &Container, ranges: &[EpkRange]) -> Vec<EpkRange> {
 pub struct Page {
     pub docs: Vec<Bytes>,
     pub continuation: Option<Continuation>,
+    /// Documents loaded, and their bytes.
     pub scanned: u64,
     pub scanned_bytes: u64,
+    /// Index entries read.
+    pub index: IndexStats,
+}
+
+impl Page {
+    fn empty() -> Self {
+        Page {
+            docs: Vec::new(),
+            continuation: None,
+            scanned: 0,
+            scanned_bytes: 0,
+            index: IndexStats::default(),
+        }
+    }
 }
 
 pub fn now_millis() -> i64 {
     sql::datetime::now_millis()
 }
 
-/// Every live document in `range`, in key order, passed to `f` with its key and bytes.
+/// Every live document in `range` the access path yields (after `after`), in key order,
+/// passed to `f` with its key and bytes: the lookup's candidates when the index serves it,
+/// otherwise every document.
 fn scan(
     c: &Container,
+    access: &Access,
     range: &EpkRange,
     after: Option<&[u8]>,
+    stats: &mut IndexStats,
     mut f: impl FnMut(&[u8], &Bytes) -> Result<Flow, ExecError>,
 ) -> Result<(), ExecError> {
+    if let Some(probes) = &access.lookup {
+        if let Some(keys) = c.index_candidates(probes, range, stats)? {
+            let start = match after {
+                Some(a) => keys.partition_point(|k| k.as_slice() <= a),
+                None => 0,
+            };
+            for k in &keys[start..] {
+                let Some(item) = c.load_item(k)? else {
+                    continue;
+                };
+                if f(k, &item.json)? == Flow::Stop {
+                    return Ok(());
+                }
+            }
+            return Ok(());
+        }
+    }
     let mut cursor: Option<Vec<u8>> = after.map(<[u8]>::to_vec);
     loop {
         let chunk = c.scan_items(range, cursor.as_deref(), 256)?;
@@ -188,6 +244,7 @@ fn key_from_hex(c: &Container, hex: &str) -> Result<Vec<u8>, ExecError> {
 fn run_streaming(
     c: &Container,
     p: &PreparedQuery,
+    access: &Access,
     ranges: &[EpkRange],
     budget: Budget,
     token: Option<Continuation>,
@@ -205,12 +262,8 @@ fn run_streaming(
             ))),
             None => (0, None),
         };
-    let mut page = Page {
-        docs: Vec::new(),
-        continuation: None,
-        scanned: 0,
-        scanned_bytes: 0,
-    };
+    let mut page = Page::empty();
+    let mut index = IndexStats::default();
     let mut bytes_out = 0usize;
     let started = Instant::now();
     let limit_end = p.limit.map(|l| p.offset.saturating_add(l));
@@ -235,85 +288,93 @@ fn run_streaming(
             }
             None => None,
         };
-        scan(c, range, after.as_deref(), |key, json| {
-            if let Some((rk, _)) = &resume {
-                if key < rk.as_slice() {
-                    return Ok(Flow::Continue);
+        scan(
+            c,
+            access,
+            range,
+            after.as_deref(),
+            &mut index,
+            |key, json| {
+                if let Some((rk, _)) = &resume {
+                    if key < rk.as_slice() {
+                        return Ok(Flow::Continue);
+                    }
                 }
-            }
-            page.scanned += 1;
-            page.scanned_bytes += json.len() as u64;
-            let skip_rows = match &resume {
-                Some((rk, s)) if key == rk.as_slice() => *s,
-                _ => 0,
-            };
-            let mut row_no = 0u64;
-            let mut stop = false;
-            let mut emit = |value: Option<Value>, docs: &mut Vec<Bytes>| -> Flow {
-                row_no += 1;
-                if row_no <= skip_rows {
-                    return Flow::Continue;
-                }
-                let idx = consumed;
-                consumed += 1;
-                if limit_end.is_some_and(|e| idx >= e) {
-                    finished = true;
-                    stop = true;
-                    return Flow::Stop;
-                }
-                if idx < p.offset {
-                    return Flow::Continue;
-                }
-                let b = match value {
-                    Some(v) => to_bytes(&v),
-                    None => json.clone(),
+                page.scanned += 1;
+                page.scanned_bytes += json.len() as u64;
+                let skip_rows = match &resume {
+                    Some((rk, s)) if key == rk.as_slice() => *s,
+                    _ => 0,
                 };
-                bytes_out += b.len();
-                docs.push(b);
-                if limit_end.is_some_and(|e| consumed >= e) {
-                    finished = true;
-                    stop = true;
-                    return Flow::Stop;
+                let mut row_no = 0u64;
+                let mut stop = false;
+                let mut emit = |value: Option<Value>, docs: &mut Vec<Bytes>| -> Flow {
+                    row_no += 1;
+                    if row_no <= skip_rows {
+                        return Flow::Continue;
+                    }
+                    let idx = consumed;
+                    consumed += 1;
+                    if limit_end.is_some_and(|e| idx >= e) {
+                        finished = true;
+                        stop = true;
+                        return Flow::Stop;
+                    }
+                    if idx < p.offset {
+                        return Flow::Continue;
+                    }
+                    let b = match value {
+                        Some(v) => to_bytes(&v),
+                        None => json.clone(),
+                    };
+                    bytes_out += b.len();
+                    docs.push(b);
+                    if limit_end.is_some_and(|e| consumed >= e) {
+                        finished = true;
+                        stop = true;
+                        return Flow::Stop;
+                    }
+                    if docs.len() >= budget.rows || bytes_out >= budget.bytes {
+                        stop = true;
+                        return Flow::Stop;
+                    }
+                    Flow::Continue
+                };
+                if needs_parse {
+                    let doc = parse_doc(p, json)?;
+                    p.eval_doc(&doc, &cx, &mut |row| Ok(emit(row.value, &mut page.docs)))?;
+                } else {
+                    emit(None, &mut page.docs);
                 }
-                if docs.len() >= budget.rows || bytes_out >= budget.bytes {
-                    stop = true;
-                    return Flow::Stop;
+                // Where the next page resumes: after this document's first `row_no` rows.
+                let resume = || Continuation {
+                    fp: fp.clone(),
+                    consumed,
+                    pos: Position::Stream {
+                        after: suffix_hex(key),
+                        skip: row_no,
+                    },
+                };
+                if stop {
+                    if !finished {
+                        page.continuation = Some(resume());
+                    }
+                    return Ok(Flow::Stop);
                 }
-                Flow::Continue
-            };
-            if needs_parse {
-                let doc = parse_doc(p, json)?;
-                p.eval_doc(&doc, &cx, &mut |row| Ok(emit(row.value, &mut page.docs)))?;
-            } else {
-                emit(None, &mut page.docs);
-            }
-            // Where the next page resumes: after this document's first `row_no` rows.
-            let resume = || Continuation {
-                fp: fp.clone(),
-                consumed,
-                pos: Position::Stream {
-                    after: suffix_hex(key),
-                    skip: row_no,
-                },
-            };
-            if stop {
-                if !finished {
+                // The document a token resumes at was already counted: stopping there again
+                // would make no progress.
+                let resumed_here = start_key.as_deref() == Some(key);
+                if !resumed_here && started.elapsed() > budget.time {
+                    // Return what we have; the next page resumes after this document.
                     page.continuation = Some(resume());
+                    out_of_time = true;
+                    return Ok(Flow::Stop);
                 }
-                return Ok(Flow::Stop);
-            }
-            // The document a token resumes at was already counted: stopping there again
-            // would make no progress.
-            let resumed_here = start_key.as_deref() == Some(key);
-            if !resumed_here && started.elapsed() > budget.time {
-                // Return what we have; the next page resumes after this document.
-                page.continuation = Some(resume());
-                out_of_time = true;
-                return Ok(Flow::Stop);
-            }
-            Ok(Flow::Continue)
-        })?;
+                Ok(Flow::Continue)
+            },
+        )?;
     }
+    page.index = index;
     Ok((page, out_of_time))
 }
 
@@ -337,12 +398,14 @@ fn cmp_ranked(a: &Ranked, b: &Ranked, desc: &[bool]) -> Ordering {
 fn scan_rows(
     c: &Container,
     p: &PreparedQuery,
+    access: &Access,
     range: &EpkRange,
+    stats: &mut IndexStats,
     mut f: impl FnMut(Ranked),
 ) -> Result<(u64, u64), ExecError> {
     let cx = Ctx::new(now_millis());
     let (mut scanned, mut bytes) = (0u64, 0u64);
-    scan(c, range, None, |key, json| {
+    scan(c, access, range, None, stats, |key, json| {
         scanned += 1;
         bytes += json.len() as u64;
         let doc = parse_doc(p, json)?;
@@ -386,10 +449,161 @@ async fn parallel<T: Send + 'static>(
     results.into_iter().collect()
 }
 
+/// One partition's part of an ORDER BY page.
+struct PartBest {
+    rows: Vec<Ranked>,
+    scanned: u64,
+    bytes: u64,
+    /// Rows after the token position this partition has (at least; more than `rows` when it
+    /// stopped early).
+    candidates: u64,
+    index: IndexStats,
+}
+
+/// The best `want` rows of `range` after `last`: read in index order when the index serves
+/// the first ORDER BY item (stopping once `want` rows and their ties are in), otherwise from
+/// every candidate document.
+fn partition_best(
+    c: &Container,
+    p: &PreparedQuery,
+    access: &Access,
+    range: &EpkRange,
+    last: Option<&Ranked>,
+    want: usize,
+    desc: &[bool],
+) -> Result<PartBest, ExecError> {
+    let mut index = IndexStats::default();
+    if let (Some(order), None) = (&access.order, &access.lookup) {
+        if let Some(part) = best_in_index_order(c, p, order, range, last, want, desc, &mut index)? {
+            return Ok(part);
+        }
+    }
+    let mut best: Vec<Ranked> = Vec::new();
+    let mut candidates = 0u64;
+    let (scanned, bytes) = scan_rows(c, p, access, range, &mut index, |r| {
+        if let Some(l) = last {
+            if cmp_ranked(&r, l, desc) != Ordering::Greater {
+                return;
+            }
+        }
+        candidates += 1;
+        best.push(r);
+        if best.len() >= 2 * want.max(64) {
+            best.sort_by(|a, b| cmp_ranked(a, b, desc));
+            best.truncate(want);
+        }
+    })?;
+    best.sort_by(|a, b| cmp_ranked(a, b, desc));
+    best.truncate(want);
+    Ok(PartBest {
+        rows: best,
+        scanned,
+        bytes,
+        candidates,
+        index,
+    })
+}
+
+/// [`partition_best`] from the index: documents in the order of the first ORDER BY path,
+/// from the token's value on; once `want` rows are in, the rest of that value's documents
+/// (ties, which later keys and positions order) and no more. `None` when the index cannot
+/// give the order (see [`Container::index_order`]) or the token sits among documents
+/// without the path.
+#[allow(clippy::too_many_arguments)]
+fn best_in_index_order(
+    c: &Container,
+    p: &PreparedQuery,
+    order: &OrderPath,
+    range: &EpkRange,
+    last: Option<&Ranked>,
+    want: usize,
+    desc: &[bool],
+    index: &mut IndexStats,
+) -> Result<Option<PartBest>, ExecError> {
+    let from = match last.map(|l| l.keys.first()) {
+        Some(Some(Some(v))) => Some(term::encode(v)),
+        Some(_) => return Ok(None),
+        None => None,
+    };
+    let cx = Ctx::new(now_millis());
+    let mut best: Vec<Ranked> = Vec::new();
+    let (mut scanned, mut bytes) = (0u64, 0u64);
+    let mut group: Option<Vec<u8>> = None;
+    let mut failed: Option<ExecError> = None;
+    let finished = c.index_order(order, range, from.as_deref(), index, &mut |t, key| {
+        if group.as_deref().is_some_and(|g| g != t) {
+            return false;
+        }
+        let item = match c.load_item(&key) {
+            Ok(Some(item)) => item,
+            Ok(None) => return true,
+            Err(e) => {
+                failed = Some(e.into());
+                return false;
+            }
+        };
+        scanned += 1;
+        bytes += item.json.len() as u64;
+        let outcome = parse_doc(p, &item.json).and_then(|doc| {
+            let mut ord = 0u64;
+            p.eval_doc(&doc, &cx, &mut |row| {
+                ord += 1;
+                let r = Ranked {
+                    keys: row.keys,
+                    doc: key.clone(),
+                    ord,
+                    value: match row.value {
+                        Some(v) => to_bytes(&v),
+                        None => item.json.clone(),
+                    },
+                };
+                if last.is_none_or(|l| cmp_ranked(&r, l, desc) == Ordering::Greater) {
+                    best.push(r);
+                }
+                Ok(Flow::Continue)
+            })
+            .map_err(ExecError::from)
+        });
+        if let Err(e) = outcome {
+            failed = Some(e);
+            return false;
+        }
+        if best.len() >= want && group.is_none() {
+            group = Some(t.to_vec());
+        }
+        true
+    })?;
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    let Some(finished) = finished else {
+        return Ok(None);
+    };
+    // Descending, documents without the path sort last: an exhausted index leaves them out.
+    if finished
+        && order.descending
+        && best.len() < want
+        && !c.all_defined(&order.path, range, index)?
+    {
+        return Ok(None);
+    }
+    let candidates = best.len() as u64 + u64::from(!finished);
+    best.sort_by(|a, b| cmp_ranked(a, b, desc));
+    best.truncate(want);
+    Ok(Some(PartBest {
+        rows: best,
+        scanned,
+        bytes,
+        candidates,
+        index: *index,
+    }))
+}
+
 /// ORDER BY: each partition keeps its best rows after the token position; merge and page.
 async fn run_ordered(
     c: Arc<Container>,
     p: Arc<PreparedQuery>,
+    access: Arc<Access>,
     ranges: Vec<EpkRange>,
     page_size: usize,
     token: Option<Continuation>,
@@ -434,37 +648,28 @@ async fn run_ordered(
     );
     let results = parallel(
         parts,
-        Arc::new(
-            move |range: EpkRange| -> Result<(Vec<Ranked>, u64, u64, u64), ExecError> {
-                let mut best: Vec<Ranked> = Vec::new();
-                let mut candidates = 0u64;
-                let (scanned, bytes) = scan_rows(&c2, &p2, &range, |r| {
-                    if let Some(l) = last2.as_ref() {
-                        if cmp_ranked(&r, l, &desc2) != Ordering::Greater {
-                            return;
-                        }
-                    }
-                    candidates += 1;
-                    best.push(r);
-                    if best.len() >= 2 * want.max(64) {
-                        best.sort_by(|a, b| cmp_ranked(a, b, &desc2));
-                        best.truncate(want);
-                    }
-                })?;
-                best.sort_by(|a, b| cmp_ranked(a, b, &desc2));
-                best.truncate(want);
-                Ok((best, scanned, bytes, candidates))
-            },
-        ),
+        Arc::new(move |range: EpkRange| {
+            partition_best(
+                &c2,
+                &p2,
+                &access,
+                &range,
+                last2.as_ref().as_ref(),
+                want,
+                &desc2,
+            )
+        }),
     )
     .await?;
     let mut all = Vec::new();
     let (mut scanned, mut scanned_bytes, mut candidates) = (0, 0, 0);
-    for (rows, s, b, n) in results {
-        all.extend(rows);
-        scanned += s;
-        scanned_bytes += b;
-        candidates += n;
+    let mut index = IndexStats::default();
+    for part in results {
+        all.extend(part.rows);
+        scanned += part.scanned;
+        scanned_bytes += part.bytes;
+        candidates += part.candidates;
+        index.add(&part.index);
     }
     all.sort_by(|a, b| cmp_ranked(a, b, &desc));
     all.truncate(want);
@@ -490,6 +695,7 @@ async fn run_ordered(
         continuation,
         scanned,
         scanned_bytes,
+        index,
     })
 }
 
@@ -499,6 +705,7 @@ async fn run_ordered(
 async fn run_complete(
     c: Arc<Container>,
     p: Arc<PreparedQuery>,
+    access: Arc<Access>,
     ranges: Vec<EpkRange>,
     page_size: usize,
     token: Option<Continuation>,
@@ -517,54 +724,65 @@ async fn run_complete(
     let cx = Ctx::new(now_millis());
     let parts = per_partition(&c, &ranges);
     let (mut scanned, mut scanned_bytes) = (0u64, 0u64);
+    let mut index = IndexStats::default();
+    let counted = match access.count_only && p.mode == Mode::Aggregate {
+        true => count_from_index(&c, &access, &parts, &mut index)?,
+        false => None,
+    };
     let rows: Vec<Value> = match p.mode {
         Mode::NoFrom => p.run_constant(&cx)?,
+        Mode::Aggregate if counted.is_some() => vec![Value::from(counted.unwrap_or(0))],
         Mode::Aggregate => {
-            let (c2, p2) = (Arc::clone(&c), Arc::clone(&p));
+            let (c2, p2, a2) = (Arc::clone(&c), Arc::clone(&p), Arc::clone(&access));
             let results = parallel(
                 parts,
                 Arc::new(
-                    move |range: EpkRange| -> Result<(Groups, u64, u64), ExecError> {
+                    move |range: EpkRange| -> Result<(Groups, u64, u64, IndexStats), ExecError> {
                         let cx = Ctx::new(now_millis());
                         let mut g = Groups::default();
                         let (mut n, mut b) = (0u64, 0u64);
-                        scan(&c2, &range, None, |_, json| {
+                        let mut index = IndexStats::default();
+                        scan(&c2, &a2, &range, None, &mut index, |_, json| {
                             n += 1;
                             b += json.len() as u64;
                             p2.accumulate_doc(&parse_doc(&p2, json)?, &cx, &mut g)?;
                             Ok(Flow::Continue)
                         })?;
-                        Ok((g, n, b))
+                        Ok((g, n, b, index))
                     },
                 ),
             )
             .await?;
             let mut all = Groups::default();
-            for (g, n, b) in results {
+            for (g, n, b, i) in results {
                 all.merge(g);
                 scanned += n;
                 scanned_bytes += b;
+                index.add(&i);
             }
             p.finish_groups(all, &cx)?
         }
         _ => {
-            let (c2, p2) = (Arc::clone(&c), Arc::clone(&p));
+            let (c2, p2, a2) = (Arc::clone(&c), Arc::clone(&p), Arc::clone(&access));
             let results = parallel(
                 parts,
                 Arc::new(
-                    move |range: EpkRange| -> Result<(Vec<Ranked>, u64, u64), ExecError> {
+                    move |range: EpkRange| -> Result<(Vec<Ranked>, u64, u64, IndexStats), ExecError> {
                         let mut out = Vec::new();
-                        let (n, b) = scan_rows(&c2, &p2, &range, |r| out.push(r))?;
-                        Ok((out, n, b))
+                        let mut index = IndexStats::default();
+                        let (n, b) =
+                            scan_rows(&c2, &p2, &a2, &range, &mut index, |r| out.push(r))?;
+                        Ok((out, n, b, index))
                     },
                 ),
             )
             .await?;
             let mut all = Vec::new();
-            for (r, n, b) in results {
+            for (r, n, b, i) in results {
                 all.extend(r);
                 scanned += n;
                 scanned_bytes += b;
+                index.add(&i);
             }
             let desc = p.order_directions();
             all.sort_by(|a, b| cmp_ranked(a, b, &desc));
@@ -594,10 +812,40 @@ async fn run_complete(
         continuation,
         scanned,
         scanned_bytes,
+        index,
     })
+}
+
+/// `SELECT VALUE COUNT(1)` from index entries (an exact lookup) or logical partition sizes
+/// (no filter), without reading a document; `None` when neither can answer (TTL on: expired
+/// items not yet purged are still counted there).
+fn count_from_index(
+    c: &Container,
+    access: &Access,
+    parts: &[EpkRange],
+    stats: &mut IndexStats,
+) -> Result<Option<u64>, ExecError> {
+    if c.default_ttl().is_some() {
+        return Ok(None);
+    }
+    let mut total = 0u64;
+    for range in parts {
+        let n = match access.lookup.as_deref() {
+            None => Some(c.stored_count(range, stats)?),
+            Some([probe]) => c.index_count(probe, range, stats)?,
+            Some(_) => None,
+        };
+        match n {
+            Some(n) => total += n,
+            None => return Ok(None),
+        }
+    }
+    Ok(Some(total))
 }
 
 pub mod prepared;
 
+#[cfg(test)]
+mod index_tests;
 #[cfg(test)]
 mod tests;

@@ -36,6 +36,10 @@ async fn container() -> (Store, Arc<Container>) {
     (store, c)
 }
 
+fn access_of(c: &Container, p: &PreparedQuery) -> Arc<Access> {
+    Arc::new(access(c, p, false).expect("access"))
+}
+
 /// Every page of `sql` over the whole container, `page` rows at a time.
 async fn pages(c: &Arc<Container>, sql: &str, page: usize) -> Vec<Vec<Value>> {
     let p = Arc::new(sql::prepare(sql, &[], Some(&c.pk)).expect("prepare"));
@@ -45,6 +49,7 @@ async fn pages(c: &Arc<Container>, sql: &str, page: usize) -> Vec<Vec<Value>> {
         let got = run(
             Arc::clone(c),
             Arc::clone(&p),
+            access_of(c, &p),
             vec![EpkRange::full()],
             page,
             token,
@@ -115,14 +120,16 @@ async fn aggregates_group_by_and_distinct_combine_partitions() {
 async fn a_token_of_another_query_is_refused() {
     let (_s, c) = container().await;
     let first = Arc::new(sql::prepare("SELECT * FROM c", &[], Some(&c.pk)).expect("prepare"));
-    let page = run(Arc::clone(&c), first, vec![EpkRange::full()], 5, None)
+    let a = access_of(&c, &first);
+    let page = run(Arc::clone(&c), first, a, vec![EpkRange::full()], 5, None)
         .await
         .expect("page");
     let token = page.continuation.expect("more pages");
     let other = Arc::new(
         sql::prepare("SELECT c.n FROM c ORDER BY c.n", &[], Some(&c.pk)).expect("prepare"),
     );
-    let err = run(c, other, vec![EpkRange::full()], 5, Some(token))
+    let a = access_of(&c, &other);
+    let err = run(c, other, a, vec![EpkRange::full()], 5, Some(token))
         .await
         .err()
         .expect("refused");
@@ -142,8 +149,15 @@ async fn a_page_out_of_time_resumes_where_it_stopped() {
     };
     let (mut seen, mut token) = (Vec::new(), None);
     loop {
-        let (page, out_of_time) =
-            run_streaming(&c, &p, &[EpkRange::full()], budget, token).expect("page");
+        let (page, out_of_time) = run_streaming(
+            &c,
+            &p,
+            &access_of(&c, &p),
+            &[EpkRange::full()],
+            budget,
+            token,
+        )
+        .expect("page");
         // One new document per exhausted budget (the last page finds none left).
         let last = page.continuation.is_none();
         assert_eq!(
@@ -165,4 +179,49 @@ async fn a_page_out_of_time_resumes_where_it_stopped() {
     }
     seen.sort_unstable();
     assert_eq!(seen, (0..100).collect::<Vec<_>>());
+}
+
+/// One page of `sql` with its counters.
+async fn one_page(c: &Arc<Container>, sql: &str) -> Page {
+    let p = Arc::new(sql::prepare(sql, &[], Some(&c.pk)).expect("prepare"));
+    run(
+        Arc::clone(c),
+        Arc::clone(&p),
+        access_of(c, &p),
+        vec![EpkRange::full()],
+        100,
+        None,
+    )
+    .await
+    .expect("page")
+}
+
+#[tokio::test]
+async fn the_index_reads_only_what_the_query_needs() {
+    let (_s, c) = container().await;
+    let eq = one_page(&c, "SELECT * FROM c WHERE c.n = 42").await;
+    assert_eq!(
+        (eq.docs.len(), eq.scanned),
+        (1, 1),
+        "equality loads its match only"
+    );
+    let within = one_page(&c, "SELECT VALUE c.n FROM c WHERE c.n >= 95").await;
+    assert_eq!((within.docs.len(), within.scanned), (5, 5));
+    let count = one_page(&c, "SELECT VALUE COUNT(1) FROM c WHERE c.pk = 'p3'").await;
+    assert_eq!(count.docs, vec![Bytes::from("10")]);
+    assert_eq!(count.scanned, 0, "an exact count reads no document");
+    let all = one_page(&c, "SELECT VALUE COUNT(1) FROM c").await;
+    assert_eq!((all.docs, all.scanned), (vec![Bytes::from("100")], 0));
+    let top = one_page(&c, "SELECT TOP 3 VALUE c.n FROM c ORDER BY c.n DESC").await;
+    assert_eq!(
+        top.docs,
+        vec![Bytes::from("99"), Bytes::from("98"), Bytes::from("97")]
+    );
+    assert!(
+        top.scanned <= 4 * 3,
+        "at most TOP per partition: {}",
+        top.scanned
+    );
+    let scan = one_page(&c, "SELECT * FROM c WHERE CONTAINS(c.id, '42')").await;
+    assert_eq!(scan.scanned, 100, "no index for CONTAINS");
 }

@@ -77,6 +77,13 @@ pub struct ContainerRecord {
     pub next_range_id: u32,
     /// Bumped on every change of `ranges`; the `/pkranges` etag.
     pub ranges_generation: u64,
+    /// The index generation writers maintain (bumped when the indexing policy changes);
+    /// absent in records written before strata indexed, whose index is built at start.
+    #[serde(default)]
+    pub index_gen: Option<u16>,
+    /// True while the entries of `index_gen` are being built for existing documents.
+    #[serde(default)]
+    pub index_building: bool,
 }
 
 /// Counters that must never repeat across restarts.

@@ -9,6 +9,7 @@
 
 use super::catalog::{self, ContainerRecord};
 use super::engine::{Durable, Engine, Log, Space, Tx};
+use super::index::{self, IndexState};
 use super::item::StoredItem;
 use super::keys;
 pub use super::partition_map::{PartitionMap, PartitionsView, RangeSnapshot, RangeState};
@@ -93,7 +94,17 @@ pub struct Container {
     pub deleted: AtomicBool,
     pub engine: Engine,
     pub limits: Limits,
+    /// The index's policy, unique keys and generation (see [`super::index`]).
+    index: RwLock<IndexState>,
+    /// Documents the running index build has visited, and how many it will visit.
+    pub index_done: AtomicU64,
+    pub index_total: AtomicU64,
+    /// Documents with a value at a path, per (path id, generation, EPK range): the LSN of the
+    /// partition when counted and the count (see `Container::index_order`).
+    pub(super) defined_cache: DefinedCache,
 }
+
+type DefinedCache = std::sync::Mutex<HashMap<([u8; 8], u16, String, String), (u64, u64)>>;
 
 /// What a write produced, for the response.
 #[derive(Debug, Clone)]
@@ -125,7 +136,12 @@ impl Container {
             generation: rec.ranges_generation,
             retired: HashMap::new(),
         };
+        let index = RwLock::new(IndexState::of(&rec));
         let c = Self {
+            index,
+            index_done: AtomicU64::new(0),
+            index_total: AtomicU64::new(0),
+            defined_cache: Default::default(),
             cid: rec.cid,
             db: rec.db.clone(),
             db_seq: rec.db_seq,
@@ -181,6 +197,16 @@ impl Container {
             first = false;
         }
         Ok(())
+    }
+
+    /// The index's current policy, unique keys and generation.
+    pub fn index_state(&self) -> IndexState {
+        read(&self.index).clone()
+    }
+
+    /// Replaces the index state (while writes are paused: see [`Container::with_writes_paused`]).
+    pub fn set_index_state(&self, state: IndexState) {
+        *write(&self.index) = state;
     }
 
     pub fn current_lsn(&self) -> u64 {
@@ -355,6 +381,8 @@ impl Container {
         }
         let mut txn = Txn {
             c: self,
+            index: self.index_state(),
+            unique_staged: HashMap::new(),
             tx: self.engine.begin(&self.log),
             staged: HashMap::new(),
             lp_delta: HashMap::new(),
@@ -467,6 +495,9 @@ impl Container {
         rec.ranges = map.ranges.iter().map(|r| r.rec.clone()).collect();
         rec.next_range_id = map.next_range_id;
         rec.ranges_generation = map.generation;
+        let index = read(&self.index);
+        rec.index_gen = Some(index.gen);
+        rec.index_building = !index.ready;
         rec
     }
 
@@ -489,6 +520,10 @@ struct LpDelta {
 pub struct Txn<'a> {
     c: &'a Container,
     tx: Tx<'a>,
+    /// The index state at the start of the transaction (it changes only while writes pause).
+    index: IndexState,
+    /// Unique-key rows written (owner id) or removed (`None`) in this transaction.
+    unique_staged: HashMap<Vec<u8>, Option<String>>,
     /// Versions written or deleted in this transaction, by (EPK, id).
     staged: HashMap<(String, String), Option<StoredItem>>,
     /// Size changes per logical partition (by EPK).
@@ -520,6 +555,11 @@ impl Txn<'_> {
                 StoreError::Corrupt(format!("item '{id}' has an unreadable record"))
             }),
         }
+    }
+
+    /// Stages a raw key change in this transaction (index builds).
+    pub(super) fn put_raw(&mut self, space: Space, key: Vec<u8>, value: Vec<u8>) {
+        self.tx.put(space, key, value);
     }
 
     /// The live version (expired items are absent).
@@ -602,6 +642,7 @@ impl Txn<'_> {
         doc.insert("_etag".into(), Value::String(catalog::etag(c.cid, lsn)));
         doc.insert("_attachments".into(), Value::String("attachments/".into()));
         doc.insert("_ts".into(), Value::from(self.now));
+        let doc = Value::Object(doc);
         let json = serde_json::to_vec(&doc)
             .map_err(|e| StoreError::BadRequest(format!("The document cannot be stored: {e}")))?;
         let item = StoredItem {
@@ -626,6 +667,11 @@ impl Txn<'_> {
         if previous.is_none() {
             self.tx.put(Space::Directory, key.clone(), Vec::new());
         }
+        let old_doc = match previous {
+            Some(p) if self.indexes() => Some(parse_stored(p)?),
+            _ => None,
+        };
+        self.maintain(epk, id, &key, old_doc.as_ref(), Some(&doc))?;
         self.tx.put(Space::Items, key, item.encode());
         self.tx.take_lsn();
         let created = previous
@@ -660,6 +706,10 @@ impl Txn<'_> {
         self.tx
             .delete(Space::Feed, keys::feed_key(c.cid, previous.lsn));
         self.tx.delete(Space::Directory, key.clone());
+        if self.indexes() {
+            let old_doc = parse_stored(previous)?;
+            self.maintain(epk, id, &key, Some(&old_doc), None)?;
+        }
         self.tx.delete(Space::Items, key);
         // A delete consumes an LSN too, so session tokens and range LSNs move forward.
         self.tx.take_lsn();
@@ -667,6 +717,95 @@ impl Txn<'_> {
         self.staged.insert((epk.to_string(), id.to_string()), None);
         Ok(())
     }
+}
+
+impl Txn<'_> {
+    /// Whether writes maintain index entries or unique keys at all.
+    fn indexes(&self) -> bool {
+        !self.index.policy.is_none() || !self.index.unique.is_empty()
+    }
+
+    /// Moves the index entries and unique keys of the document at `key` from `old` to `new`
+    /// (either absent for a create or a delete). A unique value another document of the
+    /// logical partition holds is a conflict.
+    fn maintain(
+        &mut self,
+        epk: &str,
+        id: &str,
+        key: &[u8],
+        old: Option<&Value>,
+        new: Option<&Value>,
+    ) -> Result<(), StoreError> {
+        let cid = self.c.cid;
+        if !self.index.policy.is_none() {
+            let before = old.map(|d| self.index.entries(d)).unwrap_or_default();
+            let after = new.map(|d| self.index.entries(d)).unwrap_or_default();
+            let (removed, added) = index::diff(&before, &after);
+            let gen = self.index.gen;
+            for e in removed {
+                self.tx
+                    .delete(Space::Index, index::entry_key(cid, gen, e, &key[4..]));
+            }
+            for e in added {
+                self.tx.put(
+                    Space::Index,
+                    index::entry_key(cid, gen, e, &key[4..]),
+                    Vec::new(),
+                );
+            }
+        }
+        if self.index.unique.is_empty() {
+            return Ok(());
+        }
+        let unique = std::sync::Arc::clone(&self.index.unique);
+        let before = old.map(|d| unique.rows(cid, epk, d)).unwrap_or_default();
+        let after = new.map(|d| unique.rows(cid, epk, d)).unwrap_or_default();
+        for row in &after {
+            if before.contains(row) {
+                continue;
+            }
+            if let Some(owner) = self.unique_owner(row)? {
+                if owner != id && !self.owner_expired(epk, &owner)? {
+                    return Err(StoreError::Conflict(
+                        "Unique index constraint violation: another item in this logical partition already has these unique key values.".into(),
+                    ));
+                }
+            }
+            self.tx
+                .put(Space::Unique, row.clone(), id.as_bytes().to_vec());
+            self.unique_staged.insert(row.clone(), Some(id.to_string()));
+        }
+        for row in before {
+            // Only the row's owner removes it (an expired owner may have been displaced).
+            if !after.contains(&row) && self.unique_owner(&row)?.as_deref() == Some(id) {
+                self.tx.delete(Space::Unique, row.clone());
+                self.unique_staged.insert(row, None);
+            }
+        }
+        Ok(())
+    }
+
+    fn unique_owner(&self, row: &[u8]) -> Result<Option<String>, StoreError> {
+        if let Some(v) = self.unique_staged.get(row) {
+            return Ok(v.clone());
+        }
+        Ok(self
+            .tx
+            .get(Space::Unique, row)?
+            .map(|b| String::from_utf8_lossy(&b).into_owned()))
+    }
+
+    /// Whether the document holding a unique value is gone in effect (expired by TTL, not
+    /// purged yet): its values no longer block others.
+    fn owner_expired(&self, epk: &str, owner: &str) -> Result<bool, StoreError> {
+        Ok(self.get(epk, owner)?.is_none())
+    }
+}
+
+/// A stored document as JSON.
+fn parse_stored(item: &StoredItem) -> Result<Value, StoreError> {
+    serde_json::from_slice(&item.json)
+        .map_err(|e| StoreError::Corrupt(format!("a stored document is not valid JSON: {e}")))
 }
 
 pub fn encode_lp(bytes: u64, count: u64) -> Vec<u8> {

@@ -8,10 +8,13 @@ pub mod catalog;
 pub mod changes;
 pub mod container;
 pub mod engine;
+pub mod index;
 pub mod item;
 pub mod keys;
 pub mod kv;
+pub mod lookup;
 pub mod partition_map;
+pub mod reindex;
 pub mod split;
 pub mod ttl;
 
@@ -147,6 +150,18 @@ impl Store {
         };
         for cid in pending {
             store.spawn_purge(cid);
+        }
+        // Index builds a restart interrupted (or that stores written before strata indexed
+        // never had) start over; queries read documents until they finish.
+        let unbuilt: Vec<Arc<Container>> = read(&store.inner.catalog)
+            .containers
+            .values()
+            .flat_map(|m| m.values())
+            .filter(|c| !c.index_state().ready)
+            .cloned()
+            .collect();
+        for c in unbuilt {
+            store.spawn_index_build(c);
         }
         Ok(store)
     }
@@ -402,6 +417,7 @@ impl Store {
             )));
         }
         catalog::default_container_props(&mut props);
+        index::validate(&props)?;
         let (c, counter_op) = self.next_counters(|c| {
             c.next_cid += 1;
             c.next_etag_seq += 1;
@@ -455,6 +471,8 @@ impl Store {
             next_range_id: n as u32,
             ranges,
             ranges_generation: 1,
+            index_gen: Some(0),
+            index_building: false,
         };
         let body = serde_json::to_vec(&rec).unwrap_or_default();
         self.inner
@@ -500,6 +518,7 @@ impl Store {
     ) -> Result<(), StoreError> {
         let _ddl = self.inner.ddl.lock().await;
         catalog::default_container_props(&mut props);
+        let reindex = self.reindex_for(c, &props)?;
         let (etag_seq, counter_op) = self.next_etag_seq();
         {
             let mut m = write(&c.meta);
@@ -515,6 +534,11 @@ impl Store {
                 Op::Put(Space::Catalog, keys::catalog_container(c.cid), body),
             ])
             .await?;
+        match reindex {
+            Some(true) => self.spawn_index_build(Arc::clone(c)),
+            Some(false) => self.spawn_index_purge(c),
+            None => {}
+        }
         Ok(())
     }
 
@@ -549,6 +573,8 @@ impl Store {
                 Space::Feed,
                 Space::Partitions,
                 Space::Directory,
+                Space::Index,
+                Space::Unique,
             ] {
                 loop {
                     let chunk = engine.scan(

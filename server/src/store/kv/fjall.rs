@@ -43,6 +43,7 @@ impl FjallKv {
         for (space, name) in SPACES {
             let memtable = match space {
                 Space::Items => MEMTABLE,
+                Space::Index => MEMTABLE / 2,
                 _ => MEMTABLE / 8,
             };
             // Index and filter blocks stay pinned in memory at every level (fjall pins only

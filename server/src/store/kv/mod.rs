@@ -35,15 +35,22 @@ pub enum Space {
     /// twelfth of its speed after 100,000 upserts of one item), while a point read seeks
     /// straight to the newest version.
     Directory = 4,
+    /// Secondary index entries: `cid | generation | path id | term | EPK | 0x00 | id`, empty
+    /// values (see [`crate::store::index`]).
+    Index = 5,
+    /// Unique keys: `cid | EPK | 0x00 | key number | values` -> owning id.
+    Unique = 6,
 }
 
 /// Every space with the name a backend stores it under.
-pub const SPACES: [(Space, &str); 5] = [
+pub const SPACES: [(Space, &str); 7] = [
     (Space::Catalog, "catalog"),
     (Space::Items, "items"),
     (Space::Feed, "feed"),
     (Space::Partitions, "partitions"),
     (Space::Directory, "directory"),
+    (Space::Index, "index"),
+    (Space::Unique, "unique"),
 ];
 
 /// One change in an atomic batch.

@@ -1,0 +1,375 @@
+//! Reading the index of a physical partition: candidate documents for a lookup, counts that
+//! need no documents, and entries in value order for ORDER BY.
+//!
+//! Every reader takes the partition as an EPK range and filters entries by the EPK inside
+//! their key (see [`super::index`]); a single-term lookup seeks straight to the partition's run
+//! of that term. Each returns `None` when the index cannot answer — it is being rebuilt, or the
+//! lookup would read more entries than scanning the partition reads documents — and the
+//! executor then scans.
+
+use super::container::{read, Container};
+use super::engine::Space;
+use super::index::{self, item_key_of, path_id_of, path_prefix, span_bounds, split_entry};
+use super::item::StoredItem;
+use super::{keys, StoreError};
+use std::ops::Bound;
+use std::time::{Duration, Instant};
+use strata_query::index::{OrderPath, Probe, Seg, Span};
+use strata_query::pk::EpkRange;
+
+/// What reading the index cost, for query metrics and charges.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct IndexStats {
+    /// Index entries read.
+    pub entries: u64,
+    pub lookup_time: Duration,
+}
+
+impl IndexStats {
+    pub fn add(&mut self, o: &IndexStats) {
+        self.entries += o.entries;
+        self.lookup_time += o.lookup_time;
+    }
+}
+
+const CHUNK: usize = 1024;
+
+/// Whether the document suffix `EPK | 0 | id` lies in `range` (byte order, as item scans).
+fn in_range(doc: &[u8], range: &EpkRange) -> Option<bool> {
+    let end = doc.iter().position(|&b| b == 0)?;
+    let epk = &doc[..end];
+    let above_min = epk >= range.min.as_bytes();
+    let below_max = range.max.as_str() >= "FF" || epk < range.max.as_bytes();
+    Some(above_min && below_max)
+}
+
+impl Container {
+    /// Documents in the physical partition holding `range.min`.
+    fn partition_count(&self, range: &EpkRange) -> u64 {
+        let map = read(&self.map);
+        map.ranges[map.index_of(&range.min)].count
+    }
+
+    /// Visits the entries of `path` in `span` that belong to `range`, in key order (or
+    /// reverse), passing each entry's term and document suffix to `f` until it returns false.
+    /// Returns false when `budget` entries were read first.
+    #[allow(clippy::too_many_arguments)]
+    fn walk_entries(
+        &self,
+        gen: u16,
+        path: &[Seg],
+        span: &Span,
+        range: &EpkRange,
+        reverse: bool,
+        budget: u64,
+        stats: &mut IndexStats,
+        f: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<bool, StoreError> {
+        let prefix = path_prefix(self.cid, gen, &path_id_of(path));
+        let (mut lo, mut hi) = span_bounds(&prefix, span);
+        // One term: its entries are ordered by EPK, so the partition's are one run.
+        let point = span.hi.len() == span.lo.len() + 1 && span.hi.starts_with(&span.lo);
+        if point {
+            lo.extend_from_slice(range.min.as_bytes());
+            if range.max.as_str() < "FF" {
+                hi.truncate(hi.len() - 1);
+                hi.extend_from_slice(range.max.as_bytes());
+            }
+        }
+        let mut read_n = 0u64;
+        let mut cursor: Option<Vec<u8>> = None;
+        loop {
+            let (start, end) = match (&cursor, reverse) {
+                (None, _) => (Bound::Included(&lo[..]), Bound::Excluded(&hi[..])),
+                (Some(c), false) => (Bound::Excluded(&c[..]), Bound::Excluded(&hi[..])),
+                (Some(c), true) => (Bound::Included(&lo[..]), Bound::Excluded(&c[..])),
+            };
+            let chunk = self.engine.scan(Space::Index, start, end, CHUNK, reverse)?;
+            let exhausted = chunk.len() < CHUNK;
+            for (k, _) in &chunk {
+                read_n += 1;
+                stats.entries += 1;
+                if read_n > budget {
+                    return Ok(false);
+                }
+                let Some((term, doc)) = split_entry(&k[prefix.len()..]) else {
+                    continue;
+                };
+                if in_range(doc, range) == Some(true) && !f(term, doc) {
+                    return Ok(true);
+                }
+            }
+            match chunk.into_iter().last() {
+                Some((k, _)) if !exhausted => cursor = Some(k),
+                _ => return Ok(true),
+            }
+        }
+    }
+
+    /// The item keys a lookup (the union of `probes`) yields in `range`, sorted and without
+    /// duplicates; `None` when the index cannot serve it (see the module documentation).
+    pub fn index_candidates(
+        &self,
+        probes: &[Probe],
+        range: &EpkRange,
+        stats: &mut IndexStats,
+    ) -> Result<Option<Vec<Vec<u8>>>, StoreError> {
+        let state = self.index_state();
+        if !state.ready {
+            return Ok(None);
+        }
+        let started = Instant::now();
+        // Reading more entries than the partition has documents (and then loading them) costs
+        // more than scanning it.
+        let budget = self.partition_count(range) + 256;
+        let mut out: Vec<Vec<u8>> = Vec::new();
+        let mut spent = 0u64;
+        for p in probes {
+            for span in &p.spans {
+                let mut local = IndexStats::default();
+                let complete = self.walk_entries(
+                    state.gen,
+                    &p.path,
+                    span,
+                    range,
+                    false,
+                    budget.saturating_sub(spent),
+                    &mut local,
+                    &mut |_, doc| {
+                        out.push(item_key_of(self.cid, doc));
+                        true
+                    },
+                )?;
+                spent += local.entries;
+                stats.add(&local);
+                if !complete {
+                    stats.lookup_time += started.elapsed();
+                    return Ok(None);
+                }
+            }
+        }
+        out.sort_unstable();
+        out.dedup();
+        stats.lookup_time += started.elapsed();
+        Ok(Some(out))
+    }
+
+    /// How many documents of `range` an exact probe matches, from its entries alone.
+    pub fn index_count(
+        &self,
+        probe: &Probe,
+        range: &EpkRange,
+        stats: &mut IndexStats,
+    ) -> Result<Option<u64>, StoreError> {
+        let state = self.index_state();
+        if !state.ready || !probe.exact {
+            return Ok(None);
+        }
+        let started = Instant::now();
+        let mut n = 0u64;
+        for span in &probe.spans {
+            self.walk_entries(
+                state.gen,
+                &probe.path,
+                span,
+                range,
+                false,
+                u64::MAX,
+                stats,
+                &mut |_, _| {
+                    n += 1;
+                    true
+                },
+            )?;
+        }
+        stats.lookup_time += started.elapsed();
+        Ok(Some(n))
+    }
+
+    /// How many documents `range` holds, from the logical partitions' sizes (no documents
+    /// read). Counts items whose TTL expired but that are not purged yet, so callers only ask
+    /// when TTL is off.
+    pub fn stored_count(
+        &self,
+        range: &EpkRange,
+        stats: &mut IndexStats,
+    ) -> Result<u64, StoreError> {
+        let started = Instant::now();
+        let lo = keys::epk_bound(self.cid, &range.min);
+        let hi = if range.max.as_str() >= "FF" {
+            keys::container_prefix(self.cid + 1)
+        } else {
+            keys::epk_bound(self.cid, &range.max)
+        };
+        let mut n = 0u64;
+        let mut cursor = lo.clone();
+        let mut first = true;
+        loop {
+            let start = if first {
+                Bound::Included(&cursor[..])
+            } else {
+                Bound::Excluded(&cursor[..])
+            };
+            let chunk = self.engine.scan(
+                Space::Partitions,
+                start,
+                Bound::Excluded(&hi[..]),
+                CHUNK,
+                false,
+            )?;
+            stats.entries += chunk.len() as u64;
+            for (_, v) in &chunk {
+                n += super::container::decode_lp(v).1;
+            }
+            match chunk.last() {
+                Some((k, _)) if chunk.len() == CHUNK => {
+                    cursor = k.clone();
+                    first = false;
+                }
+                _ => break,
+            }
+        }
+        stats.lookup_time += started.elapsed();
+        Ok(n)
+    }
+
+    /// Visits the documents of `range` in the order of `order`'s path (entries of one term in
+    /// document order, reversed when descending), from `from` (a term) on when given, passing
+    /// each term and item key to `f` until it returns false. `None` when the index cannot
+    /// produce the order: it is being rebuilt, or — ascending — some documents of the range
+    /// lack the path (undefined sorts first, and the index has no entry for it).
+    pub fn index_order(
+        &self,
+        order: &OrderPath,
+        range: &EpkRange,
+        from: Option<&[u8]>,
+        stats: &mut IndexStats,
+        f: &mut dyn FnMut(&[u8], Vec<u8>) -> bool,
+    ) -> Result<Option<bool>, StoreError> {
+        let state = self.index_state();
+        if !state.ready {
+            return Ok(None);
+        }
+        if !order.descending && !self.all_defined(&order.path, range, stats)? {
+            return Ok(None);
+        }
+        let mut span = Span {
+            lo: vec![0x00],
+            hi: vec![0xFF],
+        };
+        if let Some(t) = from {
+            if order.descending {
+                span.hi = t.to_vec();
+                span.hi.push(0xFF);
+            } else {
+                span.lo = t.to_vec();
+            }
+        }
+        let mut finished = true;
+        self.walk_entries(
+            state.gen,
+            &order.path,
+            &span,
+            range,
+            order.descending,
+            u64::MAX,
+            stats,
+            &mut |term, doc| {
+                let more = f(term, item_key_of(self.cid, doc));
+                finished = more;
+                more
+            },
+        )?;
+        Ok(Some(finished))
+    }
+
+    /// Whether every document of `range` has a value at `path`.
+    pub fn all_defined(
+        &self,
+        path: &[Seg],
+        range: &EpkRange,
+        stats: &mut IndexStats,
+    ) -> Result<bool, StoreError> {
+        Ok(self.defined_count(path, range, stats)? >= self.count_in(range, stats)?)
+    }
+
+    /// The live version of the item at `key` (an index entry's document), if any.
+    pub fn load_item(&self, key: &[u8]) -> Result<Option<StoredItem>, StoreError> {
+        let Some(raw) = self.engine.get(Space::Items, key)? else {
+            return Ok(None);
+        };
+        let item = StoredItem::decode(raw)
+            .ok_or_else(|| StoreError::Corrupt("an item has an unreadable record".to_string()))?;
+        if item.is_expired(self.default_ttl(), super::catalog::now_secs()) {
+            return Ok(None);
+        }
+        Ok(Some(item))
+    }
+
+    /// Documents stored in `range` (expired or not).
+    fn count_in(&self, range: &EpkRange, stats: &mut IndexStats) -> Result<u64, StoreError> {
+        let map = read(&self.map);
+        let r = &map.ranges[map.index_of(&range.min)];
+        if r.rec.min == range.min && r.rec.max == range.max {
+            return Ok(r.count);
+        }
+        drop(map);
+        self.stored_count(range, stats)
+    }
+
+    /// Documents of `range` with a value (any type) at `path`: one entry each. Cached per
+    /// partition until the partition's next write.
+    fn defined_count(
+        &self,
+        path: &[Seg],
+        range: &EpkRange,
+        stats: &mut IndexStats,
+    ) -> Result<u64, StoreError> {
+        let lsn = {
+            let map = read(&self.map);
+            map.ranges[map.index_of(&range.min)].lsn
+        };
+        let state = self.index_state();
+        let key = (
+            index::path_id_of(path),
+            state.gen,
+            range.min.clone(),
+            range.max.clone(),
+        );
+        if let Some((at, n)) = self
+            .defined_cache
+            .lock()
+            .ok()
+            .and_then(|m| m.get(&key).copied())
+        {
+            if at == lsn {
+                return Ok(n);
+            }
+        }
+        let mut n = 0u64;
+        let all = Span {
+            lo: vec![0x00],
+            hi: vec![0xFF],
+        };
+        self.walk_entries(
+            state.gen,
+            path,
+            &all,
+            range,
+            false,
+            u64::MAX,
+            stats,
+            &mut |_, _| {
+                n += 1;
+                true
+            },
+        )?;
+        if let Ok(mut m) = self.defined_cache.lock() {
+            if m.len() > 1024 {
+                m.clear();
+            }
+            m.insert(key, (lsn, n));
+        }
+        Ok(n)
+    }
+}
