@@ -300,8 +300,11 @@ fn run_streaming(
                         return Ok(Flow::Continue);
                     }
                 }
-                page.scanned += 1;
-                page.scanned_bytes += json.len() as u64;
+                // The document a token resumes at was loaded (and counted) by the page before.
+                if start_key.as_deref() != Some(key) {
+                    page.scanned += 1;
+                    page.scanned_bytes += json.len() as u64;
+                }
                 let skip_rows = match &resume {
                     Some((rk, s)) if key == rk.as_slice() => *s,
                     _ => 0,

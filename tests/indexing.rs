@@ -1,0 +1,393 @@
+//! Indexing over HTTP, as the service answers: policies validated and enforced, lookups that
+//! read only their matches (from query metrics), index-only counts, index metrics, unique
+//! keys, and a policy replaced while queries keep answering.
+
+use reqwest::{Method, StatusCode};
+use serde_json::{json, Value};
+use strata_tests::{assert_error, Resp, TestServer};
+
+const DB: &str = "idx";
+
+async fn items(s: &TestServer, coll: &str, n: usize) {
+    for i in 0..n {
+        let d = json!({"id": format!("i{i}"), "pk": format!("p{}", i % 7), "n": i,
+                       "status": if i % 10 == 0 { "open" } else { "closed" },
+                       "tags": [format!("t{}", i % 3)], "owner": {"name": format!("o{}", i % 5)}});
+        let r = s.create(DB, coll, &json!([format!("p{}", i % 7)]), d).await;
+        assert_eq!(r.status, StatusCode::CREATED, "{r:?}");
+    }
+}
+
+async fn query(s: &TestServer, coll: &str, sql: &str, headers: &[(&str, &str)]) -> Resp {
+    let mut h = vec![
+        ("x-ms-documentdb-isquery", "true"),
+        ("content-type", "application/query+json"),
+        ("x-ms-documentdb-query-enablecrosspartition", "true"),
+        ("x-ms-documentdb-populatequerymetrics", "true"),
+        ("x-ms-max-item-count", "1000"),
+    ];
+    h.extend_from_slice(headers);
+    s.post(
+        &format!("/dbs/{DB}/colls/{coll}/docs"),
+        &h,
+        json!({"query": sql, "parameters": []}),
+    )
+    .await
+}
+
+fn metric(r: &Resp, name: &str) -> f64 {
+    let m = r.header("x-ms-documentdb-query-metrics").expect("metrics");
+    m.split(';')
+        .find_map(|kv| kv.strip_prefix(&format!("{name}=")))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("{name} in {m}"))
+}
+
+fn docs(r: &Resp) -> Vec<Value> {
+    r.json["Documents"].as_array().cloned().unwrap_or_default()
+}
+
+#[tokio::test]
+async fn selective_filters_read_only_their_matches() {
+    let s = TestServer::start().await;
+    s.setup(
+        DB,
+        "c",
+        json!({"paths": ["/pk"], "kind": "Hash", "version": 2}),
+    )
+    .await;
+    items(&s, "c", 200).await;
+    for (sql, want) in [
+        ("SELECT * FROM c WHERE c.status = 'open'", 20),
+        ("SELECT * FROM c WHERE c.n IN (3, 4, 5)", 3),
+        ("SELECT * FROM c WHERE c.n >= 190", 10),
+        ("SELECT * FROM c WHERE STARTSWITH(c.id, 'i19')", 11),
+        (
+            "SELECT * FROM c WHERE ARRAY_CONTAINS(c.tags, 't1') AND c.n < 30",
+            10,
+        ),
+        ("SELECT * FROM c WHERE c.owner.name = 'o2' AND c.n < 50", 10),
+    ] {
+        let r = query(&s, "c", sql, &[]).await;
+        assert_eq!(r.status, StatusCode::OK, "{r:?}");
+        assert_eq!(docs(&r).len(), want, "{sql}");
+        let read = metric(&r, "retrievedDocumentCount");
+        assert!(read <= 2.0 * 67.0, "{sql}: read {read}");
+    }
+    // The equality reads exactly its matches.
+    let r = query(&s, "c", "SELECT * FROM c WHERE c.status = 'open'", &[]).await;
+    assert_eq!(metric(&r, "retrievedDocumentCount"), 20.0);
+    assert!(metric(&r, "indexHitDocumentCount") >= 20.0);
+    // An index-only count reads no document (as `test_partition_scoped_count_is_index_only`
+    // of the official SDK expects).
+    let r = query(
+        &s,
+        "c",
+        "SELECT VALUE COUNT(1) FROM c",
+        &[("x-ms-documentdb-partitionkey", r#"["p3"]"#)],
+    )
+    .await;
+    assert_eq!(docs(&r), vec![json!(29)]);
+    assert_eq!(metric(&r, "retrievedDocumentCount"), 0.0);
+    assert_eq!(metric(&r, "indexUtilizationRatio"), 1.0);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn index_metrics_name_used_and_missing_indexes() {
+    let s = TestServer::start().await;
+    s.setup_with(
+        DB,
+        "m",
+        json!({"partitionKey": {"paths": ["/pk"], "kind": "Hash", "version": 2},
+               "indexingPolicy": {"includedPaths": [{"path": "/*"}], "excludedPaths": [{"path": "/blob/*"}]}}),
+    )
+    .await;
+    items(&s, "m", 10).await;
+    let r = query(
+        &s,
+        "m",
+        "SELECT * FROM c WHERE c.status = 'open' AND c.blob.x = 1",
+        &[
+            ("x-ms-cosmos-populateindexmetrics", "true"),
+            ("x-ms-documentdb-partitionkey", r#"["p0"]"#),
+        ],
+    )
+    .await;
+    use base64::Engine as _;
+    let raw = r
+        .header("x-ms-cosmos-index-utilization")
+        .expect("index metrics");
+    let m: Value = serde_json::from_slice(
+        &base64::engine::general_purpose::STANDARD
+            .decode(raw)
+            .expect("base64"),
+    )
+    .expect("json");
+    let specs = |k: &str| -> Vec<String> {
+        m[k].as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["IndexSpec"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(specs("UtilizedSingleIndexes"), ["/pk/?", "/status/?"]);
+    assert_eq!(specs("PotentialSingleIndexes"), ["/blob/x/?"]);
+    assert!(m["UtilizedCompositeIndexes"].is_array());
+    s.stop().await;
+}
+
+/// The service's messages, as its users report them (400, sub-status 0): "The order by query
+/// does not have a corresponding composite index that it can be served from." and "The index
+/// path corresponding to the specified order-by item is excluded."
+#[tokio::test]
+async fn queries_the_index_cannot_serve_are_refused_as_the_service_does() {
+    let s = TestServer::start().await;
+    s.setup_with(
+        DB,
+        "p",
+        json!({"partitionKey": {"paths": ["/pk"], "kind": "Hash", "version": 2},
+               "indexingPolicy": {"includedPaths": [{"path": "/*"}], "excludedPaths": [{"path": "/secret/?"}],
+                   "compositeIndexes": [[{"path": "/status"}, {"path": "/n", "order": "descending"}]]}}),
+    )
+    .await;
+    s.setup_with(
+        DB,
+        "none",
+        json!({"partitionKey": {"paths": ["/pk"], "kind": "Hash", "version": 2},
+               "indexingPolicy": {"indexingMode": "none", "automatic": false}}),
+    )
+    .await;
+    items(&s, "p", 30).await;
+    items(&s, "none", 30).await;
+    let r = query(&s, "p", "SELECT * FROM c ORDER BY c.n, c.id", &[]).await;
+    assert_error(&r, 400, "BadRequest");
+    assert!(
+        r.message().contains("corresponding composite index"),
+        "{r:?}"
+    );
+    let r = query(&s, "p", "SELECT * FROM c ORDER BY c.secret", &[]).await;
+    assert_error(&r, 400, "BadRequest");
+    assert!(r.message().contains("order-by item is excluded"), "{r:?}");
+    // The composite index serves its order and its inverse.
+    for sql in [
+        "SELECT VALUE c.n FROM c ORDER BY c.status, c.n DESC",
+        "SELECT VALUE c.n FROM c ORDER BY c.status DESC, c.n",
+    ] {
+        let r = query(
+            &s,
+            "p",
+            sql,
+            &[("x-ms-documentdb-partitionkey", r#"["p1"]"#)],
+        )
+        .await;
+        assert_eq!(r.status, StatusCode::OK, "{sql}: {r:?}");
+    }
+    // No index at all: a filter needs the scan header; reading everything does not.
+    let r = query(&s, "none", "SELECT * FROM c WHERE c.n = 3", &[]).await;
+    assert_error(&r, 400, "BadRequest");
+    assert!(r.message().contains("allow scan"), "{r:?}");
+    let r = query(
+        &s,
+        "none",
+        "SELECT * FROM c WHERE c.n = 3",
+        &[("x-ms-documentdb-query-enable-scan", "true")],
+    )
+    .await;
+    assert_eq!(docs(&r).len(), 1, "{r:?}");
+    let r = query(&s, "none", "SELECT VALUE COUNT(1) FROM c", &[]).await;
+    assert_eq!(docs(&r), vec![json!(30)]);
+    // Invalid policies are refused when the container is created.
+    for bad in [
+        json!({"includedPaths": [{"path": "/a/?"}]}),
+        json!({"includedPaths": [{"path": "/*"}, {"path": "no-slash/?"}]}),
+        json!({"includedPaths": [{"path": "/*"}], "compositeIndexes": [[{"path": "/a"}]]}),
+    ] {
+        let r = s
+            .post(
+                &format!("/dbs/{DB}/colls"),
+                &[],
+                json!({"id": "bad", "partitionKey": {"paths": ["/pk"], "kind": "Hash"}, "indexingPolicy": bad}),
+            )
+            .await;
+        assert_error(&r, 400, "BadRequest");
+    }
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn unique_keys_hold_within_each_logical_partition() {
+    let s = TestServer::start().await;
+    s.setup_with(
+        DB,
+        "u",
+        json!({"partitionKey": {"paths": ["/pk"], "kind": "Hash", "version": 2},
+               "uniqueKeyPolicy": {"uniqueKeys": [{"paths": ["/email"]}]}}),
+    )
+    .await;
+    let pk = json!(["a"]);
+    let r = s
+        .create(DB, "u", &pk, json!({"id": "1", "pk": "a", "email": "x@y"}))
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED);
+    let r = s
+        .create(DB, "u", &pk, json!({"id": "2", "pk": "a", "email": "x@y"}))
+        .await;
+    assert_error(&r, 409, "Conflict");
+    // Another logical partition may hold the same value.
+    let r = s
+        .create(
+            DB,
+            "u",
+            &json!(["b"]),
+            json!({"id": "2", "pk": "b", "email": "x@y"}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED);
+    // Replace and upsert into a taken value conflict; moving off a value frees it.
+    let r = s
+        .create(DB, "u", &pk, json!({"id": "2", "pk": "a", "email": "z@y"}))
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED);
+    let h = [("x-ms-documentdb-partitionkey", r#"["a"]"#)];
+    let r = s
+        .request(
+            Method::PUT,
+            &format!("/dbs/{DB}/colls/u/docs/2"),
+            &h,
+            Some(json!({"id": "2", "pk": "a", "email": "x@y"})),
+        )
+        .await;
+    assert_error(&r, 409, "Conflict");
+    let upsert = [
+        ("x-ms-documentdb-partitionkey", r#"["a"]"#),
+        ("x-ms-documentdb-is-upsert", "true"),
+    ];
+    let r = s
+        .post(
+            &format!("/dbs/{DB}/colls/u/docs"),
+            &upsert,
+            json!({"id": "3", "pk": "a", "email": "x@y"}),
+        )
+        .await;
+    assert_error(&r, 409, "Conflict");
+    let r = s
+        .request(
+            Method::PUT,
+            &format!("/dbs/{DB}/colls/u/docs/1"),
+            &h,
+            Some(json!({"id": "1", "pk": "a", "email": "w@y"})),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{r:?}");
+    let r = s
+        .create(DB, "u", &pk, json!({"id": "4", "pk": "a", "email": "x@y"}))
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "the value was freed");
+    // Two missing values are two nulls: they conflict.
+    let r = s.create(DB, "u", &pk, json!({"id": "5", "pk": "a"})).await;
+    assert_eq!(r.status, StatusCode::CREATED);
+    let r = s.create(DB, "u", &pk, json!({"id": "6", "pk": "a"})).await;
+    assert_error(&r, 409, "Conflict");
+    // Deleting frees the value.
+    let r = s
+        .request(
+            Method::DELETE,
+            &format!("/dbs/{DB}/colls/u/docs/5"),
+            &h,
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT);
+    let r = s.create(DB, "u", &pk, json!({"id": "6", "pk": "a"})).await;
+    assert_eq!(r.status, StatusCode::CREATED);
+    // A transactional batch that would break the key fails as a whole.
+    let r = s
+        .post(
+            &format!("/dbs/{DB}/colls/u/docs"),
+            &[("x-ms-cosmos-is-batch-request", "True"), ("x-ms-cosmos-batch-atomic", "True"), ("x-ms-documentdb-partitionkey", r#"["a"]"#)],
+            json!([{"operationType": "Create", "resourceBody": {"id": "7", "pk": "a", "email": "q@y"}},
+                   {"operationType": "Create", "resourceBody": {"id": "8", "pk": "a", "email": "q@y"}}]),
+        )
+        .await;
+    let codes: Vec<u64> = r
+        .json
+        .as_array()
+        .expect("results")
+        .iter()
+        .map(|o| o["statusCode"].as_u64().unwrap())
+        .collect();
+    assert_eq!(codes, [424, 409], "{r:?}");
+    let r = s.get(&format!("/dbs/{DB}/colls/u/docs/7"), &h).await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND, "rolled back");
+    // The policy is fixed at creation.
+    let r = s
+        .request(
+            Method::PUT,
+            &format!("/dbs/{DB}/colls/u"),
+            &[],
+            Some(
+                json!({"id": "u", "partitionKey": {"paths": ["/pk"], "kind": "Hash", "version": 2},
+                        "uniqueKeyPolicy": {"uniqueKeys": [{"paths": ["/other"]}]}}),
+            ),
+        )
+        .await;
+    assert_error(&r, 400, "BadRequest");
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn a_replaced_policy_is_built_while_queries_keep_answering() {
+    let s = TestServer::start().await;
+    s.setup_with(
+        DB,
+        "r",
+        json!({"partitionKey": {"paths": ["/pk"], "kind": "Hash", "version": 2},
+               "indexingPolicy": {"includedPaths": [{"path": "/*"}], "excludedPaths": [{"path": "/status/?"}]}}),
+    )
+    .await;
+    items(&s, "r", 300).await;
+    let sql = "SELECT VALUE c.id FROM c WHERE c.status = 'open'";
+    let before = query(&s, "r", sql, &[]).await;
+    assert_eq!(docs(&before).len(), 30);
+    assert_eq!(
+        metric(&before, "retrievedDocumentCount"),
+        300.0,
+        "excluded: a scan"
+    );
+    let r = s
+        .request(
+            Method::PUT,
+            &format!("/dbs/{DB}/colls/r"),
+            &[],
+            Some(
+                json!({"id": "r", "partitionKey": {"paths": ["/pk"], "kind": "Hash", "version": 2},
+                        "indexingPolicy": {"includedPaths": [{"path": "/*"}]}}),
+            ),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{r:?}");
+    let mut progress = 0;
+    for _ in 0..500 {
+        let during = query(&s, "r", sql, &[]).await;
+        assert_eq!(docs(&during).len(), 30, "correct during the build");
+        let r = s.get(&format!("/dbs/{DB}/colls/r"), &[]).await;
+        progress = r
+            .header("x-ms-documentdb-collection-index-transformation-progress")
+            .and_then(|p| p.parse().ok())
+            .expect("progress header");
+        if progress == 100 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(progress, 100);
+    let after = query(&s, "r", sql, &[]).await;
+    assert_eq!(docs(&after).len(), 30);
+    assert_eq!(
+        metric(&after, "retrievedDocumentCount"),
+        30.0,
+        "now from the index"
+    );
+    s.stop().await;
+}
