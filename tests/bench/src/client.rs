@@ -50,6 +50,18 @@ impl Http {
         })
     }
 
+    /// A request whose response keeps its headers (for metrics and routes).
+    pub async fn send_full(
+        &self,
+        method: Method,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Option<Vec<u8>>,
+    ) -> Result<strata_tests::Raw, String> {
+        let scope = auth_scope(&path_segments(path).map_err(|s| format!("bad path segment {s}"))?);
+        self.client.send(method, path, &scope, headers, body).await
+    }
+
     pub async fn json(
         &self,
         method: Method,
@@ -74,6 +86,26 @@ impl Http {
         pk: Value,
         throughput: Option<u32>,
     ) -> Result<(), String> {
+        self.setup_with(
+            db,
+            coll,
+            serde_json::json!({"partitionKey": pk}),
+            throughput,
+        )
+        .await
+    }
+
+    /// Creates a database and a container with properties `props` (partition key, indexing
+    /// policy...), ignoring "already exists".
+    pub async fn setup_with(
+        &self,
+        db: &str,
+        coll: &str,
+        props: Value,
+        throughput: Option<u32>,
+    ) -> Result<(), String> {
+        let mut body = props;
+        body["id"] = Value::String(coll.to_string());
         let r = self
             .json(Method::POST, "/dbs", &[], &serde_json::json!({"id": db}))
             .await?;
@@ -86,12 +118,7 @@ impl Http {
             h.push(("x-ms-offer-throughput", t.as_str()));
         }
         let r = self
-            .json(
-                Method::POST,
-                &format!("/dbs/{db}/colls"),
-                &h,
-                &serde_json::json!({"id": coll, "partitionKey": pk}),
-            )
+            .json(Method::POST, &format!("/dbs/{db}/colls"), &h, &body)
             .await?;
         if r.status != 201 && r.status != 409 {
             return Err(format!(

@@ -64,9 +64,10 @@ impl Dataset {
     /// The document of item `i`, version `v`, padded to about `item_size` bytes.
     pub fn doc(&self, i: u64, v: u64) -> Value {
         let (t, u, s) = self.key(i);
-        let base = 120 + t.len() + u.len() + s.len();
+        let base = 130 + t.len() + u.len() + s.len();
         let pad = self.item_size.saturating_sub(base);
-        json!({"id": Self::id(i), "TenantId": t, "UserId": u, "SessionId": s, "n": i, "v": v, "pad": "x".repeat(pad)})
+        // `g` is shared by ten consecutive items: the indexing suite's selective lookup.
+        json!({"id": Self::id(i), "TenantId": t, "UserId": u, "SessionId": s, "n": i, "g": i / 10, "v": v, "pad": "x".repeat(pad)})
     }
 
     pub fn definition() -> Value {

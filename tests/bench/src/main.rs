@@ -7,12 +7,14 @@
 //! Suites: `throughput` (every workload vs the baseline), `queries` (parse+plan time, prefix
 //! queries on 1 vs 64 partitions, fan-out scan rate), `split` (write latency while partitions
 //! split), `scale` (a separate strata process: load rate, point reads at 10k vs N items, RSS,
-//! disk, restart time). `--smoke` runs everything tiny and quickly (CI).
+//! disk, restart time), `indexing` (selective lookups and ORDER BY over 1M items, the write and
+//! space cost of the index). `--smoke` runs everything tiny and quickly (CI).
 
 mod baseline;
 mod client;
 mod dataset;
 mod hot;
+mod indexing;
 mod runner;
 mod scale;
 mod workloads;
@@ -34,7 +36,7 @@ use workloads::{workload, WORKLOADS};
     about = "Benchmarks strata against an in-process HTTP baseline."
 )]
 struct Args {
-    /// all, throughput, queries, split or scale (comma-separated).
+    /// all, throughput, queries, split, scale or indexing (comma-separated).
     #[arg(long, default_value = "all")]
     suite: String,
     /// Tiny data and short runs: checks that everything works (CI), not speed.
@@ -61,6 +63,9 @@ struct Args {
     /// Items for the scale suite.
     #[arg(long, default_value_t = 1_000_000)]
     scale_items: u64,
+    /// Items for the indexing suite.
+    #[arg(long, default_value_t = 1_000_000)]
+    index_items: u64,
     /// Split threshold for the split suite.
     #[arg(long, default_value_t = 32 * 1024 * 1024)]
     split_bytes: u64,
@@ -715,6 +720,7 @@ fn main() {
             "queries".into(),
             "split".into(),
             "scale".into(),
+            "indexing".into(),
         ]
     } else {
         a.suite.split(',').map(|s| s.trim().to_string()).collect()
@@ -736,6 +742,7 @@ fn main() {
                 "queries" => queries(&a, &mut report).await,
                 "split" => split(&a, &mut report).await,
                 "scale" => scale::scale(&a, &mut report).await,
+                "indexing" => indexing::indexing(&a, &mut report).await,
                 other => eprintln!("unknown suite {other}"),
             }
         }

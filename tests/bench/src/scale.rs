@@ -13,7 +13,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-fn server_bin(a: &Args) -> PathBuf {
+pub fn server_bin(a: &Args) -> PathBuf {
     if let Some(b) = &a.server_bin {
         return b.clone();
     }
@@ -26,7 +26,7 @@ fn server_bin(a: &Args) -> PathBuf {
     }
 }
 
-fn spawn_server(bin: &Path, dir: &Path) -> (Child, String) {
+pub fn spawn_server(bin: &Path, dir: &Path) -> (Child, String) {
     let mut child = Command::new(bin)
         .args(["--port", "0", "--log", "warn", "--data-dir"])
         .arg(dir)
