@@ -23,7 +23,7 @@ pub const ARRAY: u8 = 0x06;
 pub const OBJECT: u8 = 0x07;
 
 /// Longest string prefix a term holds.
-pub const MAX_STRING: usize = 256;
+pub const MAX_STRING: usize = 128;
 
 /// A term's encoding of one value. Arrays and objects encode as their type marker only.
 pub fn encode(v: &Value) -> Vec<u8> {
@@ -127,31 +127,42 @@ pub fn type_bounds(tag: u8) -> (Vec<u8>, Vec<u8>) {
     (vec![tag], vec![tag + 1])
 }
 
-/// One index entry of a document: the path (as its canonical string, see [`path_key`]) and
-/// the term.
-pub type Entry = (String, Vec<u8>);
+/// One index entry of a document: the path's id (see [`path_id`]) and the term.
+pub type Entry = (u64, Vec<u8>);
 
-/// The canonical string of a document path, which the server hashes into the entry key:
-/// segments as `/name` (with `~` and `/` escaped as in JSON pointers) and `/[]`.
+/// The id of a document path: the hash of its canonical string (see [`path_key`]). Entries
+/// carry it instead of the path, so a key stays short whatever the path's length.
+pub fn path_id(segs: &[Seg]) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(path_key(segs).as_bytes())
+}
+
+/// The canonical string of a document path: segments as `/name` (with `~`, `/` and `[`
+/// escaped as `~0`, `~1`, `~2`) and `/[]`.
 pub fn path_key(segs: &[Seg]) -> String {
     let mut s = String::new();
     for seg in segs {
-        s.push('/');
-        match seg {
-            Seg::Elements => s.push_str("[]"),
-            Seg::Name(n) => {
-                for c in n.chars() {
-                    match c {
-                        '~' => s.push_str("~0"),
-                        '/' => s.push_str("~1"),
-                        '[' => s.push_str("~2"),
-                        c => s.push(c),
-                    }
-                }
-            }
-        }
+        push_segment(&mut s, seg);
     }
     s
+}
+
+fn push_segment(s: &mut String, seg: &Seg) {
+    s.push('/');
+    match seg {
+        Seg::Elements => s.push_str("[]"),
+        Seg::Name(n) => push_name(s, n),
+    }
+}
+
+fn push_name(s: &mut String, n: &str) {
+    for c in n.chars() {
+        match c {
+            '~' => s.push_str("~0"),
+            '/' => s.push_str("~1"),
+            '[' => s.push_str("~2"),
+            c => s.push(c),
+        }
+    }
 }
 
 /// Every index entry of `doc` under `policy`: one per indexed scalar (array elements under
@@ -162,39 +173,66 @@ pub fn entries(doc: &Value, policy: &IndexingPolicy) -> Vec<Entry> {
     if policy.is_none() {
         return out;
     }
-    let mut path = Vec::new();
-    walk(doc, &mut path, policy, &mut out);
-    out.sort();
+    let mut w = Walk {
+        policy,
+        segs: Vec::new(),
+        key: String::new(),
+        out: &mut out,
+    };
+    w.value(doc);
+    out.sort_unstable();
     out.dedup();
     out
 }
 
-fn walk(v: &Value, path: &mut Vec<Seg>, policy: &IndexingPolicy, out: &mut Vec<Entry>) {
-    match v {
-        Value::Object(m) => {
-            if !path.is_empty() && policy.indexes(path, false) {
-                out.push((path_key(path), vec![OBJECT]));
-            }
-            for (k, child) in m {
-                path.push(Seg::Name(k.clone()));
-                walk(child, path, policy, out);
-                path.pop();
-            }
+/// The walk over a document: the current path both as segments (for the policy) and as its
+/// canonical string (for the id), pushed and popped together so no entry allocates a path.
+struct Walk<'a> {
+    policy: &'a IndexingPolicy,
+    segs: Vec<Seg>,
+    key: String,
+    out: &'a mut Vec<Entry>,
+}
+
+impl Walk<'_> {
+    fn emit(&mut self, leaf: bool, term: Vec<u8>) {
+        if !self.segs.is_empty() && self.policy.indexes(&self.segs, leaf) {
+            let id = xxhash_rust::xxh3::xxh3_64(self.key.as_bytes());
+            self.out.push((id, term));
         }
-        Value::Array(items) => {
-            if !path.is_empty() && policy.indexes(path, false) {
-                out.push((path_key(path), vec![ARRAY]));
+    }
+
+    fn enter(&mut self, seg: Seg) -> usize {
+        let len = self.key.len();
+        push_segment(&mut self.key, &seg);
+        self.segs.push(seg);
+        len
+    }
+
+    fn leave(&mut self, len: usize) {
+        self.segs.pop();
+        self.key.truncate(len);
+    }
+
+    fn value(&mut self, v: &Value) {
+        match v {
+            Value::Object(m) => {
+                self.emit(false, vec![OBJECT]);
+                for (k, child) in m {
+                    let len = self.enter(Seg::Name(k.clone()));
+                    self.value(child);
+                    self.leave(len);
+                }
             }
-            path.push(Seg::Elements);
-            for child in items {
-                walk(child, path, policy, out);
+            Value::Array(items) => {
+                self.emit(false, vec![ARRAY]);
+                let len = self.enter(Seg::Elements);
+                for child in items {
+                    self.value(child);
+                }
+                self.leave(len);
             }
-            path.pop();
-        }
-        scalar => {
-            if !path.is_empty() && policy.indexes(path, true) {
-                out.push((path_key(path), encode(scalar)));
-            }
+            scalar => self.emit(true, encode(scalar)),
         }
     }
 }
@@ -260,7 +298,7 @@ mod tests {
         assert_eq!(encode(&long_a), encode(&long_b));
         assert!(!is_exact(&long_a));
         assert_eq!(
-            encode(&json!("x".repeat(256))).cmp(&encode(&long_a)),
+            encode(&json!("x".repeat(MAX_STRING))).cmp(&encode(&long_a)),
             Ordering::Less
         );
     }
@@ -287,10 +325,24 @@ mod tests {
         let doc =
             json!({"id": "1", "a": {"b": 2}, "tags": ["x", "y", "x"], "_etag": "e", "_self": "s"});
         let e = entries(&doc, &p);
-        let paths: Vec<&str> = e.iter().map(|(p, _)| p.as_str()).collect();
+        let id = |p: &str| {
+            let segs = crate::index::policy::parse_pattern(&format!("{p}/?"))
+                .unwrap()
+                .segs;
+            path_id(&segs)
+        };
+        // "x" twice under /tags/[] is one entry.
+        let mut want: Vec<u64> = ["/a", "/a/b", "/id", "/tags", "/tags/[]", "/tags/[]"]
+            .iter()
+            .map(|p| id(p))
+            .collect();
+        want.sort_unstable();
+        let mut got: Vec<u64> = e.iter().map(|(p, _)| *p).collect();
+        got.sort_unstable();
+        assert_eq!(got, want);
         assert_eq!(
-            paths,
-            ["/a", "/a/b", "/id", "/tags", "/tags/[]", "/tags/[]"]
+            path_key(&[Seg::Name("a/b".into()), Seg::Elements]),
+            "/a~1b/[]"
         );
         assert!(entries(
             &doc,

@@ -175,10 +175,43 @@ fn scan(
     range: &EpkRange,
     after: Option<&[u8]>,
     stats: &mut IndexStats,
+    f: impl FnMut(&[u8], &Bytes) -> Result<Flow, ExecError>,
+) -> Result<(), ExecError> {
+    scan_with(c, access, None, range, after, stats, f)
+}
+
+/// [`scan`], with the lookup's candidates already found for a span of ranges (`found`: one
+/// index walk for all the ranges of a page instead of one per range).
+fn scan_with(
+    c: &Container,
+    access: &Access,
+    found: Option<&[Vec<u8>]>,
+    range: &EpkRange,
+    after: Option<&[u8]>,
+    stats: &mut IndexStats,
     mut f: impl FnMut(&[u8], &Bytes) -> Result<Flow, ExecError>,
 ) -> Result<(), ExecError> {
-    if let Some(probes) = &access.lookup {
-        if let Some(keys) = c.index_candidates(probes, range, stats)? {
+    let own;
+    let candidates = match (found, &access.lookup) {
+        (Some(all), _) => {
+            let lo = keys::epk_bound(c.cid, &range.min);
+            let from = all.partition_point(|k| *k < lo);
+            let to = if range.max.as_str() >= "FF" {
+                all.len()
+            } else {
+                let hi = keys::epk_bound(c.cid, &range.max);
+                all.partition_point(|k| *k < hi)
+            };
+            Some(&all[from..to.max(from)])
+        }
+        (None, Some(probes)) => {
+            own = c.index_candidates(probes, range, stats)?;
+            own.as_deref()
+        }
+        (None, None) => None,
+    };
+    if let Some(keys) = candidates {
+        {
             let start = match after {
                 Some(a) => keys.partition_point(|k| k.as_slice() <= a),
                 None => 0,
@@ -273,6 +306,14 @@ fn run_streaming(
     let mut out_of_time = false;
     // Resume inclusively at the token's document, skipping the rows already returned from it.
     let start_key = resume.as_ref().map(|(k, _)| k.clone());
+    // A lookup over several ranges walks the index once for all of them.
+    let found = match (&access.lookup, ranges.first(), ranges.last()) {
+        (Some(probes), Some(first), Some(last)) if ranges.len() > 1 => {
+            let span = EpkRange::new(first.min.clone(), last.max.clone());
+            c.index_candidates(probes, &span, &mut index)?
+        }
+        _ => None,
+    };
     for range in ranges {
         if finished || page.continuation.is_some() {
             break;
@@ -288,9 +329,10 @@ fn run_streaming(
             }
             None => None,
         };
-        scan(
+        scan_with(
             c,
             access,
+            found.as_deref(),
             range,
             after.as_deref(),
             &mut index,

@@ -15,16 +15,12 @@ use super::engine::prefix_end;
 use super::keys;
 use serde_json::Value;
 use strata_query::index::policy::{parse_pattern, Seg};
-use strata_query::index::term::{self, path_key, Entry};
+use strata_query::index::term::{self, Entry};
 use strata_query::index::{IndexingPolicy, Span};
 
-/// Stable 8-byte id of a document path (the hash of its canonical string).
-pub fn path_id(path: &str) -> [u8; 8] {
-    xxhash_rust::xxh3::xxh3_64(path.as_bytes()).to_be_bytes()
-}
-
+/// The 8 key bytes of a document path's id.
 pub fn path_id_of(segs: &[Seg]) -> [u8; 8] {
-    path_id(&path_key(segs))
+    term::path_id(segs).to_be_bytes()
 }
 
 /// `cid | gen | path id`: where one path's entries begin.
@@ -38,7 +34,7 @@ pub fn path_prefix(cid: u32, gen: u16, pid: &[u8; 8]) -> Vec<u8> {
 
 /// The index key of one entry of the document at item key suffix `doc` (`EPK | 0 | id`).
 pub fn entry_key(cid: u32, gen: u16, e: &Entry, doc: &[u8]) -> Vec<u8> {
-    let mut k = path_prefix(cid, gen, &path_id(&e.0));
+    let mut k = path_prefix(cid, gen, &e.0.to_be_bytes());
     k.extend_from_slice(&e.1);
     k.extend_from_slice(doc);
     k
@@ -266,12 +262,12 @@ mod tests {
 
     #[test]
     fn diff_finds_removed_and_added_entries() {
-        let e = |p: &str, t: u8| (p.to_string(), vec![t]);
-        let old = vec![e("/a", 1), e("/b", 2), e("/c", 3)];
-        let new = vec![e("/a", 1), e("/b", 3), e("/d", 1)];
+        let e = |p: u64, t: u8| (p, vec![t]);
+        let old = vec![e(1, 1), e(2, 2), e(3, 3)];
+        let new = vec![e(1, 1), e(2, 3), e(4, 1)];
         let (r, a) = diff(&old, &new);
-        assert_eq!(r, vec![&e("/b", 2), &e("/c", 3)]);
-        assert_eq!(a, vec![&e("/b", 3), &e("/d", 1)]);
+        assert_eq!(r, vec![&e(2, 2), &e(3, 3)]);
+        assert_eq!(a, vec![&e(2, 3), &e(4, 1)]);
     }
 
     #[test]

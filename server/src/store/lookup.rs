@@ -44,10 +44,13 @@ fn in_range(doc: &[u8], range: &EpkRange) -> Option<bool> {
 }
 
 impl Container {
-    /// Documents in the physical partition holding `range.min`.
+    /// Documents in the physical partitions overlapping `range`.
     fn partition_count(&self, range: &EpkRange) -> u64 {
-        let map = read(&self.map);
-        map.ranges[map.index_of(&range.min)].count
+        read(&self.map)
+            .overlapping(range)
+            .iter()
+            .map(|r| r.count)
+            .sum()
     }
 
     /// Visits the entries of `path` in `span` that belong to `range`, in key order (or
