@@ -61,6 +61,9 @@ pub struct Access {
     pub order: Option<OrderPath>,
     /// `SELECT VALUE COUNT(1)` answered from index entries or partition sizes alone.
     pub count_only: bool,
+    /// `SELECT VALUE MIN(c.p)` / `MAX(c.p)` without a filter: the first (last) value of the
+    /// path's entries decides it, so only the documents holding it are read.
+    pub extreme: Option<OrderPath>,
     /// Paths the filter reads that the policy does not index (potential indexes).
     pub unindexed: Vec<Vec<Seg>>,
 }
@@ -96,6 +99,14 @@ impl fmt::Display for Access {
         }
         if self.count_only {
             f.write_str("; count from index")?;
+        }
+        if let Some(e) = &self.extreme {
+            write!(
+                f,
+                "; {} from index {}",
+                if e.descending { "max" } else { "min" },
+                print_path(&e.path)
+            )?;
         }
         Ok(())
     }
@@ -177,6 +188,7 @@ pub fn plan(q: &Query, policy: &IndexingPolicy, enable_scan: bool) -> Result<Acc
             }
         }
     }
+    access.extreme = extreme(q, slot, policy);
     access.count_only = is_count_one(q)
         && q.from.as_ref().is_some_and(|f| f.joins.is_empty())
         && (q.where_.is_none() || access.exact_lookup());
@@ -193,6 +205,37 @@ fn is_count_one(q: &Query) -> bool {
         && q.aggregates.len() == 1
         && matches!(&q.aggregates[0], (AggFunc::Count, Expr::Lit(_)))
         && matches!(&q.select.projection, Projection::Value(Expr::Agg { .. }))
+}
+
+/// `SELECT VALUE MIN(path)` or `MAX(path)` over the whole container, on a path whose values
+/// and nodes are all indexed (an array or object value makes the aggregate undefined, and the
+/// node markers reveal one).
+fn extreme(q: &Query, slot: Slot, policy: &IndexingPolicy) -> Option<OrderPath> {
+    let plain = q.group_by.is_empty()
+        && q.where_.is_none()
+        && !q.select.distinct
+        && q.select.top.is_none()
+        && q.offset.is_none()
+        && q.order_by.is_none()
+        && q.from.as_ref().is_some_and(|f| f.joins.is_empty())
+        && q.aggregates.len() == 1
+        && matches!(&q.select.projection, Projection::Value(Expr::Agg { .. }));
+    if !plain {
+        return None;
+    }
+    let (descending, arg) = match &q.aggregates[0] {
+        (AggFunc::Min, e) => (false, e),
+        (AggFunc::Max, e) => (true, e),
+        _ => return None,
+    };
+    let (path, true) = doc_path(arg, slot)? else {
+        return None;
+    };
+    let covered = !path.is_empty()
+        && !path.contains(&Seg::Elements)
+        && policy.indexes(&path, true)
+        && policy.indexes(&path, false);
+    covered.then_some(OrderPath { path, descending })
 }
 
 /// ORDER BY over several properties needs a composite index; over one, an included path.
@@ -521,6 +564,12 @@ mod tests {
                 .unwrap()
                 .count_only
         );
+        let max = access("SELECT VALUE MAX(c.n) FROM c", &p).unwrap().extreme;
+        assert!(max.is_some_and(|m| m.descending));
+        let filtered = access("SELECT VALUE MIN(c.n) FROM c WHERE c.a = 1", &p).unwrap();
+        assert!(filtered.extreme.is_none());
+        let named = access("SELECT MIN(c.n) AS m FROM c", &p).unwrap();
+        assert!(named.extreme.is_none());
     }
 
     /// The service's answers, as reported by its users: "The order by query does not have a

@@ -68,6 +68,7 @@ pub fn access(c: &Container, p: &PreparedQuery, enable_scan: bool) -> Result<Acc
         a.lookup = None;
         a.order = None;
         a.count_only = a.count_only && p.query.where_.is_none();
+        a.extreme = None;
     }
     Ok(a)
 }
@@ -774,9 +775,19 @@ async fn run_complete(
         true => count_from_index(&c, &access, &parts, &mut index)?,
         false => None,
     };
+    let extreme = match (&access.extreme, p.mode) {
+        (Some(e), Mode::Aggregate) => extreme_from_index(&c, &p, e, &parts, &mut index)?,
+        _ => None,
+    };
     let rows: Vec<Value> = match p.mode {
         Mode::NoFrom => p.run_constant(&cx)?,
         Mode::Aggregate if counted.is_some() => vec![Value::from(counted.unwrap_or(0))],
+        Mode::Aggregate if extreme.is_some() => {
+            let (groups, n, b) = extreme.unwrap_or_default();
+            scanned += n;
+            scanned_bytes += b;
+            p.finish_groups(groups, &cx)?
+        }
         Mode::Aggregate => {
             let (c2, p2, a2) = (Arc::clone(&c), Arc::clone(&p), Arc::clone(&access));
             let results = parallel(
@@ -859,6 +870,80 @@ async fn run_complete(
         scanned_bytes,
         index,
     })
+}
+
+/// `SELECT VALUE MIN(path)` / `MAX(path)` from the index: per partition, the documents of
+/// the first (last) value that are still live, accumulated as a scan would. `None` when the
+/// index cannot answer (rebuilding) or an array or object value makes the aggregate
+/// undefined — then the documents are read.
+fn extreme_from_index(
+    c: &Container,
+    p: &PreparedQuery,
+    e: &OrderPath,
+    parts: &[EpkRange],
+    stats: &mut IndexStats,
+) -> Result<Option<(Groups, u64, u64)>, ExecError> {
+    use strata_query::index::Span;
+    let cx = Ctx::new(now_millis());
+    let nodes = Span {
+        lo: vec![term::ARRAY],
+        hi: vec![term::OBJECT + 1],
+    };
+    let scalars = Span {
+        lo: vec![term::NULL],
+        hi: vec![term::ARRAY],
+    };
+    let (mut groups, mut scanned, mut bytes) = (Groups::default(), 0u64, 0u64);
+    for range in parts {
+        let mut any_node = false;
+        let walked = c.index_walk(&e.path, &nodes, range, false, stats, &mut |_, _| {
+            any_node = true;
+            false
+        })?;
+        if walked.is_none() || any_node {
+            return Ok(None);
+        }
+        // The first value's documents; past expired ones to the next value if need be.
+        let mut group: Option<Vec<u8>> = None;
+        let mut live = false;
+        let mut failed: Option<ExecError> = None;
+        c.index_walk(
+            &e.path,
+            &scalars,
+            range,
+            e.descending,
+            stats,
+            &mut |t, key| {
+                if group.as_deref().is_some_and(|g| g != t) {
+                    if live {
+                        return false;
+                    }
+                    group = None;
+                }
+                group.get_or_insert_with(|| t.to_vec());
+                let outcome = c.load_item(&key).map_err(ExecError::from).and_then(|item| {
+                    let Some(item) = item else { return Ok(()) };
+                    live = true;
+                    scanned += 1;
+                    bytes += item.json.len() as u64;
+                    let doc = parse_doc(p, &item.json)?;
+                    p.accumulate_doc(&doc, &cx, &mut groups)?;
+                    Ok(())
+                });
+                match outcome {
+                    Ok(()) => true,
+                    Err(err) => {
+                        failed = Some(err);
+                        false
+                    }
+                }
+            },
+        )?;
+        if let Some(err) = failed {
+            return Err(err);
+        }
+    }
+    Ok(Some((groups, scanned, bytes)))
 }
 
 /// `SELECT VALUE COUNT(1)` from index entries (an exact lookup) or logical partition sizes

@@ -157,6 +157,36 @@ impl Container {
         Ok(Some(out))
     }
 
+    /// Visits the entries of `path` within `span` in `range` (in reverse when asked), each as
+    /// its term and item key, until `f` returns false. `None` while the index is rebuilt.
+    pub fn index_walk(
+        &self,
+        path: &[Seg],
+        span: &Span,
+        range: &EpkRange,
+        reverse: bool,
+        stats: &mut IndexStats,
+        f: &mut dyn FnMut(&[u8], Vec<u8>) -> bool,
+    ) -> Result<Option<()>, StoreError> {
+        let state = self.index_state();
+        if !state.ready {
+            return Ok(None);
+        }
+        let started = Instant::now();
+        self.walk_entries(
+            state.gen,
+            path,
+            span,
+            range,
+            reverse,
+            u64::MAX,
+            stats,
+            &mut |t, doc| f(t, item_key_of(self.cid, doc)),
+        )?;
+        stats.lookup_time += started.elapsed();
+        Ok(Some(()))
+    }
+
     /// How many documents of `range` an exact probe matches, from its entries alone.
     pub fn index_count(
         &self,
