@@ -61,6 +61,10 @@ pub struct Args {
     /// 429 (off by default, like the official emulator).
     #[arg(long)]
     enforce_throughput: bool,
+    /// Minutes of all-versions-and-deletes change feed history kept for containers that set
+    /// no `changeFeedPolicy` (0: none, as the service; a policy's `retentionDuration` wins).
+    #[arg(long, default_value_t = 0, value_name = "MINUTES")]
+    change_feed_retention: u64,
 }
 
 /// Parses a byte size: a number with an optional KB/MB/GB/TB suffix (binary units).
@@ -127,6 +131,8 @@ pub async fn run(args: Args) {
                 logical_partition_limit_bytes: args.logical_partition_limit_bytes,
                 initial_partitions: args.initial_partitions,
                 max_partitions: args.max_partitions,
+                change_feed_retention: (args.change_feed_retention > 0)
+                    .then_some(args.change_feed_retention),
             },
         },
         tls,

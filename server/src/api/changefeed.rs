@@ -1,4 +1,5 @@
-//! Change feed (latest-version mode): `GET .../docs` with `A-IM: Incremental Feed`.
+//! Change feed (latest-version mode): `GET .../docs` with `A-IM: Incremental Feed`. The
+//! all-versions-and-deletes mode (`A-IM: Full-Fidelity Feed`) is in [`super::history`].
 //!
 //! Every write takes the next LSN of its container and moves the item's entry in the feed
 //! index to that LSN, so the feed yields each item once, in its latest version, in
@@ -69,9 +70,12 @@ fn with_lsn(json: &Bytes, lsn: u64) -> Bytes {
 pub fn read(app: &App, req: &Req, c: &Arc<Container>) -> Result<Reply, ApiError> {
     match req.header("a-im") {
         Some(v) if v.eq_ignore_ascii_case("incremental feed") => {}
+        Some(v) if v.eq_ignore_ascii_case("full-fidelity feed") => {
+            return super::history::read(app, req, c)
+        }
         Some(v) => {
             return Err(ApiError::bad_request(format!(
-                "A-IM '{v}' is not supported: strata serves the latest-version change feed (A-IM: Incremental Feed)."
+                "A-IM '{v}' is not supported: use 'Incremental Feed' (latest version) or 'Full-Fidelity Feed' (all versions and deletes)."
             )))
         }
         None => {}

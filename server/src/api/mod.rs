@@ -15,6 +15,7 @@ pub mod databases;
 pub mod endpoint;
 pub mod error;
 pub mod feed;
+pub mod history;
 pub mod inspect;
 pub mod items;
 pub mod offers;

@@ -9,6 +9,7 @@
 
 use super::catalog::{self, ContainerRecord};
 use super::engine::{Durable, Engine, Log, Space, Tx};
+use super::history::{Change, Operation};
 use super::index::{self, IndexState};
 use super::item::StoredItem;
 use super::keys;
@@ -34,6 +35,9 @@ pub struct Limits {
     /// The most physical partitions one container may have: neither throughput nor size
     /// splits past it, and a new container starts with at most this many.
     pub max_partitions: u32,
+    /// Minutes of all-versions-and-deletes history kept for containers without a
+    /// `changeFeedPolicy` (`None`: none, as the service).
+    pub change_feed_retention: Option<u64>,
 }
 
 /// Default of [`Limits::max_partitions`]: 1,000,000 RU/s (the service's default maximum per
@@ -47,6 +51,7 @@ impl Default for Limits {
             logical_partition_limit_bytes: 20 * 1024 * 1024 * 1024,
             initial_partitions: None,
             max_partitions: DEFAULT_MAX_PARTITIONS,
+            change_feed_retention: None,
         }
     }
 }
@@ -383,6 +388,8 @@ impl Container {
             c: self,
             index: self.index_state(),
             unique_staged: HashMap::new(),
+            history: self.keeps_history(),
+            expiring: false,
             tx: self.engine.begin(&self.log),
             staged: HashMap::new(),
             lp_delta: HashMap::new(),
@@ -524,6 +531,10 @@ pub struct Txn<'a> {
     index: IndexState,
     /// Unique-key rows written (owner id) or removed (`None`) in this transaction.
     unique_staged: HashMap<Vec<u8>, Option<String>>,
+    /// Whether changes are logged for the all-versions-and-deletes feed.
+    history: bool,
+    /// Deletes of this transaction are TTL expiries (the TTL sweeper's).
+    expiring: bool,
     /// Versions written or deleted in this transaction, by (EPK, id).
     staged: HashMap<(String, String), Option<StoredItem>>,
     /// Size changes per logical partition (by EPK).
@@ -677,6 +688,14 @@ impl Txn<'_> {
         let created = previous
             .map(|p| p.is_expired(self.default_ttl, self.now))
             .unwrap_or(true);
+        if self.history {
+            let op = if created {
+                Operation::Create
+            } else {
+                Operation::Replace
+            };
+            self.log_change(op, lsn, previous, epk, id, item.json.clone());
+        }
         self.staged
             .insert((epk.to_string(), id.to_string()), Some(item.clone()));
         Ok(Written {
@@ -712,7 +731,11 @@ impl Txn<'_> {
         }
         self.tx.delete(Space::Items, key);
         // A delete consumes an LSN too, so session tokens and range LSNs move forward.
-        self.tx.take_lsn();
+        let lsn = self.tx.take_lsn();
+        if self.history {
+            let doc = previous.json.clone();
+            self.log_change(Operation::Delete, lsn, Some(previous), epk, id, doc);
+        }
         self.deleted_any = true;
         self.staged.insert((epk.to_string(), id.to_string()), None);
         Ok(())
@@ -720,6 +743,38 @@ impl Txn<'_> {
 }
 
 impl Txn<'_> {
+    /// Marks this transaction's deletes as TTL expiries (for the all-versions feed).
+    pub fn expiring(&mut self) {
+        self.expiring = true;
+    }
+
+    /// Logs a change for the all-versions-and-deletes feed, in this transaction.
+    fn log_change(
+        &mut self,
+        op: Operation,
+        lsn: u64,
+        previous: Option<&StoredItem>,
+        epk: &str,
+        id: &str,
+        doc: Bytes,
+    ) {
+        let change = Change {
+            lsn,
+            op,
+            crts: self.now,
+            previous_lsn: previous.map_or(0, |p| p.lsn),
+            ttl_expired: self.expiring && op == Operation::Delete,
+            epk: epk.to_string(),
+            id: id.to_string(),
+            doc,
+        };
+        self.tx.put(
+            Space::History,
+            keys::feed_key(self.c.cid, lsn),
+            change.encode(),
+        );
+    }
+
     /// Whether writes maintain index entries or unique keys at all.
     fn indexes(&self) -> bool {
         !self.index.policy.is_none() || !self.index.unique.is_empty()

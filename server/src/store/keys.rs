@@ -91,6 +91,13 @@ pub fn catalog_purge(cid: u32) -> Vec<u8> {
 }
 pub const CATALOG_COUNTERS: &[u8] = b"meta/counters";
 
+/// The highest LSN whose all-versions history was purged.
+pub fn catalog_history_floor(cid: u32) -> Vec<u8> {
+    let mut k = b"histfloor/".to_vec();
+    k.extend_from_slice(&cid.to_be_bytes());
+    k
+}
+
 /// Present once the item directory ([`super::kv::Space::Directory`]) holds every item: stores
 /// written before it existed build it at their first start.
 pub const CATALOG_DIRECTORY: &[u8] = b"meta/directory";

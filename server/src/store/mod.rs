@@ -8,6 +8,7 @@ pub mod catalog;
 pub mod changes;
 pub mod container;
 pub mod engine;
+pub mod history;
 pub mod index;
 pub mod item;
 pub mod keys;
@@ -418,6 +419,7 @@ impl Store {
         }
         catalog::default_container_props(&mut props);
         index::validate(&props)?;
+        history::validate(&props)?;
         let (c, counter_op) = self.next_counters(|c| {
             c.next_cid += 1;
             c.next_etag_seq += 1;
@@ -518,6 +520,7 @@ impl Store {
     ) -> Result<(), StoreError> {
         let _ddl = self.inner.ddl.lock().await;
         catalog::default_container_props(&mut props);
+        history::validate(&props)?;
         let reindex = self.reindex_for(c, &props)?;
         let (etag_seq, counter_op) = self.next_etag_seq();
         {
@@ -575,6 +578,7 @@ impl Store {
                 Space::Directory,
                 Space::Index,
                 Space::Unique,
+                Space::History,
             ] {
                 loop {
                     let chunk = engine.scan(
@@ -601,6 +605,7 @@ impl Store {
             let _ = engine.write(vec![
                 Op::Delete(Space::Catalog, keys::catalog_purge(cid)),
                 Op::Delete(Space::Catalog, keys::catalog_lsn(cid)),
+                Op::Delete(Space::Catalog, keys::catalog_history_floor(cid)),
             ])?;
             Ok(removed)
         };

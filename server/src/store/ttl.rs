@@ -27,6 +27,13 @@ impl Store {
                     _ = stop.changed() => return,
                 }
                 for c in store.all_containers() {
+                    // History past its retention goes first (and all of it once off).
+                    let c2 = Arc::clone(&c);
+                    if let Ok(Err(e)) =
+                        tokio::task::spawn_blocking(move || c2.purge_history()).await
+                    {
+                        tracing::error!(container = %c.id, error = %e, "purging change feed history failed");
+                    }
                     if c.default_ttl().is_none() {
                         cursors.remove(&c.cid);
                         continue;
@@ -92,6 +99,7 @@ fn sweep(c: &Container, cursor: Option<Vec<u8>>) -> Result<Swept, StoreError> {
         return Ok((0, next, Durable::default()));
     }
     let (n, token) = c.write(|t| {
+        t.expiring();
         let mut n = 0;
         for k in &expired {
             let Some((_, epk, id)) = keys::parse_item_key(k) else {

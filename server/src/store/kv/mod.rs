@@ -40,10 +40,13 @@ pub enum Space {
     Index = 5,
     /// Unique keys: `cid | EPK | 0x00 | key number | values` -> owning id.
     Unique = 6,
+    /// The all-versions-and-deletes change feed: `cid | lsn` -> the change (see
+    /// [`crate::store::history`]).
+    History = 7,
 }
 
 /// Every space with the name a backend stores it under.
-pub const SPACES: [(Space, &str); 7] = [
+pub const SPACES: [(Space, &str); 8] = [
     (Space::Catalog, "catalog"),
     (Space::Items, "items"),
     (Space::Feed, "feed"),
@@ -51,6 +54,7 @@ pub const SPACES: [(Space, &str); 7] = [
     (Space::Directory, "directory"),
     (Space::Index, "index"),
     (Space::Unique, "unique"),
+    (Space::History, "history"),
 ];
 
 /// One change in an atomic batch.

@@ -1,0 +1,144 @@
+//! The all-versions-and-deletes change feed: `GET .../docs` with `A-IM: Full-Fidelity Feed`
+//! (the SDKs' `ChangeFeedMode.AllVersionsAndDeletes`).
+//!
+//! Each change is `{"current", "metadata", "previous"}` as the service sends it (wire format
+//! `x-ms-cosmos-changefeed-wire-format-version: 2021-09-15`): `metadata` carries
+//! `operationType` (create, replace, delete), `lsn`, `crts`, `previousImageLSN`, and for
+//! deletes the deleted item's `id`, `partitionKey` and `timeToLiveExpired`. Positions are LSN
+//! etags shared with the latest-version feed; the feed starts from now (`If-None-Match: *`) or
+//! a continuation, as the service allows, and needs the container to keep history.
+
+use super::commit::Admission;
+use super::error::ApiError;
+use super::request::Req;
+use super::response::{feed_body, Reply};
+use super::scope::{ranges_touched, request_scope};
+use super::App;
+use crate::store::container::Container;
+use crate::store::history::{Change, Operation};
+use crate::throughput::charge;
+use axum::http::StatusCode;
+use bytes::Bytes;
+use serde_json::{json, Map, Value};
+use std::sync::Arc;
+use strata_query::pk::EpkRange;
+
+const DEFAULT_PAGE: usize = 100;
+
+/// The service's answer when the container keeps no history (the official SDK's tests look
+/// for "All Versions and Deletes" and "must be enabled").
+const NOT_ENABLED: &str = "Change Feed 'All Versions and Deletes' mode must be enabled on the container: set 'changeFeedPolicy': {'retentionDuration': <minutes>} on it (or start strata with --change-feed-retention <minutes>).";
+
+pub fn read(app: &App, req: &Req, c: &Arc<Container>) -> Result<Reply, ApiError> {
+    if !c.keeps_history() {
+        return Err(ApiError::bad_request(NOT_ENABLED));
+    }
+    if req.header("if-modified-since").is_some() {
+        return Err(ApiError::bad_request(
+            "The 'All Versions and Deletes' change feed starts from now (If-None-Match: *) or from a continuation; a start time is not supported.",
+        ));
+    }
+    let scope = request_scope(c, req)?;
+    let upto = c.current_lsn();
+    let floor = c.history_floor()?;
+    let after = match req.if_none_match().map(str::trim) {
+        Some("*") => upto,
+        Some(t) => t.trim_matches('"').parse::<u64>().map_err(|_| {
+            ApiError::bad_request(format!(
+                "The change feed continuation '{t}' (If-None-Match) is not valid; use the etag of a previous change feed response."
+            ))
+        })?,
+        None => floor,
+    };
+    if after < floor {
+        return Err(ApiError::bad_request(format!(
+            "The change feed position {after} is older than the container's change feed retention: changes up to {floor} were purged. Start again from now."
+        )));
+    }
+    let page = req.max_item_count()?.unwrap_or(DEFAULT_PAGE);
+    let range = scope.range.clone().unwrap_or_else(|| EpkRange::new("", ""));
+    let touched = if range.is_empty() {
+        Vec::new()
+    } else {
+        ranges_touched(c, &range)
+    };
+    let admitted = Admission::ranges(app, c, touched.clone(), charge::query(0, 0, 1))?;
+    let history = c.history(&range, scope.exact_epk.as_deref(), after, upto, page)?;
+    let mut docs = Vec::with_capacity(history.changes.len());
+    for change in &history.changes {
+        docs.push(render(c, change)?);
+    }
+    let position = if history.exhausted {
+        upto.max(after)
+    } else {
+        history.last.unwrap_or(after)
+    };
+    let etag = format!("\"{position}\"");
+    if docs.is_empty() {
+        return Ok(Reply::empty(StatusCode::NOT_MODIFIED)
+            .header("etag", &etag)
+            .session(&touched, upto)
+            .container(c));
+    }
+    let bytes: usize = docs.iter().map(Bytes::len).sum();
+    let ru = charge::query(docs.len() as u64, bytes, touched.len().max(1));
+    admitted.settle(ru);
+    Ok(
+        Reply::new(StatusCode::OK, feed_body(&c.rid, "Documents", &docs))
+            .header("etag", &etag)
+            .header("x-ms-item-count", docs.len().to_string())
+            .charge(ru)
+            .session(&touched, upto)
+            .container(c),
+    )
+}
+
+fn parse(doc: &[u8]) -> Result<Value, ApiError> {
+    serde_json::from_slice(doc)
+        .map_err(|e| ApiError::internal(format!("a stored change is unreadable: {e}")))
+}
+
+/// One change as the service's wire format has it.
+fn render(c: &Container, change: &Change) -> Result<Bytes, ApiError> {
+    let mut metadata = Map::new();
+    metadata.insert("operationType".into(), json!(change.op.as_str()));
+    metadata.insert("lsn".into(), json!(change.lsn));
+    metadata.insert("crts".into(), json!(change.crts));
+    if change.previous_lsn > 0 {
+        metadata.insert("previousImageLSN".into(), json!(change.previous_lsn));
+    }
+    let out = match change.op {
+        Operation::Create => json!({"current": parse(&change.doc)?, "metadata": metadata}),
+        Operation::Replace => {
+            let mut v = json!({"current": parse(&change.doc)?, "metadata": metadata});
+            if let Some(prev) = c.history_at(change.previous_lsn)? {
+                v["previous"] = parse(&prev.doc)?;
+            }
+            v
+        }
+        Operation::Delete => {
+            let previous = parse(&change.doc)?;
+            metadata.insert("id".into(), json!(change.id));
+            metadata.insert("partitionKey".into(), partition_key_of(c, &previous));
+            metadata.insert("timeToLiveExpired".into(), json!(change.ttl_expired));
+            json!({"current": {}, "metadata": metadata, "previous": previous})
+        }
+    };
+    Ok(Bytes::from(out.to_string()))
+}
+
+/// The deleted item's partition key as the service names it: property name → value, every
+/// level of a hierarchical key.
+fn partition_key_of(c: &Container, doc: &Value) -> Value {
+    let mut m = Map::new();
+    for segs in &c.pk.segments {
+        let mut v = Some(doc);
+        for s in segs {
+            v = v.and_then(|x| x.get(s));
+        }
+        if let (Some(name), Some(v)) = (segs.last(), v) {
+            m.insert(name.clone(), v.clone());
+        }
+    }
+    Value::Object(m)
+}
