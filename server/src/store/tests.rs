@@ -127,3 +127,51 @@ async fn an_older_store_gets_its_item_directory() {
     drop((c, s));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// History is kept while the policy asks for it and purged (with its floor recorded) once
+/// it is past the retention — here, once the policy is removed.
+#[tokio::test]
+async fn history_is_logged_and_purged_past_its_retention() {
+    let s = Store::open(StoreConfig {
+        data_dir: None,
+        limits: Limits::default(),
+    })
+    .unwrap();
+    s.create_database("d", None).await.unwrap();
+    let mut props = Map::new();
+    props.insert("changeFeedPolicy".into(), json!({"retentionDuration": 5}));
+    let c = s
+        .create_container(
+            "d",
+            "h",
+            PartitionKeyDefinition::hash_v2("/pk"),
+            props,
+            None,
+        )
+        .await
+        .unwrap();
+    let epk = "0A";
+    for id in ["1", "2"] {
+        c.write(|t| t.put(epk, id, doc(id), None)).unwrap();
+    }
+    c.write(|t| {
+        let prev = t.get_raw(epk, "1")?.expect("exists");
+        t.delete(epk, "1", &prev)
+    })
+    .unwrap();
+    let all = strata_query::pk::EpkRange::full();
+    let h = c.history(&all, None, 0, c.current_lsn(), 100).unwrap();
+    let ops: Vec<_> = h.changes.iter().map(|x| x.op).collect();
+    use crate::store::history::Operation::*;
+    assert_eq!(ops, [Create, Create, Delete]);
+    assert_eq!(c.purge_history().unwrap(), 0, "within the retention");
+    let mut props = c.with_meta(|m| m.props.clone());
+    props.remove("changeFeedPolicy");
+    s.replace_container(&c, props).await.unwrap();
+    assert!(!c.keeps_history());
+    assert_eq!(c.purge_history().unwrap(), 3);
+    assert_eq!(c.history_floor().unwrap(), c.current_lsn());
+    c.write(|t| t.put(epk, "3", doc("3"), None)).unwrap();
+    let h = c.history(&all, None, 0, c.current_lsn(), 100).unwrap();
+    assert!(h.changes.is_empty(), "nothing logged without a policy");
+}
