@@ -152,13 +152,16 @@ async fn history_is_logged_and_purged_past_its_retention() {
         .unwrap();
     let epk = "0A";
     for id in ["1", "2"] {
-        c.write(|t| t.put(epk, id, doc(id), None)).unwrap();
+        let (_, d) = c.write(|t| t.put(epk, id, doc(id), None)).unwrap();
+        c.durable(d).await.unwrap();
     }
-    c.write(|t| {
-        let prev = t.get_raw(epk, "1")?.expect("exists");
-        t.delete(epk, "1", &prev)
-    })
-    .unwrap();
+    let (_, d) = c
+        .write(|t| {
+            let prev = t.get_raw(epk, "1")?.expect("exists");
+            t.delete(epk, "1", &prev)
+        })
+        .unwrap();
+    c.durable(d).await.unwrap();
     let all = strata_query::pk::EpkRange::full();
     let h = c.history(&all, None, 0, c.current_lsn(), 100).unwrap();
     let ops: Vec<_> = h.changes.iter().map(|x| x.op).collect();
@@ -171,7 +174,8 @@ async fn history_is_logged_and_purged_past_its_retention() {
     assert!(!c.keeps_history());
     assert_eq!(c.purge_history().unwrap(), 3);
     assert_eq!(c.history_floor().unwrap(), c.current_lsn());
-    c.write(|t| t.put(epk, "3", doc("3"), None)).unwrap();
+    let (_, d) = c.write(|t| t.put(epk, "3", doc("3"), None)).unwrap();
+    c.durable(d).await.unwrap();
     let h = c.history(&all, None, 0, c.current_lsn(), 100).unwrap();
     assert!(h.changes.is_empty(), "nothing logged without a policy");
 }
