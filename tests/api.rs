@@ -256,30 +256,54 @@ async fn item_validation_errors() {
     s.stop().await;
 }
 
+/// The service refuses an item that lacks a level of a hierarchical key (400, sub-status 1001
+/// "partition key mismatch"), whichever way the header spells the absent level — the official
+/// SDK's `test_crud_subpartition.py` expects exactly that — while an explicit `null` is a value.
 #[tokio::test]
-async fn absent_hierarchy_levels_accept_both_spellings() {
+async fn items_missing_a_hierarchy_level_are_refused() {
     let s = hpk_server().await;
     let partial = json!({"id": "p", "TenantId": "t1", "UserId": "u1"});
-    // Python spells the absent level null, JS spells it {}; both are accepted and the item is
-    // stored under the header's value, so reading it back with the same header finds it.
-    for (i, header) in [r#"["t1","u1",null]"#, r#"["t1","u1",{}]"#]
-        .iter()
-        .enumerate()
-    {
-        let mut d = partial.clone();
-        d["id"] = json!(format!("p{i}"));
+    for header in [r#"["t1","u1",null]"#, r#"["t1","u1",{}]"#] {
         let r = s
-            .post(DOCS, &[("x-ms-documentdb-partitionkey", header)], d)
-            .await;
-        assert_eq!(r.status, StatusCode::CREATED, "{header}: {r:?}");
-        let r = s
-            .get(
-                &format!("{DOCS}/p{i}"),
+            .post(
+                DOCS,
                 &[("x-ms-documentdb-partitionkey", header)],
+                partial.clone(),
             )
             .await;
-        assert_eq!(r.status, StatusCode::OK, "{header}: {r:?}");
+        assert_error(&r, 400, "BadRequest");
+        assert_eq!(r.substatus(), Some(1001), "{header}: {r:?}");
     }
+    // Without a header the key comes from the document: still refused.
+    let r = s.post(DOCS, &[], partial.clone()).await;
+    assert_error(&r, 400, "BadRequest");
+    // A point read with a prefix of the key is a mismatch too.
+    let r = s
+        .get(
+            &format!("{DOCS}/p"),
+            &[("x-ms-documentdb-partitionkey", r#"["t1"]"#)],
+        )
+        .await;
+    assert_eq!(
+        (r.status.as_u16(), r.substatus()),
+        (400, Some(1001)),
+        "{r:?}"
+    );
+    // An explicit null is a value.
+    let mut d = partial.clone();
+    d["SessionId"] = Value::Null;
+    let header = r#"["t1","u1",null]"#;
+    let r = s
+        .post(DOCS, &[("x-ms-documentdb-partitionkey", header)], d)
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{r:?}");
+    let r = s
+        .get(
+            &format!("{DOCS}/p"),
+            &[("x-ms-documentdb-partitionkey", header)],
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{r:?}");
     s.stop().await;
 }
 

@@ -296,7 +296,10 @@ impl<L: NextLevel> PartitionKeyBuilder<L> {
         self.add(PartitionKeyValue::Null)
     }
 
-    /// Adds "undefined" (the item lacks this path) as the next level.
+    /// Adds "undefined" (the item lacks this path) as the next level. Containers keyed by
+    /// one path accept items without it; a hierarchical key needs every level, so there the
+    /// service (and strata) refuse such an item with 400 / 1001 — use [`Self::add_null`]
+    /// with an explicit `null` in the item instead.
     ///
     /// ```
     /// let pk = strata_sdk::PartitionKeyBuilder::new().add_none().build();

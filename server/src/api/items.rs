@@ -20,7 +20,7 @@ use serde_json::{Map, Value};
 use std::borrow::Cow;
 use std::sync::Arc;
 use strata_query::patch::Patch;
-use strata_query::pk::PartitionKey;
+use strata_query::pk::{PartitionKey, PartitionKind, PkComponent};
 
 /// Resolves the container, honouring `x-ms-cosmos-intended-collection-rid` (a client whose
 /// cached container was deleted and re-created under the same name must refresh its cache).
@@ -81,7 +81,8 @@ pub fn point_key(
             c.pk.levels(),
             c.pk.paths.join(", "),
             pk.len()
-        )));
+        ))
+        .with_sub_status(substatus::PARTITION_KEY_MISMATCH));
     }
     full_key(c, pk)
 }
@@ -96,6 +97,19 @@ pub fn check_doc_key(
         return Ok(());
     }
     let found = c.pk.extract_map(doc);
+    // A hierarchical key needs every level in the document (an explicit null is a value); the
+    // service refuses an item missing one whatever the header says.
+    if c.pk.kind == PartitionKind::MultiHash {
+        if let Some(i) = found.0.iter().position(|v| *v == PkComponent::Undefined) {
+            return Err(ApiError::bad_request(format!(
+                "PartitionKey extracted from document doesn't match the one specified in the header: the document has no value at {}, level {} of the container's hierarchical partition key ({}); every level needs a value (null is one).",
+                c.pk.paths[i],
+                i + 1,
+                c.pk.paths.join(", ")
+            ))
+            .with_sub_status(substatus::PARTITION_KEY_MISMATCH));
+        }
+    }
     let ok = pk.0.len() == found.0.len()
         && pk
             .0
