@@ -565,3 +565,23 @@ async fn conflict_queries_follow_the_cross_partition_rule() {
     assert_eq!(r.status, StatusCode::OK, "{r:?}");
     s.stop().await;
 }
+
+/// If-Match guards the version an upsert replaces: with no item to replace the upsert creates
+/// it (as the service does for the official SDK's `test_etag_match_condition_compatibility`),
+/// and with one, a stale etag is still a 412.
+#[tokio::test]
+async fn upsert_if_match_applies_only_to_an_existing_item() {
+    let s = hpk_server().await;
+    let pk = r#"["t","u","s"]"#;
+    let doc = json!({"id": "m", "TenantId": "t", "UserId": "u", "SessionId": "s"});
+    let h = [
+        ("x-ms-documentdb-partitionkey", pk),
+        ("x-ms-documentdb-is-upsert", "true"),
+        ("if-match", "\"not-an-etag\""),
+    ];
+    let r = s.post(DOCS, &h, doc.clone()).await;
+    assert_eq!(r.status, StatusCode::CREATED, "{r:?}");
+    let r = s.post(DOCS, &h, doc).await;
+    assert_error(&r, 412, "PreconditionFailed");
+    s.stop().await;
+}
