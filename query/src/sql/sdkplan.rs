@@ -104,7 +104,10 @@ pub fn query_plan(p: &PreparedQuery, ranges: &[EpkRange]) -> Value {
         (Some(_), Some(_)) => Some(p.offset + p.limit.unwrap_or(0)),
         _ => None,
     };
+    // Duplicates removed on the client shrink what a partition's first rows yield, so under
+    // DISTINCT no TOP is pushed down (the client applies TOP and OFFSET/LIMIT after it).
     let top_prefix = match (top, limit_clause) {
+        _ if q.select.distinct => String::new(),
         (Some(t), _) => format!("TOP {t} "),
         (None, Some(n)) => format!("TOP {n} "),
         _ => String::new(),
@@ -181,8 +184,14 @@ pub fn query_plan(p: &PreparedQuery, ranges: &[EpkRange]) -> Value {
                 .collect(),
             _ => Vec::new(),
         };
+        // A document's _rid would make every row distinct: DISTINCT rows carry none.
+        let rid = if q.select.distinct {
+            String::new()
+        } else {
+            format!("{a}._rid, ")
+        };
         format!(
-            "SELECT {distinct}{top_prefix}{a}._rid, [{}] AS orderByItems, {payload} AS payload{}\nORDER BY {}",
+            "SELECT {distinct}{top_prefix}{rid}[{}] AS orderByItems, {payload} AS payload{}\nORDER BY {}",
             items.join(", "),
             from_and_where(q, true),
             order.join(", ")

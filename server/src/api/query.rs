@@ -153,7 +153,14 @@ pub async fn query_items(app: &App, req: &Req, c: &Arc<Container>) -> Result<Rep
     if !scoped && target.route != sql::query_plan::Route::Single {
         require_cross_partition(req)?;
     }
-    if !scoped && range_ids.len() > 1 && app.options.gateway_compat && needs_client_merge(&p) {
+    // The gateway refuses these whatever the number of physical partitions (the SDKs learn
+    // the routing map from the query plan they then fetch); only a WHERE that pins one full
+    // key makes the query its own single-partition query.
+    if !scoped
+        && target.route != sql::query_plan::Route::Single
+        && app.options.gateway_compat
+        && needs_client_merge(&p)
+    {
         check_client_features(req, &p)?;
         let ranges = if target.ranges.is_empty() {
             vec![EpkRange::full()]
