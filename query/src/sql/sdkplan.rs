@@ -89,7 +89,10 @@ pub fn query_plan(p: &PreparedQuery, ranges: &[EpkRange]) -> Value {
         Projection::Star => {}
     }
     let (mut order_dirs, mut order_exprs) = (Vec::new(), Vec::new());
-    if let Some(OrderBy::Items(items)) = &q.order_by {
+    // An aggregate over the whole result is one row: its ORDER BY orders nothing, and a plan
+    // that named it would have the SDK merge order-by rows the aggregate query never yields.
+    let one_row = !aggregates.is_empty() && q.group_by.is_empty();
+    if let (Some(OrderBy::Items(items)), false) = (&q.order_by, one_row) {
         for it in items {
             order_dirs.push(if it.descending {
                 "Descending"
@@ -301,6 +304,11 @@ mod tests {
             .run_over(&[json!({"n": 2}), json!({"n": 4})], &Ctx::new(0))
             .unwrap();
         assert_eq!(rows, vec![json!([{"item": {"sum": 6, "count": 2}}])]);
+        // ORDER BY over a one-row aggregate orders nothing: the plan is the aggregate's.
+        let ordered = prepare("SELECT VALUE AVG(c.n) FROM c ORDER BY c.n", &[], None).unwrap();
+        let plan = query_plan(&ordered, &[]);
+        assert_eq!(plan["queryInfo"]["orderBy"], json!([]));
+        assert_eq!(plan["queryInfo"]["aggregates"], json!(["Average"]));
     }
 
     #[test]
