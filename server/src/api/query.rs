@@ -194,7 +194,12 @@ pub async fn query_items(app: &App, req: &Req, c: &Arc<Container>) -> Result<Rep
         Arc::clone(&p),
         Arc::clone(&access),
         target.ranges.clone(),
-        page_size,
+        (
+            page_size,
+            // A plain cross-partition query is paged by physical partition, as the gateway
+            // pages it (an SDK's response hook sees one response per partition).
+            !scoped && app.options.gateway_compat && range_ids.len() > 1,
+        ),
         token,
     )
     .await?;

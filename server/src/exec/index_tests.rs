@@ -80,7 +80,8 @@ async fn answer(c: &Arc<Container>, sql: &str, k: &Value, scan: bool) -> Option<
             Arc::clone(&p),
             Arc::clone(&a),
             vec![EpkRange::full()],
-            3,
+            // The indexed run also pages by partition, as under --gateway-compat.
+            (3, !scan),
             token,
         )
         .await

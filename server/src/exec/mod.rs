@@ -34,6 +34,8 @@ struct Budget {
     rows: usize,
     bytes: usize,
     time: Duration,
+    /// End the page at the end of each physical partition (the gateway's paging).
+    per_range: bool,
 }
 
 /// Why a page could not be produced.
@@ -74,14 +76,17 @@ pub fn access(c: &Container, p: &PreparedQuery, enable_scan: bool) -> Result<Acc
 }
 
 /// Runs one page of `p` over `ranges` (the plan's EPK ranges), resuming at `token`.
+/// With `per_range`, a streaming page never spans two physical partitions, as the Cosmos
+/// gateway pages a plain cross-partition query (`--gateway-compat`).
 pub async fn run(
     c: Arc<Container>,
     p: Arc<PreparedQuery>,
     access: Arc<Access>,
     ranges: Vec<EpkRange>,
-    page_size: usize,
+    paging: (usize, bool),
     token: Option<Continuation>,
 ) -> Result<Page, ExecError> {
+    let (page_size, per_range) = paging;
     if ranges.is_empty() && p.mode != Mode::NoFrom {
         return Ok(Page::empty());
     }
@@ -91,6 +96,7 @@ pub async fn run(
                 rows: page_size,
                 bytes: MAX_PAGE_BYTES,
                 time: INLINE_BUDGET,
+                per_range,
             };
             let (first, out_of_time) = run_streaming(&c, &p, &access, &ranges, budget, token)?;
             if !out_of_time {
@@ -102,6 +108,7 @@ pub async fn run(
                 rows: page_size.saturating_sub(first.docs.len()),
                 bytes: MAX_PAGE_BYTES.saturating_sub(sent),
                 time: PAGE_TIME_BUDGET,
+                per_range,
             };
             let resume = first.continuation.clone();
             let (rest, _) = tokio::task::spawn_blocking(move || {
@@ -315,7 +322,17 @@ fn run_streaming(
         }
         _ => None,
     };
-    for range in ranges {
+    let sliced;
+    let ranges = if budget.per_range {
+        sliced = per_partition(c, ranges);
+        &sliced[..]
+    } else {
+        ranges
+    };
+    // Where a full page stopped on a whole document (then, if no document follows, the query
+    // is over and the page carries no continuation).
+    let mut full_at: Option<(usize, Vec<u8>)> = None;
+    for (i, range) in ranges.iter().enumerate() {
         if finished || page.continuation.is_some() {
             break;
         }
@@ -404,6 +421,9 @@ fn run_streaming(
                 if stop {
                     if !finished {
                         page.continuation = Some(resume());
+                        if p.raw_documents && access.lookup.is_none() {
+                            full_at = Some((i, key.to_vec()));
+                        }
                     }
                     return Ok(Flow::Stop);
                 }
@@ -419,9 +439,46 @@ fn run_streaming(
                 Ok(Flow::Continue)
             },
         )?;
+        let last = i + 1 == ranges.len();
+        if budget.per_range && !last && !finished && page.continuation.is_none() {
+            // The gateway's page ends with the partition: resume at the next one.
+            page.continuation = Some(Continuation {
+                fp: fp.clone(),
+                consumed,
+                pos: Position::Stream {
+                    after: partition_start_hex(&range.max),
+                    skip: 0,
+                },
+            });
+        }
+    }
+    if let Some((i, key)) = full_at {
+        if !any_document_after(c, &ranges[i..], &key)? {
+            page.continuation = None;
+        }
     }
     page.index = index;
     Ok((page, out_of_time))
+}
+
+/// A stream position just before every document of EPK `epk` and after: `epk | 0x00` with
+/// an empty id, which no document has.
+fn partition_start_hex(epk: &str) -> String {
+    let mut suffix = epk.as_bytes().to_vec();
+    suffix.push(0);
+    strata_query::pk::epk::encode_hex(&suffix)
+}
+
+/// Whether a live document follows item key `after` in the first of `ranges`, or lies in any
+/// later one.
+fn any_document_after(c: &Container, ranges: &[EpkRange], after: &[u8]) -> Result<bool, ExecError> {
+    for (n, r) in ranges.iter().enumerate() {
+        let from = (n == 0).then_some(after);
+        if !c.scan_items(r, from, 1)?.is_empty() {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 /// A candidate row of an ORDER BY query.

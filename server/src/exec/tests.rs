@@ -51,7 +51,7 @@ async fn pages(c: &Arc<Container>, sql: &str, page: usize) -> Vec<Vec<Value>> {
             Arc::clone(&p),
             access_of(c, &p),
             vec![EpkRange::full()],
-            page,
+            (page, false),
             token,
         )
         .await
@@ -121,15 +121,22 @@ async fn a_token_of_another_query_is_refused() {
     let (_s, c) = container().await;
     let first = Arc::new(sql::prepare("SELECT * FROM c", &[], Some(&c.pk)).expect("prepare"));
     let a = access_of(&c, &first);
-    let page = run(Arc::clone(&c), first, a, vec![EpkRange::full()], 5, None)
-        .await
-        .expect("page");
+    let page = run(
+        Arc::clone(&c),
+        first,
+        a,
+        vec![EpkRange::full()],
+        (5, false),
+        None,
+    )
+    .await
+    .expect("page");
     let token = page.continuation.expect("more pages");
     let other = Arc::new(
         sql::prepare("SELECT c.n FROM c ORDER BY c.n", &[], Some(&c.pk)).expect("prepare"),
     );
     let a = access_of(&c, &other);
-    let err = run(c, other, a, vec![EpkRange::full()], 5, Some(token))
+    let err = run(c, other, a, vec![EpkRange::full()], (5, false), Some(token))
         .await
         .err()
         .expect("refused");
@@ -146,6 +153,7 @@ async fn a_page_out_of_time_resumes_where_it_stopped() {
         rows: 1000,
         bytes: MAX_PAGE_BYTES,
         time: Duration::ZERO,
+        per_range: false,
     };
     let (mut seen, mut token) = (Vec::new(), None);
     loop {
@@ -189,7 +197,7 @@ async fn one_page(c: &Arc<Container>, sql: &str) -> Page {
         Arc::clone(&p),
         access_of(c, &p),
         vec![EpkRange::full()],
-        100,
+        (100, false),
         None,
     )
     .await
@@ -224,4 +232,53 @@ async fn the_index_reads_only_what_the_query_needs() {
     );
     let scan = one_page(&c, "SELECT * FROM c WHERE CONTAINS(c.id, '42')").await;
     assert_eq!(scan.scanned, 100, "no index for CONTAINS");
+}
+
+/// Paged by physical partition (the gateway's paging), a plain query returns the same rows,
+/// no page spans two partitions, and the last page carries no continuation.
+#[tokio::test]
+async fn pages_by_partition_end_at_partition_boundaries() {
+    let (_s, c) = container().await;
+    let p = Arc::new(sql::prepare("SELECT * FROM c", &[], Some(&c.pk)).expect("prepare"));
+    let (mut token, mut pages, mut ids) = (None, 0, Vec::new());
+    loop {
+        let page = run(
+            Arc::clone(&c),
+            Arc::clone(&p),
+            access_of(&c, &p),
+            vec![EpkRange::full()],
+            (1000, true),
+            token,
+        )
+        .await
+        .expect("page");
+        pages += 1;
+        ids.extend(page.docs.iter().map(|d| {
+            serde_json::from_slice::<Value>(d).expect("json")["id"]
+                .as_str()
+                .expect("id")
+                .to_string()
+        }));
+        token = page.continuation;
+        if token.is_none() {
+            break;
+        }
+    }
+    assert_eq!(pages, 4, "one page per partition");
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), 100);
+    // A full last page: no continuation when nothing follows it.
+    let all = run(
+        Arc::clone(&c),
+        Arc::clone(&p),
+        access_of(&c, &p),
+        vec![EpkRange::full()],
+        (100, false),
+        None,
+    )
+    .await
+    .expect("page");
+    assert_eq!(all.docs.len(), 100);
+    assert!(all.continuation.is_none());
 }
