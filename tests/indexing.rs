@@ -391,3 +391,99 @@ async fn a_replaced_policy_is_built_while_queries_keep_answering() {
     );
     s.stop().await;
 }
+
+/// Computed properties read as document properties in filters, projections and ORDER BY,
+/// are not stored (SELECT * leaves them out), follow a replaced definition, and an invalid
+/// definition is refused with the service's wording.
+#[tokio::test]
+async fn computed_properties_are_queryable() {
+    let s = TestServer::start().await;
+    let cps = json!([{"name": "cp_lower", "query": "SELECT VALUE LOWER(c.g) FROM c"},
+                     {"name": "cp_len", "query": "SELECT VALUE LENGTH(c.word) FROM c"}]);
+    s.setup_with(
+        DB,
+        "cp",
+        json!({"partitionKey": {"paths": ["/pk"], "kind": "Hash", "version": 2}, "computedProperties": cps}),
+    )
+    .await;
+    for (i, (g, w)) in [("GroUp1", "ab"), ("group1", "abcd"), ("GROUP2", "abc")]
+        .iter()
+        .enumerate()
+    {
+        let d = json!({"id": format!("{i}"), "pk": "p", "g": g, "word": w});
+        assert_eq!(
+            s.create(DB, "cp", &json!(["p"]), d).await.status,
+            StatusCode::CREATED
+        );
+    }
+    let r = s.get(&format!("/dbs/{DB}/colls/cp"), &[]).await;
+    assert_eq!(r.json["computedProperties"], cps);
+    let pk = [("x-ms-documentdb-partitionkey", r#"["p"]"#)];
+    let r = query(&s, "cp", "SELECT * FROM c WHERE c.cp_lower = 'group1'", &pk).await;
+    assert_eq!(docs(&r).len(), 2);
+    assert!(
+        docs(&r).iter().all(|d| d.get("cp_lower").is_none()),
+        "not stored"
+    );
+    let r = query(
+        &s,
+        "cp",
+        "SELECT VALUE c.cp_len FROM c ORDER BY c.cp_len DESC",
+        &pk,
+    )
+    .await;
+    assert_eq!(docs(&r), vec![json!(4), json!(3), json!(2)]);
+    let r = query(
+        &s,
+        "cp",
+        "SELECT VALUE COUNT(1) FROM c WHERE c.cp_len > 2",
+        &pk,
+    )
+    .await;
+    assert_eq!(docs(&r), vec![json!(2)]);
+    // A replaced definition takes effect.
+    let new = json!([{"name": "cp_upper", "query": "SELECT VALUE UPPER(c.g) FROM c"}]);
+    let r = s
+        .request(
+            Method::PUT,
+            &format!("/dbs/{DB}/colls/cp"),
+            &[],
+            Some(
+                json!({"id": "cp", "partitionKey": {"paths": ["/pk"], "kind": "Hash", "version": 2},
+                        "computedProperties": new}),
+            ),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{r:?}");
+    let r = query(
+        &s,
+        "cp",
+        "SELECT VALUE c.id FROM c WHERE c.cp_upper = 'GROUP1'",
+        &pk,
+    )
+    .await;
+    assert_eq!(docs(&r).len(), 2);
+    let r = query(
+        &s,
+        "cp",
+        "SELECT VALUE c.id FROM c WHERE c.cp_lower = 'group1'",
+        &pk,
+    )
+    .await;
+    assert!(docs(&r).is_empty(), "the old one is gone");
+    let r = s
+        .post(
+            &format!("/dbs/{DB}/colls"),
+            &[],
+            json!({"id": "bad", "partitionKey": {"paths": ["/pk"], "kind": "Hash"},
+                   "computedProperties": {"name": "x", "query": "SELECT VALUE 1 FROM c"}}),
+        )
+        .await;
+    assert_error(&r, 400, "BadRequest");
+    assert!(
+        r.message()
+            .contains("One of the specified inputs is invalid"),
+        "{r:?}"
+    );
+    s.stop().await;
+}

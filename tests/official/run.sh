@@ -52,7 +52,7 @@ tiers=(test_query_feed_range_async.py test_query_feed_range_multipartition.py
     test_query_feed_range_multipartition_async.py test_changefeed_partition_key_variation.py
     test_change_feed_all_versions.py test_backwards_compatibility.py test_user_configs.py
     test_partition_split_query.py test_change_feed_split.py test_read_items_partition_split.py
-    test_latest_session_token.py)
+    test_latest_session_token.py test_computed_properties.py test_computed_properties_async.py)
 if [ $# -eq 0 ]; then
     files=("${core[@]}")
 elif [ "$1" = "--tiers" ]; then

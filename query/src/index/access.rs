@@ -66,6 +66,8 @@ pub struct Access {
     pub extreme: Option<OrderPath>,
     /// Paths the filter reads that the policy does not index (potential indexes).
     pub unindexed: Vec<Vec<Seg>>,
+    /// Computed properties the query reads: added to every document it reads.
+    pub computed: Vec<crate::sql::computed::ComputedProperty>,
 }
 
 impl Access {

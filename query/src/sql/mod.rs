@@ -8,6 +8,7 @@
 pub mod aggregate;
 pub mod ast;
 pub mod bind;
+pub mod computed;
 pub mod ctx;
 pub mod datetime;
 pub mod error;

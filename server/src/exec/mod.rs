@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use strata_query::index::{term, Access, AccessError, OrderPath};
 use strata_query::pk::EpkRange;
+use strata_query::sql::computed::ComputedProperty;
 use strata_query::sql::eval::cmp_keys;
 use strata_query::sql::token::{Continuation, KeyValue, Position};
 use strata_query::sql::{self, Ctx, Flow, Groups, Mode, PreparedQuery, QueryError};
@@ -65,13 +66,24 @@ pub fn access(c: &Container, p: &PreparedQuery, enable_scan: bool) -> Result<Acc
     let state = c.index_state();
     let mut a = strata_query::index::access::plan(&p.query, &state.policy, enable_scan)
         .map_err(ExecError::Index)?;
-    if !state.ready {
-        // Entries are still being built: read documents, which are always complete.
+    let computed = c.computed();
+    let used: Vec<ComputedProperty> = if computed.is_empty() {
+        Vec::new()
+    } else {
+        strata_query::sql::computed::referenced(&computed, &p.parsed.to_string())
+            .into_iter()
+            .cloned()
+            .collect()
+    };
+    // Entries still being built, or values computed at read time (which the index does not
+    // hold): read documents.
+    if !state.ready || !used.is_empty() {
         a.lookup = None;
         a.order = None;
         a.count_only = a.count_only && p.query.where_.is_none();
         a.extreme = None;
     }
+    a.computed = used;
     Ok(a)
 }
 
@@ -251,10 +263,22 @@ fn scan_with(
     }
 }
 
-/// Parses a stored document as far as `p` reads it.
-fn parse_doc(p: &PreparedQuery, bytes: &[u8]) -> Result<Value, ExecError> {
-    p.load_doc(bytes)
-        .map_err(|e| ExecError::Corrupt(format!("a stored document is not valid JSON: {e}")))
+/// Parses a stored document as far as `p` reads it, with the `computed` properties it reads
+/// added (then the whole document is parsed: their expressions may read any property).
+fn parse_doc(
+    p: &PreparedQuery,
+    computed: &[ComputedProperty],
+    bytes: &[u8],
+) -> Result<Value, ExecError> {
+    let corrupt = |e: serde_json::Error| {
+        ExecError::Corrupt(format!("a stored document is not valid JSON: {e}"))
+    };
+    if computed.is_empty() {
+        return p.load_doc(bytes).map_err(corrupt);
+    }
+    let mut doc: Value = serde_json::from_slice(bytes).map_err(corrupt)?;
+    strata_query::sql::computed::augment(&mut doc, computed, &Ctx::new(now_millis()));
+    Ok(doc)
 }
 
 pub fn to_bytes(v: &Value) -> Bytes {
@@ -404,7 +428,7 @@ fn run_streaming(
                     Flow::Continue
                 };
                 if needs_parse {
-                    let doc = parse_doc(p, json)?;
+                    let doc = parse_doc(p, &access.computed, json)?;
                     p.eval_doc(&doc, &cx, &mut |row| Ok(emit(row.value, &mut page.docs)))?;
                 } else {
                     emit(None, &mut page.docs);
@@ -511,7 +535,7 @@ fn scan_rows(
     scan(c, access, range, None, stats, |key, json| {
         scanned += 1;
         bytes += json.len() as u64;
-        let doc = parse_doc(p, json)?;
+        let doc = parse_doc(p, &access.computed, json)?;
         let mut ord = 0u64;
         p.eval_doc(&doc, &cx, &mut |row| {
             ord += 1;
@@ -647,7 +671,8 @@ fn best_in_index_order(
         };
         scanned += 1;
         bytes += item.json.len() as u64;
-        let outcome = parse_doc(p, &item.json).and_then(|doc| {
+        // Index order is never chosen for queries reading computed properties.
+        let outcome = parse_doc(p, &[], &item.json).and_then(|doc| {
             let mut ord = 0u64;
             p.eval_doc(&doc, &cx, &mut |row| {
                 ord += 1;
@@ -858,7 +883,7 @@ async fn run_complete(
                         scan(&c2, &a2, &range, None, &mut index, |_, json| {
                             n += 1;
                             b += json.len() as u64;
-                            p2.accumulate_doc(&parse_doc(&p2, json)?, &cx, &mut g)?;
+                            p2.accumulate_doc(&parse_doc(&p2, &a2.computed, json)?, &cx, &mut g)?;
                             Ok(Flow::Continue)
                         })?;
                         Ok((g, n, b, index))
@@ -983,7 +1008,7 @@ fn extreme_from_index(
                     live = true;
                     scanned += 1;
                     bytes += item.json.len() as u64;
-                    let doc = parse_doc(p, &item.json)?;
+                    let doc = parse_doc(p, &[], &item.json)?;
                     p.accumulate_doc(&doc, &cx, &mut groups)?;
                     Ok(())
                 });

@@ -20,8 +20,9 @@ use serde_json::{Map, Value};
 use std::collections::HashMap;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::RwLock;
+use std::sync::{Arc, RwLock};
 use strata_query::pk::{EpkRange, PartitionKeyDefinition};
+use strata_query::sql::computed::ComputedProperty;
 
 /// Limits that shape partitioning; set by flags.
 #[derive(Debug, Clone)]
@@ -107,6 +108,8 @@ pub struct Container {
     /// Documents with a value at a path, per (path id, generation, EPK range): the LSN of the
     /// partition when counted and the count (see `Container::index_order`).
     pub(super) defined_cache: DefinedCache,
+    /// The container's computed properties (see `strata_query::sql::computed`).
+    computed: RwLock<Arc<Vec<ComputedProperty>>>,
 }
 
 type DefinedCache = std::sync::Mutex<HashMap<([u8; 8], u16, String, String), (u64, u64)>>;
@@ -142,7 +145,11 @@ impl Container {
             retired: HashMap::new(),
         };
         let index = RwLock::new(IndexState::of(&rec));
+        // Validated when set; a stored definition that no longer parses defines nothing.
+        let computed = strata_query::sql::computed::parse(rec.props.get("computedProperties"))
+            .unwrap_or_default();
         let c = Self {
+            computed: RwLock::new(Arc::new(computed)),
             index,
             index_done: AtomicU64::new(0),
             index_total: AtomicU64::new(0),
@@ -202,6 +209,16 @@ impl Container {
             first = false;
         }
         Ok(())
+    }
+
+    /// The computed properties queries may read.
+    pub fn computed(&self) -> Arc<Vec<ComputedProperty>> {
+        Arc::clone(&read(&self.computed))
+    }
+
+    /// Replaces the computed properties (after the container's properties changed).
+    pub fn set_computed(&self, computed: Vec<ComputedProperty>) {
+        *write(&self.computed) = Arc::new(computed);
     }
 
     /// The index's current policy, unique keys and generation.

@@ -420,6 +420,7 @@ impl Store {
         catalog::default_container_props(&mut props);
         index::validate(&props)?;
         history::validate(&props)?;
+        computed_properties(&props)?;
         let (c, counter_op) = self.next_counters(|c| {
             c.next_cid += 1;
             c.next_etag_seq += 1;
@@ -521,7 +522,9 @@ impl Store {
         let _ddl = self.inner.ddl.lock().await;
         catalog::default_container_props(&mut props);
         history::validate(&props)?;
+        let computed = computed_properties(&props)?;
         let reindex = self.reindex_for(c, &props)?;
+        c.set_computed(computed);
         let (etag_seq, counter_op) = self.next_etag_seq();
         {
             let mut m = write(&c.meta);
@@ -716,3 +719,11 @@ impl Store {
 
 #[cfg(test)]
 pub(crate) mod tests;
+
+/// A container's `computedProperties`, validated (400 with the service's wording).
+fn computed_properties(
+    props: &Map<String, Value>,
+) -> Result<Vec<strata_query::sql::computed::ComputedProperty>, StoreError> {
+    strata_query::sql::computed::parse(props.get("computedProperties"))
+        .map_err(StoreError::BadRequest)
+}
