@@ -14,7 +14,7 @@ use super::request::{Req, MAX_ITEM_BYTES};
 use super::response::Reply;
 use super::App;
 use crate::store::container::Container;
-use crate::store::{catalog, StoreError};
+use crate::store::StoreError;
 use crate::throughput::charge;
 use axum::http::StatusCode;
 use serde_json::{json, Map, Value};
@@ -140,7 +140,7 @@ fn result_json(c: &crate::store::container::Container, o: &Outcome) -> Value {
         },
     });
     if let Some(item) = &o.item {
-        r["eTag"] = json!(catalog::etag(c.cid, item.lsn));
+        r["eTag"] = json!(item.etag(c.cid));
         if o.status != StatusCode::NO_CONTENT {
             r["resourceBody"] = serde_json::from_slice(&item.json).unwrap_or(Value::Null);
         }

@@ -111,7 +111,7 @@ fn render(c: &Container, change: &Change) -> Result<Bytes, ApiError> {
         Operation::Create => json!({"current": parse(&change.doc)?, "metadata": metadata}),
         Operation::Replace => {
             let mut v = json!({"current": parse(&change.doc)?, "metadata": metadata});
-            if let Some(prev) = c.history_at(change.previous_lsn)? {
+            if let Some(prev) = c.history_at(change.previous_lsn, change.previous_sub)? {
                 v["previous"] = parse(&prev.doc)?;
             }
             v

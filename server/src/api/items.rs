@@ -189,7 +189,7 @@ fn stale(what: &str) -> ApiError {
 
 fn check_if_match(item: &StoredItem, c: &Container, cond: &Conditions) -> Result<(), ApiError> {
     if let Some(m) = &cond.if_match {
-        if !etag_matches(m, &catalog::etag(c.cid, item.lsn)) {
+        if !etag_matches(m, &item.etag(c.cid)) {
             return Err(stale(
                 "the item's etag no longer matches If-Match (another writer changed it)",
             ));
@@ -285,7 +285,7 @@ pub fn apply(
         Op::Read => {
             let item = live.ok_or_else(|| not_found(id, pk))?;
             if let Some(inm) = &cond.if_none_match {
-                if etag_matches(inm, &catalog::etag(c.cid, item.lsn)) {
+                if etag_matches(inm, &item.etag(c.cid)) {
                     return Ok(Outcome {
                         status: StatusCode::NOT_MODIFIED,
                         item: Some(item),
@@ -367,7 +367,7 @@ fn reply(c: &Container, req: &Req, o: &Outcome, range_id: u32) -> Reply {
             } else {
                 item.json.clone()
             };
-            Reply::new(o.status, body).header("etag", catalog::etag(c.cid, item.lsn))
+            Reply::new(o.status, body).header("etag", item.etag(c.cid))
         }
         None => Reply::empty(o.status),
     };
@@ -434,7 +434,7 @@ pub fn read(
     };
     let mut status = StatusCode::OK;
     if let Some(inm) = req.if_none_match() {
-        if etag_matches(inm, &catalog::etag(c.cid, item.lsn)) {
+        if etag_matches(inm, &item.etag(c.cid)) {
             status = StatusCode::NOT_MODIFIED;
         }
     }

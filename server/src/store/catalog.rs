@@ -171,9 +171,17 @@ pub fn offer_rid(seq: u32) -> String {
 
 /// An etag in the service's GUID-like shape, unique per (resource space, sequence).
 pub fn etag(space: u32, seq: u64) -> String {
+    change_etag(space, seq, 0)
+}
+
+/// The etag of the `sub`-th change of the transaction at LSN `seq` (items written together
+/// in one batch share its LSN, not an etag).
+pub fn change_etag(space: u32, seq: u64, sub: u32) -> String {
     format!(
-        "\"{:08x}-0000-0000-{:04x}-{:012x}\"",
+        "\"{:08x}-{:04x}-{:04x}-{:04x}-{:012x}\"",
         space,
+        (sub >> 16) & 0xffff,
+        sub & 0xffff,
         (seq >> 48) & 0xffff,
         seq & 0xffff_ffff_ffff
     )

@@ -59,6 +59,11 @@ impl Container {
                 let Some((_, lsn)) = keys::parse_feed_key(k) else {
                     continue;
                 };
+                // A page ends between transactions, never inside one (positions are LSNs).
+                if out.items.len() >= limit && out.last != Some(lsn) {
+                    out.exhausted = false;
+                    return Ok(out);
+                }
                 let Some((epk, _)) = keys::split_item_suffix(suffix) else {
                     continue;
                 };
@@ -73,7 +78,7 @@ impl Container {
                 let Some(item) = StoredItem::decode(raw) else {
                     continue;
                 };
-                if item.lsn != lsn || item.is_expired(default_ttl, now) {
+                if item.feed_key(self.cid) != *k || item.is_expired(default_ttl, now) {
                     continue;
                 }
                 if since.is_some_and(|s| item.ts < s) {
@@ -81,10 +86,6 @@ impl Container {
                 }
                 out.items.push((lsn, item));
                 out.last = Some(lsn);
-                if out.items.len() >= limit {
-                    out.exhausted = false;
-                    return Ok(out);
-                }
             }
             cursor = chunk.last().map(|(k, _)| k.clone()).unwrap_or_default();
         }

@@ -102,6 +102,11 @@ pub struct Container {
     pub limits: Limits,
     /// The index's policy, unique keys and generation (see [`super::index`]).
     index: RwLock<IndexState>,
+    /// The last document number given out: new documents take the next (their `_rid` and
+    /// DOCUMENTID count documents in creation order). Persisted with the transactions that
+    /// create documents; stores from before it start from their last LSN, which bounds every
+    /// number given out until then.
+    doc_counter: AtomicU64,
     /// Documents the running index build has visited, and how many it will visit.
     pub index_done: AtomicU64,
     pub index_total: AtomicU64,
@@ -148,7 +153,12 @@ impl Container {
         // Validated when set; a stored definition that no longer parses defines nothing.
         let computed = strata_query::sql::computed::parse(rec.props.get("computedProperties"))
             .unwrap_or_default();
+        let doc_counter = engine
+            .get(Space::Catalog, &keys::catalog_doc_seq(rec.cid))?
+            .and_then(|v| v[..].try_into().ok().map(u64::from_be_bytes))
+            .unwrap_or(lsn);
         let c = Self {
+            doc_counter: AtomicU64::new(doc_counter),
             computed: RwLock::new(Arc::new(computed)),
             index,
             index_done: AtomicU64::new(0),
@@ -407,6 +417,7 @@ impl Container {
             unique_staged: HashMap::new(),
             history: self.keeps_history(),
             expiring: false,
+            next_doc: self.doc_counter.load(Ordering::Acquire),
             tx: self.engine.begin(&self.log),
             staged: HashMap::new(),
             lp_delta: HashMap::new(),
@@ -419,7 +430,16 @@ impl Container {
             return Ok((out, Durable::default()));
         }
         let last_lsn = txn.tx.last_lsn();
+        let next_doc = txn.next_doc;
+        let docs_created = next_doc != self.doc_counter.load(Ordering::Acquire);
         let mut tx = txn.tx;
+        if docs_created {
+            tx.put(
+                Space::Catalog,
+                keys::catalog_doc_seq(self.cid),
+                next_doc.to_be_bytes().to_vec(),
+            );
+        }
         let mut range_delta: HashMap<usize, (i64, i64, u64)> = HashMap::new();
         {
             let map = read(&self.map);
@@ -451,6 +471,9 @@ impl Container {
             );
         }
         let token = tx.commit().map_err(StoreError::from)?;
+        if docs_created {
+            self.doc_counter.store(next_doc, Ordering::Release);
+        }
         let mut map = write(&self.map);
         for (i, (db, dc, lsn)) in range_delta {
             let r = &mut map.ranges[i];
@@ -552,6 +575,8 @@ pub struct Txn<'a> {
     history: bool,
     /// Deletes of this transaction are TTL expiries (the TTL sweeper's).
     expiring: bool,
+    /// The last document number taken (see [`Container::doc_counter`]).
+    next_doc: u64,
     /// Versions written or deleted in this transaction, by (EPK, id).
     staged: HashMap<(String, String), Option<StoredItem>>,
     /// Size changes per logical partition (by EPK).
@@ -636,11 +661,13 @@ impl Txn<'_> {
         mut doc: Map<String, Value>,
         previous: Option<&StoredItem>,
     ) -> Result<Written, StoreError> {
-        let lsn = self.tx.peek_lsn();
+        let (lsn, sub) = self.tx.peek_change();
         let c = self.c;
+        // A new document takes the container's next document number (its `_rid` and
+        // DOCUMENTID); a new version keeps its document's.
         let doc_seq = match previous {
             Some(p) => p.doc_seq,
-            None => lsn,
+            None => self.next_doc + 1,
         };
         let ttl = match doc.get("ttl") {
             None => None,
@@ -667,7 +694,10 @@ impl Txn<'_> {
             "_self".into(),
             Value::String(format!("dbs/{}/colls/{}/docs/{}/", c.db_rid, c.rid, rid)),
         );
-        doc.insert("_etag".into(), Value::String(catalog::etag(c.cid, lsn)));
+        doc.insert(
+            "_etag".into(),
+            Value::String(catalog::change_etag(c.cid, lsn, sub)),
+        );
         doc.insert("_attachments".into(), Value::String("attachments/".into()));
         doc.insert("_ts".into(), Value::from(self.now));
         let doc = Value::Object(doc);
@@ -675,6 +705,7 @@ impl Txn<'_> {
             .map_err(|e| StoreError::BadRequest(format!("The document cannot be stored: {e}")))?;
         let item = StoredItem {
             lsn,
+            sub,
             ts: self.now,
             ttl,
             doc_seq,
@@ -688,10 +719,10 @@ impl Txn<'_> {
         };
         self.account(epk, new_size - old_size, 1 - old_count)?;
         if let Some(p) = previous {
-            self.tx.delete(Space::Feed, keys::feed_key(c.cid, p.lsn));
+            self.tx.delete(Space::Feed, p.feed_key(c.cid));
         }
         self.tx
-            .put(Space::Feed, keys::feed_key(c.cid, lsn), key[4..].to_vec());
+            .put(Space::Feed, item.feed_key(c.cid), key[4..].to_vec());
         if previous.is_none() {
             self.tx.put(Space::Directory, key.clone(), Vec::new());
         }
@@ -701,7 +732,10 @@ impl Txn<'_> {
         };
         self.maintain(epk, id, &key, old_doc.as_ref(), Some(&doc))?;
         self.tx.put(Space::Items, key, item.encode());
-        self.tx.take_lsn();
+        self.tx.take_change();
+        if previous.is_none() {
+            self.next_doc = doc_seq;
+        }
         let created = previous
             .map(|p| p.is_expired(self.default_ttl, self.now))
             .unwrap_or(true);
@@ -711,7 +745,7 @@ impl Txn<'_> {
             } else {
                 Operation::Replace
             };
-            self.log_change(op, lsn, previous, epk, id, item.json.clone());
+            self.log_change(op, (lsn, sub), previous, epk, id, item.json.clone());
         }
         self.staged
             .insert((epk.to_string(), id.to_string()), Some(item.clone()));
@@ -739,8 +773,7 @@ impl Txn<'_> {
         let c = self.c;
         let key = keys::item_key(c.cid, epk, id);
         self.account(epk, -(previous.stored_size(key.len()) as i64), -1)?;
-        self.tx
-            .delete(Space::Feed, keys::feed_key(c.cid, previous.lsn));
+        self.tx.delete(Space::Feed, previous.feed_key(c.cid));
         self.tx.delete(Space::Directory, key.clone());
         if self.indexes() {
             let old_doc = parse_stored(previous)?;
@@ -748,10 +781,10 @@ impl Txn<'_> {
         }
         self.tx.delete(Space::Items, key);
         // A delete consumes an LSN too, so session tokens and range LSNs move forward.
-        let lsn = self.tx.take_lsn();
+        let at = self.tx.take_change();
         if self.history {
             let doc = previous.json.clone();
-            self.log_change(Operation::Delete, lsn, Some(previous), epk, id, doc);
+            self.log_change(Operation::Delete, at, Some(previous), epk, id, doc);
         }
         self.deleted_any = true;
         self.staged.insert((epk.to_string(), id.to_string()), None);
@@ -769,7 +802,7 @@ impl Txn<'_> {
     fn log_change(
         &mut self,
         op: Operation,
-        lsn: u64,
+        (lsn, sub): (u64, u32),
         previous: Option<&StoredItem>,
         epk: &str,
         id: &str,
@@ -777,9 +810,11 @@ impl Txn<'_> {
     ) {
         let change = Change {
             lsn,
+            sub,
             op,
             crts: self.now,
             previous_lsn: previous.map_or(0, |p| p.lsn),
+            previous_sub: previous.map_or(0, |p| p.sub),
             ttl_expired: self.expiring && op == Operation::Delete,
             epk: epk.to_string(),
             id: id.to_string(),
@@ -787,7 +822,7 @@ impl Txn<'_> {
         };
         self.tx.put(
             Space::History,
-            keys::feed_key(self.c.cid, lsn),
+            keys::change_key(self.c.cid, lsn, sub),
             change.encode(),
         );
     }

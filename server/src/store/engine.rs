@@ -126,7 +126,7 @@ impl Engine {
         Tx {
             engine: self,
             log,
-            next_lsn: *last + 1,
+            changes: 0,
             last,
             ops: Vec::new(),
         }
@@ -290,7 +290,8 @@ pub struct Tx<'a> {
     engine: &'a Engine,
     log: &'a Log,
     last: MutexGuard<'a, u64>,
-    next_lsn: u64,
+    /// Changes taken so far; they all share the transaction's LSN.
+    changes: u32,
     ops: Vec<Op>,
 }
 
@@ -300,20 +301,22 @@ impl Tx<'_> {
         self.engine.get(space, key)
     }
 
-    /// The LSN the next change of this transaction gets.
-    pub fn peek_lsn(&self) -> u64 {
-        self.next_lsn
+    /// The position the next change of this transaction gets: the transaction's LSN (one per
+    /// transaction, as the service gives a transactional batch one LSN) and its place within it.
+    pub fn peek_change(&self) -> (u64, u32) {
+        (*self.last + 1, self.changes)
     }
 
-    /// Takes the next LSN for a change.
-    pub fn take_lsn(&mut self) -> u64 {
-        self.next_lsn += 1;
-        self.next_lsn - 1
+    /// Takes the next change position (see [`Tx::peek_change`]).
+    pub fn take_change(&mut self) -> (u64, u32) {
+        let at = self.peek_change();
+        self.changes += 1;
+        at
     }
 
-    /// The last LSN this transaction assigned (the log's current LSN if none).
+    /// The LSN this transaction commits at (the log's current LSN if it changed nothing).
     pub fn last_lsn(&self) -> u64 {
-        self.next_lsn - 1
+        *self.last + u64::from(self.changes > 0)
     }
 
     /// Whether nothing was staged.
@@ -336,7 +339,7 @@ impl Tx<'_> {
             return Ok(Durable::default());
         }
         let token = self.engine.write(std::mem::take(&mut self.ops))?;
-        let last = self.next_lsn - 1;
+        let last = self.last_lsn();
         *self.last = last;
         self.log.published.store(last, Ordering::Release);
         Ok(token)
@@ -362,8 +365,8 @@ mod tests {
         let e = Engine::memory();
         let log = Log::new(41);
         let mut tx = e.begin(&log);
-        assert_eq!(tx.take_lsn(), 42);
-        assert_eq!(tx.take_lsn(), 43);
+        assert_eq!(tx.take_change(), (42, 0));
+        assert_eq!(tx.take_change(), (42, 1), "one LSN per transaction");
         tx.put(Space::Items, b"a".to_vec(), b"1".to_vec());
         tx.put(Space::Feed, b"a".to_vec(), b"f".to_vec());
         // Nothing is visible, nor the LSNs published, before the commit.
@@ -371,15 +374,15 @@ mod tests {
         assert_eq!(log.current(), 41);
         let token = tx.commit().unwrap();
         e.durable(token).await.unwrap();
-        assert_eq!(log.current(), 43);
+        assert_eq!(log.current(), 42);
         assert!(e.get(Space::Feed, b"a").unwrap().is_some());
         // A dropped transaction leaves nothing behind, and its LSNs are reused.
         let mut tx = e.begin(&log);
-        assert_eq!(tx.take_lsn(), 44);
+        assert_eq!(tx.take_change(), (43, 0));
         tx.delete(Space::Items, b"a".to_vec());
         drop(tx);
         assert!(e.get(Space::Items, b"a").unwrap().is_some());
-        assert_eq!(e.begin(&log).peek_lsn(), 44);
+        assert_eq!(e.begin(&log).peek_change(), (43, 0));
     }
 
     #[test]
@@ -398,7 +401,7 @@ mod tests {
                             .unwrap()
                             .map(|v| u64::from_be_bytes(v[..8].try_into().unwrap()))
                             .unwrap_or(0);
-                        let lsn = tx.take_lsn();
+                        let (lsn, _) = tx.take_change();
                         tx.put(
                             Space::Catalog,
                             b"n".to_vec(),

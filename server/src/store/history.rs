@@ -41,11 +41,15 @@ impl Operation {
 #[derive(Debug, Clone)]
 pub struct Change {
     pub lsn: u64,
+    /// The change's place within its transaction (changes of one batch share its LSN).
+    pub sub: u32,
     pub op: Operation,
     /// Conflict-resolution timestamp: when the change happened (seconds).
     pub crts: u64,
-    /// The LSN of the version this change replaced or deleted (0 for a create).
+    /// The LSN of the version this change replaced or deleted (0 for a create), and that
+    /// version's place within its transaction.
     pub previous_lsn: u64,
+    pub previous_sub: u32,
     /// A delete made by TTL expiry rather than by a request.
     pub ttl_expired: bool,
     pub epk: String,
@@ -65,6 +69,7 @@ impl Change {
         v.push(u8::from(self.ttl_expired));
         v.extend_from_slice(&self.crts.to_be_bytes());
         v.extend_from_slice(&self.previous_lsn.to_be_bytes());
+        v.extend_from_slice(&self.previous_sub.to_be_bytes());
         for s in [&self.epk, &self.id] {
             v.extend_from_slice(&(s.len() as u32).to_be_bytes());
             v.extend_from_slice(s.as_bytes());
@@ -73,7 +78,13 @@ impl Change {
         v
     }
 
-    pub fn decode(lsn: u64, b: &Bytes) -> Option<Self> {
+    /// Decodes the change stored at history key `key`.
+    pub fn decode(key: &[u8], b: &Bytes) -> Option<Self> {
+        let (_, lsn) = keys::parse_feed_key(key)?;
+        let sub = key
+            .get(12..16)
+            .and_then(|s| s.try_into().ok())
+            .map_or(0, u32::from_be_bytes);
         let op = match *b.first()? {
             0 => Operation::Create,
             1 => Operation::Replace,
@@ -83,7 +94,8 @@ impl Change {
         let ttl_expired = *b.get(1)? == 1;
         let crts = u64::from_be_bytes(b.get(2..10)?.try_into().ok()?);
         let previous_lsn = u64::from_be_bytes(b.get(10..18)?.try_into().ok()?);
-        let mut at = 18;
+        let previous_sub = u32::from_be_bytes(b.get(18..22)?.try_into().ok()?);
+        let mut at = 22;
         let mut text = || -> Option<String> {
             let n = u32::from_be_bytes(b.get(at..at + 4)?.try_into().ok()?) as usize;
             let s = std::str::from_utf8(b.get(at + 4..at + 4 + n)?)
@@ -96,9 +108,11 @@ impl Change {
         let id = text()?;
         Some(Self {
             lsn,
+            sub,
             op,
             crts,
             previous_lsn,
+            previous_sub,
             ttl_expired,
             epk,
             id,
@@ -198,7 +212,12 @@ impl Container {
                 let Some((_, lsn)) = keys::parse_feed_key(k) else {
                     continue;
                 };
-                let Some(change) = Change::decode(lsn, v) else {
+                // A page ends between transactions, never inside one (positions are LSNs).
+                if out.changes.len() >= limit && out.last != Some(lsn) {
+                    out.exhausted = false;
+                    return Ok(out);
+                }
+                let Some(change) = Change::decode(k, v) else {
                     return Err(StoreError::Corrupt(format!(
                         "change feed history entry {lsn} is unreadable"
                     )));
@@ -208,24 +227,19 @@ impl Container {
                 }
                 out.last = Some(lsn);
                 out.changes.push(change);
-                if out.changes.len() >= limit {
-                    out.exhausted = false;
-                    return Ok(out);
-                }
             }
             cursor = chunk.last().map(|(k, _)| k.clone()).unwrap_or_default();
         }
     }
 
-    /// The stored change at `lsn`, if still retained (the `previous` image of a later one).
-    pub fn history_at(&self, lsn: u64) -> Result<Option<Change>, StoreError> {
-        let Some(v) = self
-            .engine
-            .get(Space::History, &keys::feed_key(self.cid, lsn))?
-        else {
+    /// The stored change at (`lsn`, `sub`), if still retained (the `previous` image of a later
+    /// one).
+    pub fn history_at(&self, lsn: u64, sub: u32) -> Result<Option<Change>, StoreError> {
+        let key = keys::change_key(self.cid, lsn, sub);
+        let Some(v) = self.engine.get(Space::History, &key)? else {
             return Ok(None);
         };
-        Ok(Change::decode(lsn, &v))
+        Ok(Change::decode(&key, &v))
     }
 
     /// Deletes history older than the retention (or all of it, once history is off), in
@@ -302,26 +316,31 @@ mod tests {
     fn changes_round_trip() {
         let c = Change {
             lsn: 9,
+            sub: 2,
             op: Operation::Delete,
             crts: 1_700_000_000,
             previous_lsn: 4,
+            previous_sub: 1,
             ttl_expired: true,
             epk: "0A1B".into(),
             id: "doc/1".into(),
             doc: Bytes::from_static(br#"{"id":"doc/1"}"#),
         };
-        let d = Change::decode(9, &Bytes::from(c.encode())).unwrap();
+        let key = keys::change_key(7, 9, 2);
+        let d = Change::decode(&key, &Bytes::from(c.encode())).unwrap();
         assert_eq!(
             (
+                d.lsn,
+                d.sub,
                 d.op,
                 d.crts,
                 d.previous_lsn,
-                d.ttl_expired,
-                d.epk.as_str(),
-                d.id.as_str()
+                d.previous_sub,
+                d.ttl_expired
             ),
-            (Operation::Delete, c.crts, 4, true, "0A1B", "doc/1")
+            (9, 2, Operation::Delete, c.crts, 4, 1, true)
         );
+        assert_eq!((d.epk.as_str(), d.id.as_str()), ("0A1B", "doc/1"));
         assert_eq!(d.doc, c.doc);
     }
 

@@ -7,7 +7,10 @@
 
 use bytes::Bytes;
 
+/// Format 1: a single change of its transaction; format 2 adds the change's place within a
+/// transaction of several (its LSN is the transaction's).
 const FORMAT: u8 = 1;
+const FORMAT_SUB: u8 = 2;
 const HEADER: usize = 1 + 8 + 8 + 8 + 8;
 const NO_TTL: i64 = i64::MIN;
 
@@ -15,6 +18,8 @@ const NO_TTL: i64 = i64::MIN;
 pub struct StoredItem {
     /// LSN of the write that produced this version.
     pub lsn: u64,
+    /// The write's place within its transaction (0 for the first or only one).
+    pub sub: u32,
     /// `_ts`: seconds since the epoch of the last write.
     pub ts: u64,
     /// The item's own `ttl` property, when it is a number.
@@ -26,35 +31,63 @@ pub struct StoredItem {
 }
 
 impl StoredItem {
+    fn header_len(&self) -> usize {
+        HEADER + if self.sub > 0 { 4 } else { 0 }
+    }
+
     pub fn encode(&self) -> Vec<u8> {
-        let mut v = Vec::with_capacity(HEADER + self.json.len());
-        v.push(FORMAT);
+        let mut v = Vec::with_capacity(self.header_len() + self.json.len());
+        v.push(if self.sub > 0 { FORMAT_SUB } else { FORMAT });
         v.extend_from_slice(&self.lsn.to_be_bytes());
         v.extend_from_slice(&self.ts.to_be_bytes());
         v.extend_from_slice(&self.ttl.unwrap_or(NO_TTL).to_be_bytes());
         v.extend_from_slice(&self.doc_seq.to_be_bytes());
+        if self.sub > 0 {
+            v.extend_from_slice(&self.sub.to_be_bytes());
+        }
         v.extend_from_slice(&self.json);
         v
     }
 
     pub fn decode(bytes: Bytes) -> Option<Self> {
-        if bytes.len() < HEADER || bytes[0] != FORMAT {
+        let header = match bytes.first() {
+            Some(&FORMAT) => HEADER,
+            Some(&FORMAT_SUB) => HEADER + 4,
+            _ => return None,
+        };
+        if bytes.len() < header {
             return None;
         }
         let u = |at: usize| u64::from_be_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
         let ttl = u(17) as i64;
+        let sub = if header > HEADER {
+            u32::from_be_bytes(bytes[HEADER..HEADER + 4].try_into().expect("4 bytes"))
+        } else {
+            0
+        };
         Some(Self {
             lsn: u(1),
+            sub,
             ts: u(9),
             ttl: (ttl != NO_TTL).then_some(ttl),
             doc_seq: u(25),
-            json: bytes.slice(HEADER..),
+            json: bytes.slice(header..),
         })
+    }
+
+    /// The etag of this version (container `cid`).
+    pub fn etag(&self, cid: u32) -> String {
+        super::catalog::change_etag(cid, self.lsn, self.sub)
+    }
+
+    /// Its change-feed key (container `cid`).
+    pub fn feed_key(&self, cid: u32) -> Vec<u8> {
+        super::keys::change_key(cid, self.lsn, self.sub)
     }
 
     /// Bytes this version occupies in storage (key and value), for size accounting.
     pub fn stored_size(&self, key_len: usize) -> u64 {
-        (key_len + HEADER + self.json.len()) as u64
+        (key_len + self.header_len() + self.json.len()) as u64
     }
 
     /// Whether the item has expired at `now` (seconds) under the container's `defaultTtl`.
@@ -89,6 +122,7 @@ mod tests {
     fn round_trip_and_expiry_rules() {
         let it = StoredItem {
             lsn: 7,
+            sub: 0,
             ts: 100,
             ttl: Some(10),
             doc_seq: 3,
@@ -115,5 +149,21 @@ mod tests {
         assert!(default.is_expired(Some(5), 105));
         assert!(!default.is_expired(Some(-1), 10_000));
         assert!(StoredItem::decode(Bytes::from_static(b"xx")).is_none());
+        // The second change of a transaction keeps its place (format 2).
+        let second = StoredItem { sub: 3, ..it };
+        let back = StoredItem::decode(Bytes::from(second.encode())).unwrap();
+        assert_eq!(
+            (back.lsn, back.sub, &back.json[..]),
+            (7, 3, &b"{\"id\":\"a\"}"[..])
+        );
+        assert_eq!(back.stored_size(10), second.stored_size(10));
+        assert_ne!(
+            back.etag(1),
+            StoredItem {
+                sub: 0,
+                ..back.clone()
+            }
+            .etag(1)
+        );
     }
 }

@@ -49,19 +49,30 @@ pub fn parse_item_key(key: &[u8]) -> Option<(u32, &str, &str)> {
 
 /// Change feed index key: `cid | lsn`, so a scan yields modifications in LSN order.
 pub fn feed_key(cid: u32, lsn: u64) -> Vec<u8> {
-    let mut k = Vec::with_capacity(12);
+    let mut k = Vec::with_capacity(16);
     k.extend_from_slice(&cid.to_be_bytes());
     k.extend_from_slice(&lsn.to_be_bytes());
     k
 }
 
+/// The key of the `sub`-th change of the transaction at `lsn`: [`feed_key`] for the first,
+/// then `cid | lsn | sub`, which sorts after it and before the next LSN.
+pub fn change_key(cid: u32, lsn: u64, sub: u32) -> Vec<u8> {
+    let mut k = feed_key(cid, lsn);
+    if sub > 0 {
+        k.extend_from_slice(&sub.to_be_bytes());
+    }
+    k
+}
+
+/// Container id and LSN of a [`feed_key`] or [`change_key`].
 pub fn parse_feed_key(key: &[u8]) -> Option<(u32, u64)> {
-    if key.len() != 12 {
+    if key.len() != 12 && key.len() != 16 {
         return None;
     }
     Some((
         u32::from_be_bytes(key[..4].try_into().ok()?),
-        u64::from_be_bytes(key[4..].try_into().ok()?),
+        u64::from_be_bytes(key[4..12].try_into().ok()?),
     ))
 }
 
@@ -90,6 +101,13 @@ pub fn catalog_purge(cid: u32) -> Vec<u8> {
     k
 }
 pub const CATALOG_COUNTERS: &[u8] = b"meta/counters";
+
+/// The last document number a container gave out.
+pub fn catalog_doc_seq(cid: u32) -> Vec<u8> {
+    let mut k = b"docseq/".to_vec();
+    k.extend_from_slice(&cid.to_be_bytes());
+    k
+}
 
 /// The highest LSN whose all-versions history was purged.
 pub fn catalog_history_floor(cid: u32) -> Vec<u8> {

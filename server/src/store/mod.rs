@@ -609,6 +609,7 @@ impl Store {
                 Op::Delete(Space::Catalog, keys::catalog_purge(cid)),
                 Op::Delete(Space::Catalog, keys::catalog_lsn(cid)),
                 Op::Delete(Space::Catalog, keys::catalog_history_floor(cid)),
+                Op::Delete(Space::Catalog, keys::catalog_doc_seq(cid)),
             ])?;
             Ok(removed)
         };
