@@ -848,17 +848,16 @@ impl Txn<'_> {
             let before = old.map(|d| self.index.entries(d)).unwrap_or_default();
             let after = new.map(|d| self.index.entries(d)).unwrap_or_default();
             let (removed, added) = index::diff(&before, &after);
-            let gen = self.index.gen;
+            let (gen, codec) = (self.index.gen, self.index.codec);
+            let entry = |e| {
+                index::entry_key(cid, gen, codec, e, &key[4..])
+                    .ok_or_else(|| super::reindex::bad_epk(epk))
+            };
             for e in removed {
-                self.tx
-                    .delete(Space::Index, index::entry_key(cid, gen, e, &key[4..]));
+                self.tx.delete(Space::Index, entry(e)?);
             }
             for e in added {
-                self.tx.put(
-                    Space::Index,
-                    index::entry_key(cid, gen, e, &key[4..]),
-                    Vec::new(),
-                );
+                self.tx.put(Space::Index, entry(e)?, Vec::new());
             }
         }
         if self.index.unique.is_empty() {

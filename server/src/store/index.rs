@@ -32,12 +32,75 @@ pub fn path_prefix(cid: u32, gen: u16, pid: &[u8; 8]) -> Vec<u8> {
     k
 }
 
-/// The index key of one entry of the document at item key suffix `doc` (`EPK | 0 | id`).
-pub fn entry_key(cid: u32, gen: u16, e: &Entry, doc: &[u8]) -> Vec<u8> {
+/// How an index key spells the document after its term.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DocCodec {
+    /// `EPK (hex) | 0x00 | id`, for keys whose EPKs vary in length (hash v1, containers
+    /// without a partition key).
+    Hex,
+    /// `EPK (binary, this many bytes) | id`, for hash v2 and MultiHash keys, whose documents'
+    /// EPKs all have one length: half the bytes of the hex form (an entry of a three-level key
+    /// is about a third shorter).
+    Binary(usize),
+}
+
+impl DocCodec {
+    pub fn of(pk: &strata_query::pk::PartitionKeyDefinition) -> Self {
+        use strata_query::pk::PartitionKind;
+        match (pk.kind, pk.version) {
+            _ if pk.system_key => DocCodec::Hex,
+            (PartitionKind::MultiHash, _) | (PartitionKind::Hash, 2) => {
+                DocCodec::Binary(16 * pk.levels())
+            }
+            _ => DocCodec::Hex,
+        }
+    }
+
+    /// The index form of an item key suffix (`EPK hex | 0x00 | id`); `None` if its EPK does not
+    /// have the length this codec expects.
+    pub fn encode(self, suffix: &[u8]) -> Option<Vec<u8>> {
+        match self {
+            DocCodec::Hex => Some(suffix.to_vec()),
+            DocCodec::Binary(n) => {
+                let (epk, id) = keys::split_item_suffix(suffix)?;
+                let mut out = strata_query::pk::epk::decode_hex(epk).filter(|b| b.len() == n)?;
+                out.extend_from_slice(id.as_bytes());
+                Some(out)
+            }
+        }
+    }
+
+    /// The EPK (hex) and id of an index entry's document part.
+    pub fn decode(self, doc: &[u8]) -> Option<(String, &[u8])> {
+        match self {
+            DocCodec::Hex => {
+                let end = doc.iter().position(|&b| b == 0)?;
+                let epk = std::str::from_utf8(&doc[..end]).ok()?.to_string();
+                Some((epk, &doc[end + 1..]))
+            }
+            DocCodec::Binary(n) => {
+                let epk = doc.get(..n)?;
+                Some((strata_query::pk::epk::encode_hex(epk), &doc[n..]))
+            }
+        }
+    }
+
+    /// An EPK bound in this form, to seek to; `None` when it has none (odd-length hex).
+    pub fn bound(self, epk_hex: &str) -> Option<Vec<u8>> {
+        match self {
+            DocCodec::Hex => Some(epk_hex.as_bytes().to_vec()),
+            DocCodec::Binary(_) => strata_query::pk::epk::decode_hex(epk_hex),
+        }
+    }
+}
+
+/// The index key of one entry of the document at item key suffix `doc` (`EPK | 0 | id`), in
+/// the index's document form; `None` if the EPK does not fit `codec`.
+pub fn entry_key(cid: u32, gen: u16, codec: DocCodec, e: &Entry, doc: &[u8]) -> Option<Vec<u8>> {
     let mut k = path_prefix(cid, gen, &e.0.to_be_bytes());
     k.extend_from_slice(&e.1);
-    k.extend_from_slice(doc);
-    k
+    k.extend_from_slice(&codec.encode(doc)?);
+    Some(k)
 }
 
 /// Splits an index key (after its 14-byte path prefix) into term and document suffix.
@@ -46,11 +109,14 @@ pub fn split_entry(rest: &[u8]) -> Option<(&[u8], &[u8])> {
     Some((&rest[..n], &rest[n..]))
 }
 
-/// The item key of a document suffix (`EPK | 0 | id`).
-pub fn item_key_of(cid: u32, doc: &[u8]) -> Vec<u8> {
+/// The item key of an index entry's document part, and its EPK (hex).
+pub fn item_key_of(cid: u32, codec: DocCodec, doc: &[u8]) -> Option<(Vec<u8>, String)> {
+    let (epk, id) = codec.decode(doc)?;
     let mut k = keys::container_prefix(cid);
-    k.extend_from_slice(doc);
-    k
+    k.extend_from_slice(epk.as_bytes());
+    k.push(0);
+    k.extend_from_slice(id);
+    Some((k, epk))
 }
 
 /// Key bounds of a span of one path, restricted to documents with EPK in `[min, max)` when
@@ -228,6 +294,8 @@ pub struct IndexState {
     /// Whether every document has its entries of `gen` (false while a rebuild runs: queries
     /// then scan).
     pub ready: bool,
+    /// How entries spell their document.
+    pub codec: DocCodec,
 }
 
 impl IndexState {
@@ -241,7 +309,11 @@ impl IndexState {
             .and_then(Result::ok)
             .unwrap_or_default();
         let unique = UniqueKeys::from_props(&rec.props).unwrap_or_default();
+        let codec = strata_query::pk::PartitionKeyDefinition::from_json(&rec.partition_key)
+            .map(|pk| DocCodec::of(&pk))
+            .unwrap_or(DocCodec::Hex);
         Self {
+            codec,
             policy: std::sync::Arc::new(policy),
             unique: std::sync::Arc::new(unique),
             gen: rec.index_gen.unwrap_or(0),

@@ -9,7 +9,9 @@
 
 use super::container::{read, Container};
 use super::engine::Space;
-use super::index::{self, item_key_of, path_id_of, path_prefix, span_bounds, split_entry};
+use super::index::{
+    self, item_key_of, path_id_of, path_prefix, span_bounds, split_entry, IndexState,
+};
 use super::item::StoredItem;
 use super::{keys, StoreError};
 use std::ops::Bound;
@@ -34,13 +36,11 @@ impl IndexStats {
 
 const CHUNK: usize = 1024;
 
-/// Whether the document suffix `EPK | 0 | id` lies in `range` (byte order, as item scans).
-fn in_range(doc: &[u8], range: &EpkRange) -> Option<bool> {
-    let end = doc.iter().position(|&b| b == 0)?;
-    let epk = &doc[..end];
-    let above_min = epk >= range.min.as_bytes();
-    let below_max = range.max.as_str() >= "FF" || epk < range.max.as_bytes();
-    Some(above_min && below_max)
+/// Whether an EPK (hex) lies in `range` (byte order, as item scans).
+fn in_range(epk: &str, range: &EpkRange) -> bool {
+    let above_min = epk >= range.min.as_str();
+    let below_max = range.max.as_str() >= "FF" || epk < range.max.as_str();
+    above_min && below_max
 }
 
 impl Container {
@@ -54,29 +54,34 @@ impl Container {
     }
 
     /// Visits the entries of `path` in `span` that belong to `range`, in key order (or
-    /// reverse), passing each entry's term and document suffix to `f` until it returns false.
-    /// Returns false when `budget` entries were read first.
+    /// reverse), passing each entry's term and document item key to `f` until it returns
+    /// false. Returns false when `budget` entries were read first.
     #[allow(clippy::too_many_arguments)]
     fn walk_entries(
         &self,
-        gen: u16,
+        state: &IndexState,
         path: &[Seg],
         span: &Span,
         range: &EpkRange,
         reverse: bool,
         budget: u64,
         stats: &mut IndexStats,
-        f: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+        f: &mut dyn FnMut(&[u8], Vec<u8>) -> bool,
     ) -> Result<bool, StoreError> {
+        let (gen, codec) = (state.gen, state.codec);
         let prefix = path_prefix(self.cid, gen, &path_id_of(path));
         let (mut lo, mut hi) = span_bounds(&prefix, span);
         // One term: its entries are ordered by EPK, so the partition's are one run.
         let point = span.hi.len() == span.lo.len() + 1 && span.hi.starts_with(&span.lo);
         if point {
-            lo.extend_from_slice(range.min.as_bytes());
+            if let Some(min) = codec.bound(&range.min) {
+                lo.extend_from_slice(&min);
+            }
             if range.max.as_str() < "FF" {
-                hi.truncate(hi.len() - 1);
-                hi.extend_from_slice(range.max.as_bytes());
+                if let Some(max) = codec.bound(&range.max) {
+                    hi.truncate(hi.len() - 1);
+                    hi.extend_from_slice(&max);
+                }
             }
         }
         let mut read_n = 0u64;
@@ -98,7 +103,10 @@ impl Container {
                 let Some((term, doc)) = split_entry(&k[prefix.len()..]) else {
                     continue;
                 };
-                if in_range(doc, range) == Some(true) && !f(term, doc) {
+                let Some((item, epk)) = item_key_of(self.cid, codec, doc) else {
+                    continue;
+                };
+                if in_range(&epk, range) && !f(term, item) {
                     return Ok(true);
                 }
             }
@@ -131,15 +139,15 @@ impl Container {
             for span in &p.spans {
                 let mut local = IndexStats::default();
                 let complete = self.walk_entries(
-                    state.gen,
+                    &state,
                     &p.path,
                     span,
                     range,
                     false,
                     budget.saturating_sub(spent),
                     &mut local,
-                    &mut |_, doc| {
-                        out.push(item_key_of(self.cid, doc));
+                    &mut |_, item| {
+                        out.push(item);
                         true
                     },
                 )?;
@@ -173,16 +181,7 @@ impl Container {
             return Ok(None);
         }
         let started = Instant::now();
-        self.walk_entries(
-            state.gen,
-            path,
-            span,
-            range,
-            reverse,
-            u64::MAX,
-            stats,
-            &mut |t, doc| f(t, item_key_of(self.cid, doc)),
-        )?;
+        self.walk_entries(&state, path, span, range, reverse, u64::MAX, stats, f)?;
         stats.lookup_time += started.elapsed();
         Ok(Some(()))
     }
@@ -202,7 +201,7 @@ impl Container {
         let mut n = 0u64;
         for span in &probe.spans {
             self.walk_entries(
-                state.gen,
+                &state,
                 &probe.path,
                 span,
                 range,
@@ -300,15 +299,15 @@ impl Container {
         }
         let mut finished = true;
         self.walk_entries(
-            state.gen,
+            &state,
             &order.path,
             &span,
             range,
             order.descending,
             u64::MAX,
             stats,
-            &mut |term, doc| {
-                let more = f(term, item_key_of(self.cid, doc));
+            &mut |term, item| {
+                let more = f(term, item);
                 finished = more;
                 more
             },
@@ -385,7 +384,7 @@ impl Container {
             hi: vec![0xFF],
         };
         self.walk_entries(
-            state.gen,
+            &state,
             path,
             &all,
             range,

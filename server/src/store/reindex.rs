@@ -90,11 +90,9 @@ impl Txn<'_> {
         let cid = self.container().cid;
         let mut ops = Vec::new();
         for e in state.entries(&doc) {
-            ops.push((
-                Space::Index,
-                index::entry_key(cid, gen, &e, &key[4..]),
-                Vec::new(),
-            ));
+            let k = index::entry_key(cid, gen, state.codec, &e, &key[4..])
+                .ok_or_else(|| bad_epk(epk))?;
+            ops.push((Space::Index, k, Vec::new()));
         }
         for row in state.unique.rows(cid, epk, &doc) {
             ops.push((Space::Unique, row, id.as_bytes().to_vec()));
@@ -185,6 +183,7 @@ impl Store {
         let none = policy.is_none();
         c.with_writes_paused(|| {
             c.set_index_state(IndexState {
+                codec: old.codec,
                 policy: Arc::new(policy),
                 unique: Arc::clone(&old.unique),
                 gen: old.gen.wrapping_add(1),
@@ -245,4 +244,11 @@ pub fn purge_other_generations(
         }
     }
     Ok(removed)
+}
+
+/// A document whose EPK does not have its container's length (never written by strata).
+pub(super) fn bad_epk(epk: &str) -> StoreError {
+    StoreError::Corrupt(format!(
+        "a document's effective partition key '{epk}' does not have the length its container's key gives"
+    ))
 }

@@ -21,6 +21,9 @@ pub(crate) async fn open_with_container(cfg: StoreConfig) -> (Store, Arc<Contain
     (s, c)
 }
 
+/// An effective partition key of the length a `/pk` (hash v2) container's documents have.
+const EPK: &str = "0A0B0C0D0E0F10111213141516171819";
+
 fn doc(id: &str) -> Map<String, Value> {
     match json!({"id": id, "pk": "a"}) {
         Value::Object(m) => m,
@@ -38,7 +41,7 @@ async fn lsn_never_goes_back_across_restarts() {
         data_dir: Some(dir.clone()),
         limits: Limits::default(),
     };
-    let epk = "0A";
+    let epk = EPK;
     {
         let (s, c) = open_with_container(cfg.clone()).await;
         for id in ["1", "2", "3"] {
@@ -83,13 +86,13 @@ async fn an_older_store_gets_its_item_directory() {
     {
         let (s, c) = open_with_container(cfg.clone()).await;
         for id in ["1", "2", "3"] {
-            let (_, t) = c.write(|t| t.put("0A", id, doc(id), None)).unwrap();
+            let (_, t) = c.write(|t| t.put(EPK, id, doc(id), None)).unwrap();
             s.engine().durable(t).await.unwrap();
         }
         let (_, t) = c
             .write(|t| {
-                let prev = t.get_raw("0A", "2")?;
-                t.put("0A", "2", doc("2"), prev.as_ref())
+                let prev = t.get_raw(EPK, "2")?;
+                t.put(EPK, "2", doc("2"), prev.as_ref())
             })
             .unwrap();
         s.engine().durable(t).await.unwrap();
@@ -150,7 +153,7 @@ async fn history_is_logged_and_purged_past_its_retention() {
         )
         .await
         .unwrap();
-    let epk = "0A";
+    let epk = EPK;
     for id in ["1", "2"] {
         let (_, d) = c.write(|t| t.put(epk, id, doc(id), None)).unwrap();
         c.durable(d).await.unwrap();
