@@ -35,8 +35,8 @@ pub enum Space {
     /// twelfth of its speed after 100,000 upserts of one item), while a point read seeks
     /// straight to the newest version.
     Directory = 4,
-    /// Secondary index entries: `cid | generation | path id | term | EPK | 0x00 | id`, empty
-    /// values (see [`crate::store::index`]).
+    /// Secondary index entries: `cid | generation | path id | term | EPK | id`, empty values
+    /// (see [`crate::store::index`]).
     Index = 5,
     /// Unique keys: `cid | EPK | 0x00 | key number | values` -> owning id.
     Unique = 6,
