@@ -80,47 +80,86 @@ pub fn read(app: &App, req: &Req, c: &Arc<Container>) -> Result<Reply, ApiError>
         }
         None => {}
     }
-    let scope = request_scope(c, req)?;
-    // Everything up to this LSN is already applied and visible.
-    let upto = c.current_lsn();
+    let feed = Feed::open(app, req, c)?;
+    let (upto, page) = (feed.upto, feed.page);
     let start = start(req, upto)?;
-    let page = req.max_item_count()?.unwrap_or(DEFAULT_PAGE);
-    let range = scope.range.clone().unwrap_or_else(|| EpkRange::new("", ""));
-    let touched = if range.is_empty() {
-        Vec::new()
-    } else {
-        ranges_touched(c, &range)
-    };
-    let admitted = Admission::ranges(app, c, touched.clone(), charge::query(0, 0, 1))?;
     let (after, since) = match start {
         Start::After(l) => (l, None),
         Start::Since(t) => (0, Some(t)),
     };
-    let changes = c.changes(&range, scope.exact_epk.as_deref(), after, upto, since, page)?;
+    let changes = c.changes(&feed.range, feed.exact.as_deref(), after, upto, since, page)?;
     let docs: Vec<Bytes> = changes
         .items
         .iter()
         .map(|(lsn, item)| with_lsn(&item.json, *lsn))
         .collect();
-    let (last, exhausted) = (changes.last.unwrap_or(after), changes.exhausted);
-    // A full page continues after its last item; otherwise the feed is read up to `upto`.
-    let position = if exhausted { upto.max(after) } else { last };
-    let etag = format!("\"{position}\"");
-    if docs.is_empty() {
-        return Ok(Reply::empty(StatusCode::NOT_MODIFIED)
-            .header("etag", &etag)
-            .session(&touched, upto)
-            .container(c));
+    Ok(feed.reply(c, docs, after, changes.last, changes.exhausted))
+}
+
+/// What both change feed modes share: the request's scope, the LSN read up to, the page size
+/// and the admission of the partitions it touches.
+pub(super) struct Feed<'a> {
+    pub range: EpkRange,
+    pub exact: Option<String>,
+    /// Everything up to this LSN is applied and visible.
+    pub upto: u64,
+    pub page: usize,
+    touched: Vec<u32>,
+    admitted: Admission<'a>,
+}
+
+impl<'a> Feed<'a> {
+    pub fn open(app: &'a App, req: &Req, c: &'a Arc<Container>) -> Result<Self, ApiError> {
+        let scope = request_scope(c, req)?;
+        let upto = c.current_lsn();
+        let page = req.max_item_count()?.unwrap_or(DEFAULT_PAGE);
+        let range = scope.range.clone().unwrap_or_else(|| EpkRange::new("", ""));
+        let touched = if range.is_empty() {
+            Vec::new()
+        } else {
+            ranges_touched(c, &range)
+        };
+        let admitted = Admission::ranges(app, c, touched.clone(), charge::query(0, 0, 1))?;
+        Ok(Self {
+            range,
+            exact: scope.exact_epk,
+            upto,
+            page,
+            touched,
+            admitted,
+        })
     }
-    let bytes: usize = docs.iter().map(|d| d.len()).sum();
-    let ru = charge::query(docs.len() as u64, bytes, touched.len().max(1));
-    admitted.settle(ru);
-    Ok(
+
+    /// The page's reply: 304 when empty, else the documents; the etag continues after the
+    /// last change of a full page (`last`), or at `upto` once the feed was read to its end.
+    pub fn reply(
+        self,
+        c: &Container,
+        docs: Vec<Bytes>,
+        after: u64,
+        last: Option<u64>,
+        exhausted: bool,
+    ) -> Reply {
+        let position = if exhausted {
+            self.upto.max(after)
+        } else {
+            last.unwrap_or(after)
+        };
+        let etag = format!("\"{position}\"");
+        if docs.is_empty() {
+            return Reply::empty(StatusCode::NOT_MODIFIED)
+                .header("etag", &etag)
+                .session(&self.touched, self.upto)
+                .container(c);
+        }
+        let bytes: usize = docs.iter().map(Bytes::len).sum();
+        let ru = charge::query(docs.len() as u64, bytes, self.touched.len().max(1));
+        self.admitted.settle(ru);
         Reply::new(StatusCode::OK, feed_body(&c.rid, "Documents", &docs))
             .header("etag", &etag)
             .header("x-ms-item-count", docs.len().to_string())
             .charge(ru)
-            .session(&touched, upto)
-            .container(c),
-    )
+            .session(&self.touched, self.upto)
+            .container(c)
+    }
 }

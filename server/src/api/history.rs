@@ -8,22 +8,16 @@
 //! etags shared with the latest-version feed; the feed starts from now (`If-None-Match: *`) or
 //! a continuation, as the service allows, and needs the container to keep history.
 
-use super::commit::Admission;
+use super::changefeed::Feed;
 use super::error::ApiError;
 use super::request::Req;
-use super::response::{feed_body, Reply};
-use super::scope::{ranges_touched, request_scope};
+use super::response::Reply;
 use super::App;
 use crate::store::container::Container;
 use crate::store::history::{Change, Operation};
-use crate::throughput::charge;
-use axum::http::StatusCode;
 use bytes::Bytes;
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
-use strata_query::pk::EpkRange;
-
-const DEFAULT_PAGE: usize = 100;
 
 /// The service's answer when the container keeps no history (the official SDK's tests look
 /// for "All Versions and Deletes" and "must be enabled").
@@ -38,8 +32,8 @@ pub fn read(app: &App, req: &Req, c: &Arc<Container>) -> Result<Reply, ApiError>
             "The 'All Versions and Deletes' change feed starts from now (If-None-Match: *) or from a continuation; a start time is not supported.",
         ));
     }
-    let scope = request_scope(c, req)?;
-    let upto = c.current_lsn();
+    let feed = Feed::open(app, req, c)?;
+    let upto = feed.upto;
     let floor = c.history_floor()?;
     let after = match req.if_none_match().map(str::trim) {
         Some("*") => upto,
@@ -55,42 +49,12 @@ pub fn read(app: &App, req: &Req, c: &Arc<Container>) -> Result<Reply, ApiError>
             "The change feed position {after} is older than the container's change feed retention: changes up to {floor} were purged. Start again from now."
         )));
     }
-    let page = req.max_item_count()?.unwrap_or(DEFAULT_PAGE);
-    let range = scope.range.clone().unwrap_or_else(|| EpkRange::new("", ""));
-    let touched = if range.is_empty() {
-        Vec::new()
-    } else {
-        ranges_touched(c, &range)
-    };
-    let admitted = Admission::ranges(app, c, touched.clone(), charge::query(0, 0, 1))?;
-    let history = c.history(&range, scope.exact_epk.as_deref(), after, upto, page)?;
+    let history = c.history(&feed.range, feed.exact.as_deref(), after, upto, feed.page)?;
     let mut docs = Vec::with_capacity(history.changes.len());
     for change in &history.changes {
         docs.push(render(c, change)?);
     }
-    let position = if history.exhausted {
-        upto.max(after)
-    } else {
-        history.last.unwrap_or(after)
-    };
-    let etag = format!("\"{position}\"");
-    if docs.is_empty() {
-        return Ok(Reply::empty(StatusCode::NOT_MODIFIED)
-            .header("etag", &etag)
-            .session(&touched, upto)
-            .container(c));
-    }
-    let bytes: usize = docs.iter().map(Bytes::len).sum();
-    let ru = charge::query(docs.len() as u64, bytes, touched.len().max(1));
-    admitted.settle(ru);
-    Ok(
-        Reply::new(StatusCode::OK, feed_body(&c.rid, "Documents", &docs))
-            .header("etag", &etag)
-            .header("x-ms-item-count", docs.len().to_string())
-            .charge(ru)
-            .session(&touched, upto)
-            .container(c),
-    )
+    Ok(feed.reply(c, docs, after, history.last, history.exhausted))
 }
 
 fn parse(doc: &[u8]) -> Result<Value, ApiError> {
