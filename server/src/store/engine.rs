@@ -243,6 +243,26 @@ impl Engine {
         self.inner.kv.shutdown()
     }
 
+    /// Deletes every key of `space` in `[lo, hi)`, a thousand per batch, without awaiting
+    /// durability (background purges, which are redone if a crash loses them). Returns the
+    /// keys deleted.
+    pub fn delete_range(&self, space: Space, lo: &[u8], hi: &[u8]) -> Result<u64, KvError> {
+        let mut removed = 0u64;
+        loop {
+            let chunk = self.scan(space, Bound::Included(lo), Bound::Excluded(hi), 1000, false)?;
+            if chunk.is_empty() {
+                return Ok(removed);
+            }
+            removed += chunk.len() as u64;
+            let _ = self.write(
+                chunk
+                    .into_iter()
+                    .map(|(k, _)| Op::Delete(space, k))
+                    .collect(),
+            )?;
+        }
+    }
+
     /// Bytes used on disk (0 in memory).
     pub fn disk_space(&self) -> u64 {
         self.inner.kv.disk_space()

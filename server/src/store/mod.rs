@@ -583,27 +583,8 @@ impl Store {
                 Space::Unique,
                 Space::History,
             ] {
-                loop {
-                    let chunk = engine.scan(
-                        space,
-                        Bound::Included(&prefix),
-                        Bound::Excluded(&end),
-                        1000,
-                        false,
-                    )?;
-                    if chunk.is_empty() {
-                        break;
-                    }
-                    removed += chunk.len() as u64;
-                    // Not awaited for durability: a purge the disk lost resumes at the next
-                    // start, because its marker goes last.
-                    let _ = engine.write(
-                        chunk
-                            .into_iter()
-                            .map(|(k, _)| Op::Delete(space, k))
-                            .collect(),
-                    )?;
-                }
+                // A purge the disk lost resumes at the next start: its marker goes last.
+                removed += engine.delete_range(space, &prefix, &end)?;
             }
             let _ = engine.write(vec![
                 Op::Delete(Space::Catalog, keys::catalog_purge(cid)),

@@ -10,7 +10,7 @@
 //! on the container read.
 
 use super::container::{read, Container, Txn};
-use super::engine::{self, Op, Space};
+use super::engine::{self, Space};
 use super::index::{self, IndexState};
 use super::keys;
 use super::{Store, StoreError};
@@ -223,25 +223,7 @@ pub fn purge_other_generations(
     let current_end = engine::prefix_end(&current).unwrap_or_default();
     let mut removed = 0u64;
     for (lo, hi) in [(all_lo, current.clone()), (current_end, all_hi)] {
-        loop {
-            let chunk = engine.scan(
-                Space::Index,
-                Bound::Included(&lo),
-                Bound::Excluded(&hi),
-                1000,
-                false,
-            )?;
-            if chunk.is_empty() {
-                break;
-            }
-            removed += chunk.len() as u64;
-            let _ = engine.write(
-                chunk
-                    .into_iter()
-                    .map(|(k, _)| Op::Delete(Space::Index, k))
-                    .collect(),
-            )?;
-        }
+        removed += engine.delete_range(Space::Index, &lo, &hi)?;
     }
     Ok(removed)
 }
