@@ -7,21 +7,15 @@
 //! a container, so a position taken before a split continues on the children: nothing is
 //! skipped, nothing repeated.
 
-use super::commit::Admission;
 use super::error::ApiError;
+use super::feed::Feed;
 use super::request::Req;
-use super::response::{feed_body, Reply};
-use super::scope::{ranges_touched, request_scope};
+use super::response::Reply;
 use super::App;
 use crate::store::container::Container;
-use crate::throughput::charge;
-use axum::http::StatusCode;
 use bytes::Bytes;
 use std::sync::Arc;
 use std::time::UNIX_EPOCH;
-use strata_query::pk::EpkRange;
-
-const DEFAULT_PAGE: usize = 100;
 
 /// Where the feed starts.
 enum Start {
@@ -93,73 +87,34 @@ pub fn read(app: &App, req: &Req, c: &Arc<Container>) -> Result<Reply, ApiError>
         .iter()
         .map(|(lsn, item)| with_lsn(&item.json, *lsn))
         .collect();
-    Ok(feed.reply(c, docs, after, changes.last, changes.exhausted))
+    Ok(page_reply(
+        feed,
+        c,
+        docs,
+        after,
+        changes.last,
+        changes.exhausted,
+    ))
 }
 
-/// What both change feed modes share: the request's scope, the LSN read up to, the page size
-/// and the admission of the partitions it touches.
-pub(super) struct Feed<'a> {
-    pub range: EpkRange,
-    pub exact: Option<String>,
-    /// Everything up to this LSN is applied and visible.
-    pub upto: u64,
-    pub page: usize,
-    touched: Vec<u32>,
-    admitted: Admission<'a>,
-}
-
-impl<'a> Feed<'a> {
-    pub fn open(app: &'a App, req: &Req, c: &'a Arc<Container>) -> Result<Self, ApiError> {
-        let scope = request_scope(c, req)?;
-        let upto = c.current_lsn();
-        let page = req.max_item_count()?.unwrap_or(DEFAULT_PAGE);
-        let range = scope.range.clone().unwrap_or_else(|| EpkRange::new("", ""));
-        let touched = if range.is_empty() {
-            Vec::new()
-        } else {
-            ranges_touched(c, &range)
-        };
-        let admitted = Admission::ranges(app, c, touched.clone(), charge::query(0, 0, 1))?;
-        Ok(Self {
-            range,
-            exact: scope.exact_epk,
-            upto,
-            page,
-            touched,
-            admitted,
-        })
+/// A change feed page: 304 when empty, else the documents; the etag continues after the last
+/// change of a full page (`last`), or at the LSN read up to once the feed was read to its end.
+pub(super) fn page_reply(
+    feed: Feed<'_>,
+    c: &Container,
+    docs: Vec<Bytes>,
+    after: u64,
+    last: Option<u64>,
+    exhausted: bool,
+) -> Reply {
+    let position = if exhausted {
+        feed.upto.max(after)
+    } else {
+        last.unwrap_or(after)
+    };
+    let etag = format!("\"{position}\"");
+    if docs.is_empty() {
+        return feed.not_modified(c).header("etag", &etag);
     }
-
-    /// The page's reply: 304 when empty, else the documents; the etag continues after the
-    /// last change of a full page (`last`), or at `upto` once the feed was read to its end.
-    pub fn reply(
-        self,
-        c: &Container,
-        docs: Vec<Bytes>,
-        after: u64,
-        last: Option<u64>,
-        exhausted: bool,
-    ) -> Reply {
-        let position = if exhausted {
-            self.upto.max(after)
-        } else {
-            last.unwrap_or(after)
-        };
-        let etag = format!("\"{position}\"");
-        if docs.is_empty() {
-            return Reply::empty(StatusCode::NOT_MODIFIED)
-                .header("etag", &etag)
-                .session(&self.touched, self.upto)
-                .container(c);
-        }
-        let bytes: usize = docs.iter().map(Bytes::len).sum();
-        let ru = charge::query(docs.len() as u64, bytes, self.touched.len().max(1));
-        self.admitted.settle(ru);
-        Reply::new(StatusCode::OK, feed_body(&c.rid, "Documents", &docs))
-            .header("etag", &etag)
-            .header("x-ms-item-count", docs.len().to_string())
-            .charge(ru)
-            .session(&self.touched, self.upto)
-            .container(c)
-    }
+    feed.page(c, docs).header("etag", &etag)
 }

@@ -9,6 +9,7 @@ use super::App;
 use crate::store::container::{Container, DocPos};
 use crate::throughput::charge;
 use axum::http::StatusCode;
+use bytes::Bytes;
 use std::sync::Arc;
 use strata_query::pk::EpkRange;
 
@@ -39,41 +40,81 @@ fn decode_token(app: &App, c: &Container, token: &str) -> Result<DocPos, ApiErro
 }
 
 pub fn read_feed(app: &App, req: &Req, c: &Arc<Container>) -> Result<Reply, ApiError> {
-    let scope = request_scope(c, req)?;
-    let page = req.max_item_count()?.unwrap_or(DEFAULT_PAGE);
+    let feed = Feed::open(app, req, c)?;
     let after = req
         .continuation()
         .map(|t| decode_token(app, c, t))
         .transpose()?;
-    let range = scope.range.clone().unwrap_or_else(|| EpkRange::new("", ""));
-    let touched = if range.is_empty() {
-        Vec::new()
-    } else {
-        ranges_touched(c, &range)
-    };
-    let admitted = Admission::ranges(app, c, touched.clone(), charge::query(0, 0, 1))?;
     let mut docs = Vec::new();
     let mut last = None;
     let mut more = false;
-    if !range.is_empty() {
-        let mut rows = c.scan_docs(&range, scope.exact_epk.as_deref(), after.as_ref(), page + 1)?;
+    let page = feed.page;
+    if !feed.range.is_empty() {
+        let mut rows = c.scan_docs(&feed.range, feed.exact.as_deref(), after.as_ref(), page + 1)?;
         more = rows.len() > page;
         rows.truncate(page);
         last = rows.last().map(|(k, _)| k.clone());
         docs = rows.into_iter().map(|(_, it)| it.json).collect();
     }
-    let bytes: usize = docs.iter().map(|d| d.len()).sum();
-    let ru = charge::query(docs.len() as u64, bytes, touched.len().max(1));
-    admitted.settle(ru);
-    let mut reply = Reply::new(StatusCode::OK, feed_body(&c.rid, "Documents", &docs))
-        .header("x-ms-item-count", docs.len().to_string())
-        .charge(ru)
-        .session(&touched, c.current_lsn())
-        .container(c);
+    let mut reply = feed.page(c, docs);
     if more {
         if let Some(k) = last {
             reply = reply.header("x-ms-continuation", encode_token(app, c, &k));
         }
     }
     Ok(reply)
+}
+
+/// What the read feed and both change feed modes share: the request's scope, the LSN read up
+/// to, the page size, and the admission of the partitions it touches.
+pub(super) struct Feed<'a> {
+    pub range: EpkRange,
+    pub exact: Option<String>,
+    /// Everything up to this LSN is applied and visible.
+    pub upto: u64,
+    pub page: usize,
+    touched: Vec<u32>,
+    admitted: Admission<'a>,
+}
+
+impl<'a> Feed<'a> {
+    pub fn open(app: &'a App, req: &Req, c: &'a Arc<Container>) -> Result<Self, ApiError> {
+        let scope = request_scope(c, req)?;
+        let upto = c.current_lsn();
+        let page = req.max_item_count()?.unwrap_or(DEFAULT_PAGE);
+        let range = scope.range.clone().unwrap_or_else(|| EpkRange::new("", ""));
+        let touched = if range.is_empty() {
+            Vec::new()
+        } else {
+            ranges_touched(c, &range)
+        };
+        let admitted = Admission::ranges(app, c, touched.clone(), charge::query(0, 0, 1))?;
+        Ok(Self {
+            range,
+            exact: scope.exact_epk,
+            upto,
+            page,
+            touched,
+            admitted,
+        })
+    }
+
+    /// 200 with `docs`, charged for what they weigh.
+    pub fn page(self, c: &Container, docs: Vec<Bytes>) -> Reply {
+        let bytes: usize = docs.iter().map(Bytes::len).sum();
+        let ru = charge::query(docs.len() as u64, bytes, self.touched.len().max(1));
+        self.admitted.settle(ru);
+        Reply::new(StatusCode::OK, feed_body(&c.rid, "Documents", &docs))
+            .header("x-ms-item-count", docs.len().to_string())
+            .charge(ru)
+            .session(&self.touched, self.upto)
+            .container(c)
+    }
+
+    /// 304: nothing new.
+    pub fn not_modified(self, c: &Container) -> Reply {
+        Reply::empty(StatusCode::NOT_MODIFIED)
+            .session(&self.touched, self.upto)
+            .container(c)
+    }
 }

@@ -200,22 +200,36 @@ impl Container {
         let started = Instant::now();
         let mut n = 0u64;
         for span in &probe.spans {
-            self.walk_entries(
-                &state,
-                &probe.path,
-                span,
-                range,
-                false,
-                u64::MAX,
-                stats,
-                &mut |_, _| {
-                    n += 1;
-                    true
-                },
-            )?;
+            n += self.count_entries(&state, &probe.path, span, range, stats)?;
         }
         stats.lookup_time += started.elapsed();
         Ok(Some(n))
+    }
+
+    /// The entries of `path` within `span` that belong to `range`.
+    fn count_entries(
+        &self,
+        state: &IndexState,
+        path: &[Seg],
+        span: &Span,
+        range: &EpkRange,
+        stats: &mut IndexStats,
+    ) -> Result<u64, StoreError> {
+        let mut n = 0u64;
+        self.walk_entries(
+            state,
+            path,
+            span,
+            range,
+            false,
+            u64::MAX,
+            stats,
+            &mut |_, _| {
+                n += 1;
+                true
+            },
+        )?;
+        Ok(n)
     }
 
     /// How many documents `range` holds, from the logical partitions' sizes (no documents
@@ -378,24 +392,11 @@ impl Container {
                 return Ok(n);
             }
         }
-        let mut n = 0u64;
         let all = Span {
             lo: vec![0x00],
             hi: vec![0xFF],
         };
-        self.walk_entries(
-            &state,
-            path,
-            &all,
-            range,
-            false,
-            u64::MAX,
-            stats,
-            &mut |_, _| {
-                n += 1;
-                true
-            },
-        )?;
+        let n = self.count_entries(&state, path, &all, range, stats)?;
         if let Ok(mut m) = self.defined_cache.lock() {
             if m.len() > 1024 {
                 m.clear();
