@@ -170,6 +170,9 @@ pub fn diff<'a>(old: &'a [Entry], new: &'a [Entry]) -> (Vec<&'a Entry>, Vec<&'a 
     (removed, added)
 }
 
+/// The most unique keys a container may define (the service's limit).
+const MAX_UNIQUE_KEYS: usize = 10;
+
 /// A container's `uniqueKeyPolicy`: each unique key is a list of paths.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct UniqueKeys(pub Vec<Vec<Vec<Seg>>>);
@@ -185,6 +188,13 @@ impl UniqueKeys {
             Some(Value::Array(k)) => k,
             Some(_) => return Err("'uniqueKeyPolicy.uniqueKeys' must be an array.".into()),
         };
+        // The service's limit; it also keeps a key's number within the one byte its rows use.
+        if keys.len() > MAX_UNIQUE_KEYS {
+            return Err(format!(
+                "A container may define at most {MAX_UNIQUE_KEYS} unique keys; {} were given.",
+                keys.len()
+            ));
+        }
         let mut out = Vec::new();
         for k in keys {
             let paths = k.get("paths").and_then(Value::as_array).ok_or_else(|| {
@@ -360,5 +370,10 @@ mod tests {
         assert_eq!(a, c, "missing counts as null");
         let bad = json!({"uniqueKeyPolicy": {"uniqueKeys": [{"paths": ["email"]}]}});
         assert!(UniqueKeys::from_props(bad.as_object().unwrap()).is_err());
+        let many: Vec<_> = (0..11)
+            .map(|i| json!({"paths": [format!("/p{i}")]}))
+            .collect();
+        let many = json!({"uniqueKeyPolicy": {"uniqueKeys": many}});
+        assert!(UniqueKeys::from_props(many.as_object().unwrap()).is_err());
     }
 }
