@@ -69,13 +69,7 @@ async fn batch_limits_and_atomicity() {
     )
     .await;
     assert_eq!(r.status, StatusCode::MULTI_STATUS, "{r:?}");
-    let codes: Vec<u64> = r
-        .json
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x["statusCode"].as_u64().unwrap())
-        .collect();
+    let codes = r.batch_statuses();
     assert_eq!(codes, vec![424, 424, 404]);
     assert_eq!(s.get(DOCS, &[]).await.json["_count"], json!(0));
     // A document of another logical partition fails its operation, as the service reports
@@ -568,13 +562,7 @@ async fn bulk_runs_each_operation_of_a_range_on_its_own() {
         ]),
     )
     .await;
-    let codes: Vec<u64> = r
-        .json
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x["statusCode"].as_u64().unwrap())
-        .collect();
+    let codes = r.batch_statuses();
     assert_eq!(codes, vec![409, 424], "{r:?}");
     // A range that does not exist (split, or never was) sends the SDK back to /pkranges.
     let r = bulk(

@@ -310,14 +310,7 @@ async fn unique_keys_hold_within_each_logical_partition() {
                    {"operationType": "Create", "resourceBody": {"id": "8", "pk": "a", "email": "q@y"}}]),
         )
         .await;
-    let codes: Vec<u64> = r
-        .json
-        .as_array()
-        .expect("results")
-        .iter()
-        .map(|o| o["statusCode"].as_u64().unwrap())
-        .collect();
-    assert_eq!(codes, [424, 409], "{r:?}");
+    assert_eq!(r.batch_statuses(), [424, 409], "{r:?}");
     let r = s.get(&format!("/dbs/{DB}/colls/u/docs/7"), &h).await;
     assert_eq!(r.status, StatusCode::NOT_FOUND, "rolled back");
     // The policy is fixed at creation.

@@ -315,6 +315,18 @@ impl Resp {
     pub fn message(&self) -> &str {
         self.json["message"].as_str().unwrap_or("")
     }
+
+    /// The per-operation status codes of a batch or bulk response (0 where one is missing).
+    pub fn batch_statuses(&self) -> Vec<u64> {
+        self.json
+            .as_array()
+            .map(|ops| {
+                ops.iter()
+                    .map(|o| o["statusCode"].as_u64().unwrap_or(0))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
 }
 
 impl std::fmt::Debug for Resp {
