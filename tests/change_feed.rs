@@ -235,3 +235,62 @@ async fn ttl_expiries_are_marked_and_a_container_without_history_refuses() {
     assert_error(&r, 400, "BadRequest");
     s.stop().await;
 }
+
+/// A transactional batch commits at one LSN: both feeds hand out all of its changes at once
+/// (even when the batch is the newest write), and never again after its position.
+#[tokio::test]
+async fn a_batch_is_one_position_in_both_feeds() {
+    let s = server(json!({"changeFeedPolicy": {"retentionDuration": 10}})).await;
+    let (_, now) = all_versions(&s, "*", &[], "100").await;
+    let r = s
+        .get(
+            DOCS,
+            &[("a-im", "Incremental Feed"), ("if-none-match", "*")],
+        )
+        .await;
+    let latest_now = r.header("etag").expect("etag").to_string();
+    let ops: Vec<Value> = (0..3)
+        .map(|i| json!({"operationType": "Create", "resourceBody": {"id": format!("b{i}"), "t": "t", "u": "u"}}))
+        .collect();
+    let r = s
+        .post(
+            DOCS,
+            &[
+                ("x-ms-cosmos-is-batch-request", "True"),
+                ("x-ms-cosmos-batch-atomic", "True"),
+                ("x-ms-documentdb-partitionkey", r#"["t","u"]"#),
+            ],
+            Value::Array(ops),
+        )
+        .await;
+    assert_eq!(r.batch_statuses(), [201, 201, 201], "{r:?}");
+    // All versions, one page or one change at a time: the whole batch, once.
+    for page in ["100", "1"] {
+        let (changes, end) = all_versions(&s, &now, &[], page).await;
+        assert_eq!(changes.len(), 3, "page size {page}");
+        assert!(all_versions(&s, &end, &[], page).await.0.is_empty());
+    }
+    // Latest version: the same.
+    let h = [
+        ("a-im", "Incremental Feed"),
+        ("if-none-match", latest_now.as_str()),
+    ];
+    let r = s.get(DOCS, &h).await;
+    assert_eq!(
+        r.json["Documents"].as_array().map(Vec::len),
+        Some(3),
+        "{r:?}"
+    );
+    let end = r.header("etag").expect("etag").to_string();
+    let r = s
+        .get(
+            DOCS,
+            &[
+                ("a-im", "Incremental Feed"),
+                ("if-none-match", end.as_str()),
+            ],
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::NOT_MODIFIED, "{r:?}");
+    s.stop().await;
+}

@@ -6,8 +6,12 @@ use super::container::Container;
 use super::engine::Space;
 use super::item::StoredItem;
 use super::{catalog, keys, StoreError};
+use bytes::Bytes;
 use std::ops::Bound;
 use strata_query::pk::EpkRange;
+
+/// Takes (or passes over) one log entry: its LSN, key and value; true when taken.
+pub(super) type LogVisitor<'a> = dyn FnMut(u64, &[u8], &Bytes) -> Result<bool, StoreError> + 'a;
 
 /// One page of changes.
 pub struct Changes {
@@ -42,52 +46,83 @@ impl Container {
         }
         let default_ttl = self.default_ttl();
         let now = catalog::now_secs();
-        let upper = keys::feed_key(self.cid, upto);
-        let mut cursor = keys::feed_key(self.cid, after);
-        loop {
-            let chunk = self.engine.scan(
-                Space::Feed,
-                Bound::Excluded(&cursor[..]),
-                Bound::Included(&upper[..]),
-                1024,
-                false,
-            )?;
-            if chunk.is_empty() {
-                return Ok(out);
-            }
-            for (k, suffix) in &chunk {
-                let Some((_, lsn)) = keys::parse_feed_key(k) else {
-                    continue;
-                };
-                // A page ends between transactions, never inside one (positions are LSNs).
-                if out.items.len() >= limit && out.last != Some(lsn) {
-                    out.exhausted = false;
-                    return Ok(out);
-                }
+        let (last, exhausted) =
+            self.walk_log(Space::Feed, after, upto, limit, &mut |lsn, k, suffix| {
                 let Some((epk, _)) = keys::split_item_suffix(suffix) else {
-                    continue;
+                    return Ok(false);
                 };
                 if !range.contains(epk) || exact.is_some_and(|e| e != epk) {
-                    continue;
+                    return Ok(false);
                 }
                 let mut key = keys::container_prefix(self.cid);
                 key.extend_from_slice(suffix);
-                let Some(raw) = self.engine.get(Space::Items, &key)? else {
-                    continue;
+                let Some(item) = self
+                    .engine
+                    .get(Space::Items, &key)?
+                    .and_then(StoredItem::decode)
+                else {
+                    return Ok(false);
                 };
-                let Some(item) = StoredItem::decode(raw) else {
-                    continue;
-                };
-                if item.feed_key(self.cid) != *k || item.is_expired(default_ttl, now) {
-                    continue;
-                }
-                if since.is_some_and(|s| item.ts < s) {
-                    continue;
+                if item.feed_key(self.cid) != k
+                    || item.is_expired(default_ttl, now)
+                    || since.is_some_and(|s| item.ts < s)
+                {
+                    return Ok(false);
                 }
                 out.items.push((lsn, item));
-                out.last = Some(lsn);
+                Ok(true)
+            })?;
+        out.last = last;
+        out.exhausted = exhausted;
+        Ok(out)
+    }
+
+    /// Walks an LSN-keyed log (`Space::Feed` or `Space::History`: `cid | lsn` for the first
+    /// change of a transaction, `cid | lsn | n` for the others) over the transactions after
+    /// `after` up to `upto`, in order, handing each entry to `visit`, which says whether it
+    /// took it. Once `limit` entries were taken the walk stops at the next transaction: a page
+    /// never ends inside one, since positions are LSNs. Returns the LSN of the last entry
+    /// taken and whether the log was read to `upto`.
+    pub(super) fn walk_log(
+        &self,
+        space: Space,
+        after: u64,
+        upto: u64,
+        limit: usize,
+        visit: &mut LogVisitor<'_>,
+    ) -> Result<(Option<u64>, bool), StoreError> {
+        // Whole transactions: from the first change after `after` to the last one at `upto`.
+        let mut lower = keys::feed_key(self.cid, after.saturating_add(1));
+        let upper = keys::feed_key(self.cid, upto.saturating_add(1));
+        let (mut taken, mut last) = (0usize, None);
+        let mut first = true;
+        loop {
+            let start = if first {
+                Bound::Included(&lower[..])
+            } else {
+                Bound::Excluded(&lower[..])
+            };
+            let chunk = self
+                .engine
+                .scan(space, start, Bound::Excluded(&upper[..]), 1024, false)?;
+            let Some((end, _)) = chunk.last() else {
+                return Ok((last, true));
+            };
+            let end = end.clone();
+            for (k, v) in &chunk {
+                let Some((_, lsn)) = keys::parse_feed_key(k) else {
+                    continue;
+                };
+                if taken >= limit && last != Some(lsn) {
+                    return Ok((last, false));
+                }
+                if visit(lsn, k, v)? {
+                    taken += 1;
+                    last = Some(lsn);
+                }
             }
-            cursor = chunk.last().map(|(k, _)| k.clone()).unwrap_or_default();
+            lower = end;
+            first = false;
         }
     }
 }

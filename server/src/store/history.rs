@@ -195,41 +195,20 @@ impl Container {
         if range.is_empty() || after >= upto {
             return Ok(out);
         }
-        let upper = keys::feed_key(self.cid, upto);
-        let mut cursor = keys::feed_key(self.cid, after);
-        loop {
-            let chunk = self.engine.scan(
-                Space::History,
-                Bound::Excluded(&cursor[..]),
-                Bound::Included(&upper[..]),
-                512,
-                false,
-            )?;
-            if chunk.is_empty() {
-                return Ok(out);
-            }
-            for (k, v) in &chunk {
-                let Some((_, lsn)) = keys::parse_feed_key(k) else {
-                    continue;
-                };
-                // A page ends between transactions, never inside one (positions are LSNs).
-                if out.changes.len() >= limit && out.last != Some(lsn) {
-                    out.exhausted = false;
-                    return Ok(out);
-                }
-                let Some(change) = Change::decode(k, v) else {
-                    return Err(StoreError::Corrupt(format!(
-                        "change feed history entry {lsn} is unreadable"
-                    )));
-                };
+        let (last, exhausted) =
+            self.walk_log(Space::History, after, upto, limit, &mut |lsn, k, v| {
+                let change = Change::decode(k, v).ok_or_else(|| {
+                    StoreError::Corrupt(format!("change feed history entry {lsn} is unreadable"))
+                })?;
                 if !range.contains(&change.epk) || exact.is_some_and(|e| e != change.epk) {
-                    continue;
+                    return Ok(false);
                 }
-                out.last = Some(lsn);
                 out.changes.push(change);
-            }
-            cursor = chunk.last().map(|(k, _)| k.clone()).unwrap_or_default();
-        }
+                Ok(true)
+            })?;
+        out.last = last;
+        out.exhausted = exhausted;
+        Ok(out)
     }
 
     /// The stored change at (`lsn`, `sub`), if still retained (the `previous` image of a later
