@@ -12,16 +12,20 @@ type R<T> = Result<T, QueryError>;
 pub struct Binder<'p> {
     params: &'p HashMap<String, Value>,
     next_slot: Slot,
+    /// Whether any expression calls a user-defined function.
+    calls_udf: bool,
 }
 
-/// Binds a parsed query with its parameters (names without `@`).
-pub fn bind(mut q: Query, params: &HashMap<String, Value>) -> R<Query> {
+/// Binds a parsed query with its parameters (names without `@`); also says whether it calls
+/// user-defined functions.
+pub fn bind(mut q: Query, params: &HashMap<String, Value>) -> R<(Query, bool)> {
     let mut b = Binder {
         params,
         next_slot: DOC_SLOT + 1,
+        calls_udf: false,
     };
     b.query(&mut q, &[], true)?;
-    Ok(q)
+    Ok((q, b.calls_udf))
 }
 
 fn semantic<T>(msg: impl Into<String>) -> R<T> {
@@ -219,15 +223,14 @@ impl Binder<'_> {
                     None if name == "Infinity" => {
                         *e = Expr::Lit(super::value::nonfinite(f64::INFINITY))
                     }
-                    None => {
-                        return semantic(format!("Identifier '{name}' could not be resolved."))
-                    }
+                    None => return semantic(format!("Identifier '{name}' could not be resolved.")),
                 }
             }
-            Expr::Udf(name, _) => {
-                return Err(QueryError::Unsupported(format!(
-                    "User-defined functions are not supported by strata (udf.{name}): compute the value in the application or with a system function."
-                )))
+            Expr::Udf(_, args) => {
+                self.calls_udf = true;
+                for a in args {
+                    self.expr(a, scope)?;
+                }
             }
             Expr::Call(func, args) => {
                 functions::check(*func, args.len())?;

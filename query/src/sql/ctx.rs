@@ -19,6 +19,15 @@ pub struct Ctx {
     /// Rows the FROM clauses (JOINs, subqueries) produced from the current document; shared
     /// with subqueries, reset per document, bounded by [`MAX_ROWS_PER_DOCUMENT`].
     rows: Arc<AtomicU64>,
+    /// Runs the container's user-defined functions (`udf.name(...)`); `None` where a query
+    /// has none to call (the pure core knows no JavaScript: the server supplies this).
+    pub udfs: Option<Arc<dyn Udfs>>,
+}
+
+/// Calls user-defined functions by name. Arguments and the result are JSON values, `None`
+/// standing for `undefined`; an `Err` is the function's failure, as the client should read it.
+pub trait Udfs: Send + Sync {
+    fn call(&self, name: &str, args: &[Option<Value>]) -> Result<Option<Value>, String>;
 }
 
 /// Most rows the JOINs and subqueries of one query may produce from one document. A 2 MB
@@ -40,11 +49,18 @@ impl Ctx {
         }
     }
 
+    /// This context with `udfs` answering `udf.name(...)` calls.
+    pub fn with_udfs(mut self, udfs: Option<Arc<dyn Udfs>>) -> Self {
+        self.udfs = udfs;
+        self
+    }
+
     pub(crate) fn for_subquery(&self) -> Ctx {
         Ctx {
             now_millis: self.now_millis,
             group: None,
             rows: Arc::clone(&self.rows),
+            udfs: self.udfs.clone(),
         }
     }
 
@@ -54,6 +70,7 @@ impl Ctx {
             now_millis: self.now_millis,
             group: Some(view),
             rows: Arc::clone(&self.rows),
+            udfs: self.udfs.clone(),
         }
     }
 

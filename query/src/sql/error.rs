@@ -23,9 +23,9 @@ pub enum QueryError {
     /// The text parses but is not a valid query (unknown alias, misplaced aggregate...).
     #[error("{0}")]
     Semantic(String),
-    /// A feature strata does not implement (UDFs).
+    /// A user-defined function failed (threw, or ran past its budget).
     #[error("{0}")]
-    Unsupported(String),
+    Script(String),
     /// The continuation token cannot be used.
     #[error("{0}")]
     BadContinuation(String),

@@ -226,10 +226,17 @@ fn eval_at_depth<'e>(e: &'e Expr, env: EnvRef<'e>, cx: &Ctx) -> R<Val<'e>> {
             }
             functions::call(*func, vals, cx)?
         }
-        Expr::Udf(name, _) => {
-            return Err(QueryError::Unsupported(format!(
-                "User-defined functions are not supported by strata (udf.{name})."
-            )))
+        Expr::Udf(name, args) => {
+            let mut vals = Vec::with_capacity(args.len());
+            for a in args {
+                vals.push(eval(a, env, cx)?.into_owned());
+            }
+            let Some(udfs) = &cx.udfs else {
+                return Err(QueryError::semantic(format!(
+                    "The user-defined function 'udf.{name}' cannot be called here: UDFs run in container queries only."
+                )));
+            };
+            Val::from_opt(udfs.call(name, &vals).map_err(QueryError::Script)?)
         }
         Expr::Agg { index, .. } => match &cx.group {
             Some(g) => Val::from_opt(g.aggs.get(*index).cloned().flatten()),

@@ -57,6 +57,9 @@ pub struct PreparedQuery {
     /// The top-level document properties evaluation reads, when that is all it reads (see
     /// [`fields`]); `None`: the whole document.
     pub fields: Option<Vec<String>>,
+    /// Whether evaluation calls user-defined functions (JavaScript, run off the async
+    /// runtime, with the container's UDFs in its [`Ctx`]).
+    pub calls_udf: bool,
 }
 
 /// One output row of a document.
@@ -77,7 +80,7 @@ pub fn prepare(
 ) -> Result<PreparedQuery, QueryError> {
     let parsed = parser::parse(sql)?;
     let map: HashMap<String, Value> = params.iter().cloned().collect();
-    let query = bind::bind(parsed.clone(), &map)?;
+    let (query, calls_udf) = bind::bind(parsed.clone(), &map)?;
     let mode = Mode::of(&query);
     let routing = match pk {
         Some(def) => plan::route(&query, def),
@@ -114,6 +117,7 @@ pub fn prepare(
         offset,
         limit,
         fields,
+        calls_udf,
     })
 }
 
@@ -363,7 +367,6 @@ mod tests {
             "SELECT c.id, COUNT(1) FROM c",
             "SELECT * FROM c WHERE COUNT(1) > 1",
             "SELECT NOSUCH(1)",
-            "SELECT udf.f(1)",
             "SELECT * FROM c WHERE c.x = @missing",
             "SELECT TOP -1 * FROM c",
             "SELECT * FROM c ORDER BY c.a + 1",
