@@ -65,6 +65,10 @@ pub struct Args {
     /// no `changeFeedPolicy` (0: none, as the service; a policy's `retentionDuration` wins).
     #[arg(long, default_value_t = 0, value_name = "MINUTES")]
     change_feed_retention: u64,
+    /// Milliseconds a stored procedure, trigger or UDF call may run before it is stopped (its
+    /// writes rolled back, 408 to the client).
+    #[arg(long, default_value_t = 5000, value_name = "MS")]
+    script_timeout_ms: u64,
 }
 
 /// Parses a byte size: a number with an optional KB/MB/GB/TB suffix (binary units).
@@ -133,6 +137,7 @@ pub async fn run(args: Args) {
                 max_partitions: args.max_partitions,
                 change_feed_retention: (args.change_feed_retention > 0)
                     .then_some(args.change_feed_retention),
+                script_timeout: std::time::Duration::from_millis(args.script_timeout_ms.max(1)),
             },
         },
         tls,

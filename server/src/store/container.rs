@@ -39,11 +39,16 @@ pub struct Limits {
     /// Minutes of all-versions-and-deletes history kept for containers without a
     /// `changeFeedPolicy` (`None`: none, as the service).
     pub change_feed_retention: Option<u64>,
+    /// How long a stored procedure, trigger or UDF call may run before it is stopped.
+    pub script_timeout: std::time::Duration,
 }
 
 /// Default of [`Limits::max_partitions`]: 1,000,000 RU/s (the service's default maximum per
 /// container) needs 100 partitions, so this leaves ten times that for splits by size.
 pub const DEFAULT_MAX_PARTITIONS: u32 = 1024;
+
+/// Default of [`Limits::script_timeout`]: the service stops scripts after about five seconds.
+pub const DEFAULT_SCRIPT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 impl Default for Limits {
     fn default() -> Self {
@@ -53,6 +58,7 @@ impl Default for Limits {
             initial_partitions: None,
             max_partitions: DEFAULT_MAX_PARTITIONS,
             change_feed_retention: None,
+            script_timeout: DEFAULT_SCRIPT_TIMEOUT,
         }
     }
 }
@@ -115,6 +121,8 @@ pub struct Container {
     pub(super) defined_cache: DefinedCache,
     /// The container's computed properties (see `strata_query::sql::computed`).
     computed: RwLock<Arc<Vec<ComputedProperty>>>,
+    /// Stored procedures, triggers and UDFs (see [`super::scripts`]).
+    pub scripts: RwLock<Arc<super::scripts::Scripts>>,
 }
 
 type DefinedCache = std::sync::Mutex<HashMap<([u8; 8], u16, String, String), (u64, u64)>>;
@@ -157,7 +165,9 @@ impl Container {
             .get(Space::Catalog, &keys::catalog_doc_seq(rec.cid))?
             .and_then(|v| v[..].try_into().ok().map(u64::from_be_bytes))
             .unwrap_or(lsn);
+        let scripts = super::scripts::load(&engine, rec.cid)?;
         let c = Self {
+            scripts: RwLock::new(Arc::new(scripts)),
             doc_counter: AtomicU64::new(doc_counter),
             computed: RwLock::new(Arc::new(computed)),
             index,
@@ -424,6 +434,7 @@ impl Container {
             now: catalog::now_secs(),
             default_ttl: self.default_ttl(),
             deleted_any: false,
+            undo: None,
         };
         let out = f(&mut txn)?;
         if txn.tx.is_empty() {
@@ -585,13 +596,33 @@ pub struct Txn<'a> {
     default_ttl: Option<i64>,
     /// Whether this transaction deletes anything (see [`Container::write`]).
     deleted_any: bool,
+    /// What the changes since the oldest open savepoint overwrote, so a failed operation can
+    /// be undone while the transaction goes on (`None`: no savepoint, nothing recorded).
+    undo: Option<Vec<Undo>>,
+}
+
+/// One overwritten entry of a transaction's own bookkeeping (see [`Txn::savepoint`]).
+enum Undo {
+    Staged((String, String), Option<Option<StoredItem>>),
+    Unique(Vec<u8>, Option<Option<String>>),
+    Partition(String, Option<LpDelta>),
+}
+
+/// A point a transaction can go back to (see [`Txn::savepoint`]).
+pub struct Savepoint {
+    tx: (usize, u32),
+    next_doc: u64,
+    deleted_any: bool,
+    undo: usize,
+}
+
+impl<'a> Txn<'a> {
+    pub fn container(&self) -> &'a Container {
+        self.c
+    }
 }
 
 impl Txn<'_> {
-    pub fn container(&self) -> &Container {
-        self.c
-    }
-
     pub fn now(&self) -> u64 {
         self.now
     }
@@ -644,6 +675,12 @@ impl Txn<'_> {
                 "Partition key reached maximum size of {} bytes: the logical partition would hold {nb} bytes. Spread the data over more partition key values.",
                 self.c.limits.logical_partition_limit_bytes
             )));
+        }
+        if let Some(u) = &mut self.undo {
+            u.push(Undo::Partition(
+                epk.to_string(),
+                self.lp_delta.get(epk).copied(),
+            ));
         }
         let e = self.lp_delta.entry(epk.to_string()).or_default();
         e.bytes += bytes;
@@ -747,13 +784,122 @@ impl Txn<'_> {
             };
             self.log_change(op, (lsn, sub), previous, epk, id, item.json.clone());
         }
-        self.staged
-            .insert((epk.to_string(), id.to_string()), Some(item.clone()));
+        self.stage(epk, id, Some(item.clone()));
         Ok(Written {
             item,
             range_id: c.range_id_of(epk),
             created,
         })
+    }
+
+    /// The live documents of logical partition `epk` as this transaction sees them (its own
+    /// writes included), in id order: what a stored procedure's queries read.
+    pub fn logical_partition(&self, epk: &str) -> Result<Vec<(String, StoredItem)>, StoreError> {
+        let start = keys::item_key(self.c.cid, epk, "");
+        let end = crate::store::engine::prefix_end(&start).unwrap_or_default();
+        let mut docs: std::collections::BTreeMap<String, StoredItem> = Default::default();
+        self.c.walk(&start, &end, None, &mut |k, item| {
+            if let Some((_, _, id)) = keys::parse_item_key(&k) {
+                docs.insert(id.to_string(), item);
+            }
+            true
+        })?;
+        for ((e, id), v) in &self.staged {
+            if e != epk {
+                continue;
+            }
+            match v {
+                Some(item) => docs.insert(id.clone(), item.clone()),
+                None => docs.remove(id),
+            };
+        }
+        Ok(docs
+            .into_iter()
+            .filter(|(_, i)| !i.is_expired(self.default_ttl, self.now))
+            .collect())
+    }
+
+    /// The id of the item of logical partition `epk` whose `_rid` carries `doc_seq`, as this
+    /// transaction sees it.
+    pub fn id_by_doc_seq(&self, epk: &str, doc_seq: u64) -> Result<Option<String>, StoreError> {
+        for ((e, id), v) in &self.staged {
+            if e == epk && v.as_ref().is_some_and(|i| i.doc_seq == doc_seq) {
+                return Ok(Some(id.clone()));
+            }
+        }
+        match self.c.id_by_doc_seq(epk, doc_seq)? {
+            Some(id) if !matches!(self.staged.get(&(epk.to_string(), id.clone())), Some(None)) => {
+                Ok(Some(id))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    fn stage(&mut self, epk: &str, id: &str, v: Option<StoredItem>) {
+        let key = (epk.to_string(), id.to_string());
+        let old = self.staged.insert(key.clone(), v);
+        if let Some(u) = &mut self.undo {
+            u.push(Undo::Staged(key, old));
+        }
+    }
+
+    fn stage_unique(&mut self, row: Vec<u8>, owner: Option<String>) {
+        let old = self.unique_staged.insert(row.clone(), owner);
+        if let Some(u) = &mut self.undo {
+            u.push(Undo::Unique(row, old));
+        }
+    }
+
+    /// Marks where the transaction stands, so that an operation that fails half way (a
+    /// unique-key conflict after its index entries were staged, say) can be undone with
+    /// [`Txn::rollback_to`] while the transaction goes on: a stored procedure may catch an
+    /// operation's error and carry on.
+    pub fn savepoint(&mut self) -> Savepoint {
+        let undo = self.undo.get_or_insert_with(Vec::new).len();
+        Savepoint {
+            tx: self.tx.mark(),
+            next_doc: self.next_doc,
+            deleted_any: self.deleted_any,
+            undo,
+        }
+    }
+
+    /// Keeps everything staged since `sp` (no savepoint outside `sp` may be open).
+    pub fn release(&mut self, sp: Savepoint) {
+        if let Some(undo) = &mut self.undo {
+            undo.truncate(sp.undo);
+        }
+    }
+
+    /// Undoes everything staged since `sp`.
+    pub fn rollback_to(&mut self, sp: Savepoint) {
+        self.tx.rewind(sp.tx);
+        self.next_doc = sp.next_doc;
+        self.deleted_any = sp.deleted_any;
+        let Some(undo) = &mut self.undo else { return };
+        let newer: Vec<Undo> = undo.drain(sp.undo..).collect();
+        for u in newer.into_iter().rev() {
+            match u {
+                Undo::Staged(k, Some(v)) => {
+                    self.staged.insert(k, v);
+                }
+                Undo::Staged(k, None) => {
+                    self.staged.remove(&k);
+                }
+                Undo::Unique(k, Some(v)) => {
+                    self.unique_staged.insert(k, v);
+                }
+                Undo::Unique(k, None) => {
+                    self.unique_staged.remove(&k);
+                }
+                Undo::Partition(k, Some(v)) => {
+                    self.lp_delta.insert(k, v);
+                }
+                Undo::Partition(k, None) => {
+                    self.lp_delta.remove(&k);
+                }
+            }
+        }
     }
 
     /// Deletes the item at `pos` (from [`Container::scan_docs`]) if it still exists.
@@ -787,7 +933,7 @@ impl Txn<'_> {
             self.log_change(Operation::Delete, at, Some(previous), epk, id, doc);
         }
         self.deleted_any = true;
-        self.staged.insert((epk.to_string(), id.to_string()), None);
+        self.stage(epk, id, None);
         Ok(())
     }
 }
@@ -879,13 +1025,13 @@ impl Txn<'_> {
             }
             self.tx
                 .put(Space::Unique, row.clone(), id.as_bytes().to_vec());
-            self.unique_staged.insert(row.clone(), Some(id.to_string()));
+            self.stage_unique(row.clone(), Some(id.to_string()));
         }
         for row in before {
             // Only the row's owner removes it (an expired owner may have been displaced).
             if !after.contains(&row) && self.unique_owner(&row)?.as_deref() == Some(id) {
                 self.tx.delete(Space::Unique, row.clone());
-                self.unique_staged.insert(row, None);
+                self.stage_unique(row, None);
             }
         }
         Ok(())

@@ -352,6 +352,17 @@ impl Tx<'_> {
         self.ops.push(Op::Delete(space, key));
     }
 
+    /// How far this transaction has come: staged operations and changes taken.
+    pub fn mark(&self) -> (usize, u32) {
+        (self.ops.len(), self.changes)
+    }
+
+    /// Forgets everything staged after `mark` (see [`Tx::mark`]).
+    pub fn rewind(&mut self, (ops, changes): (usize, u32)) {
+        self.ops.truncate(ops);
+        self.changes = changes;
+    }
+
     /// Applies everything staged atomically and publishes the LSNs taken. Dropping a
     /// transaction instead discards it (and its LSNs).
     pub fn commit(mut self) -> Result<Durable, KvError> {

@@ -16,6 +16,7 @@ pub mod kv;
 pub mod lookup;
 pub mod partition_map;
 pub mod reindex;
+pub mod scripts;
 pub mod split;
 pub mod ttl;
 
@@ -586,6 +587,9 @@ impl Store {
                 // A purge the disk lost resumes at the next start: its marker goes last.
                 removed += engine.delete_range(space, &prefix, &end)?;
             }
+            let scripts = scripts::script_prefix(cid);
+            let scripts_end = engine::prefix_end(&scripts).unwrap_or_default();
+            removed += engine.delete_range(Space::Catalog, &scripts, &scripts_end)?;
             let _ = engine.write(vec![
                 Op::Delete(Space::Catalog, keys::catalog_purge(cid)),
                 Op::Delete(Space::Catalog, keys::catalog_lsn(cid)),
