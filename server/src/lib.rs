@@ -4,6 +4,7 @@
 //!   per endpoint, and one error type mapped to Cosmos status codes.
 //! * [`exec`]: the query executor (streaming, ordered merge, complete results) over a plan.
 //! * [`store`]: the durable engine, the catalog, containers with their physical partitions.
+//! * [`script`]: server-side JavaScript (stored procedures, triggers, UDFs) in sandboxes.
 //! * [`throughput`]: request charges and throttling.
 //! * [`net`]: listening (HTTP and HTTPS) and graceful shutdown.
 //! * [`cli`]: the `strata` command line.
@@ -12,6 +13,7 @@ pub mod api;
 pub mod cli;
 pub mod exec;
 pub mod net;
+pub mod script;
 pub mod store;
 pub mod throughput;
 

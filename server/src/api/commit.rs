@@ -154,6 +154,20 @@ impl<'a> Commit<'a> {
         Ok(out)
     }
 
+    /// [`Commit::transact`] on the blocking pool, for a transaction that waits on a script:
+    /// the async runtime's threads never block on JavaScript.
+    pub async fn transact_blocking<T: Send + 'static>(
+        &mut self,
+        f: impl FnOnce(&mut Txn<'_>) -> Result<T, ApiError> + Send + 'static,
+    ) -> Result<T, ApiError> {
+        let c = Arc::clone(self.admission.c);
+        let (out, token) = tokio::task::spawn_blocking(move || c.write(f))
+            .await
+            .map_err(|e| ApiError::internal(format!("a script transaction failed: {e}")))??;
+        self.token = Some(self.token.map_or(token, |t| t.max(token)));
+        Ok(out)
+    }
+
     /// Waits until every transaction this commit ran is durable, then starts a split if a
     /// partition outgrew its threshold.
     pub async fn durable(&mut self) -> Result<(), ApiError> {

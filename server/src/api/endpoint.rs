@@ -5,6 +5,7 @@
 //! and link that the master-key signature covers.
 
 use super::error::ApiError;
+use crate::store::scripts::ScriptKind;
 use axum::http::{HeaderMap, Method};
 
 /// Every operation strata serves.
@@ -113,6 +114,46 @@ pub enum Endpoint {
         db: String,
         coll: String,
     },
+    /// List a container's stored procedures, triggers or UDFs.
+    ListScripts {
+        db: String,
+        coll: String,
+        kind: ScriptKind,
+    },
+    QueryScripts {
+        db: String,
+        coll: String,
+        kind: ScriptKind,
+    },
+    /// Create (or upsert, by header) a script.
+    CreateScript {
+        db: String,
+        coll: String,
+        kind: ScriptKind,
+    },
+    ReadScript {
+        db: String,
+        coll: String,
+        kind: ScriptKind,
+        id: String,
+    },
+    ReplaceScript {
+        db: String,
+        coll: String,
+        kind: ScriptKind,
+        id: String,
+    },
+    DeleteScript {
+        db: String,
+        coll: String,
+        kind: ScriptKind,
+        id: String,
+    },
+    ExecuteStoredProcedure {
+        db: String,
+        coll: String,
+        id: String,
+    },
     /// Read or delete one conflict.
     Conflict {
         db: String,
@@ -155,7 +196,7 @@ fn not_allowed(method: &Method, what: &str) -> ApiError {
 
 fn unsupported(kind: &str) -> ApiError {
     ApiError::bad_request(format!(
-        "strata does not support '{kind}' resources; it serves databases, containers, items, partition key ranges and offers."
+        "strata does not support '{kind}' resources; it serves databases, containers, items, stored procedures, triggers, user-defined functions, partition key ranges and offers."
     ))
 }
 
@@ -277,6 +318,29 @@ impl Endpoint {
                 },
                 _ => return Err(not_allowed(m, "the partitions view")),
             },
+            ["dbs", db, "colls", coll, seg] if ScriptKind::from_segment(seg).is_some() => {
+                let (db, coll) = (owned(db), owned(coll));
+                let kind = ScriptKind::from_segment(seg).unwrap_or(ScriptKind::Sproc);
+                match *m {
+                    Method::GET => Endpoint::ListScripts { db, coll, kind },
+                    Method::POST if is_query(headers) => Endpoint::QueryScripts { db, coll, kind },
+                    Method::POST => Endpoint::CreateScript { db, coll, kind },
+                    _ => return Err(not_allowed(m, kind.segment())),
+                }
+            }
+            ["dbs", db, "colls", coll, seg, id] if ScriptKind::from_segment(seg).is_some() => {
+                let (db, coll, id) = (owned(db), owned(coll), owned(id));
+                let kind = ScriptKind::from_segment(seg).unwrap_or(ScriptKind::Sproc);
+                match *m {
+                    Method::GET => Endpoint::ReadScript { db, coll, kind, id },
+                    Method::PUT => Endpoint::ReplaceScript { db, coll, kind, id },
+                    Method::DELETE => Endpoint::DeleteScript { db, coll, kind, id },
+                    Method::POST if kind == ScriptKind::Sproc => {
+                        Endpoint::ExecuteStoredProcedure { db, coll, id }
+                    }
+                    _ => return Err(not_allowed(m, &format!("a {}", kind.noun()))),
+                }
+            }
             ["dbs", _, "users", ..] => return Err(unsupported("users")),
             ["dbs", _, "colls", _, "docs", _, kind, ..] | ["dbs", _, "colls", _, kind, ..] => {
                 return Err(unsupported(kind))
@@ -318,6 +382,11 @@ mod tests {
             Endpoint::QueryPlan { .. }
         ));
         assert!(Endpoint::decode(&Method::PUT, &s, &h).is_err());
-        assert!(Endpoint::decode(&Method::GET, &segs("/dbs/d/colls/c/sprocs"), &h).is_err());
+        assert!(Endpoint::decode(&Method::GET, &segs("/dbs/d/colls/c/attachments"), &h).is_err());
+        assert!(matches!(
+            Endpoint::decode(&Method::POST, &segs("/dbs/d/colls/c/sprocs/p"), &h).unwrap(),
+            Endpoint::ExecuteStoredProcedure { .. }
+        ));
+        assert!(Endpoint::decode(&Method::POST, &segs("/dbs/d/colls/c/udfs/u"), &h).is_err());
     }
 }

@@ -397,10 +397,27 @@ async fn write_one(
     op: Op,
 ) -> Result<Reply, ApiError> {
     let cond = conditions(req);
+    let triggers = super::triggers::requested(c, req, &op)?;
     let mut commit = Commit::admit(app, c, &epk, charge::write(req.body.len()))?;
-    let outcome = commit.transact(|t| apply(t, &epk, &pk, id, op, &cond))?;
+    let (outcome, script_ru) = if triggers.is_empty() {
+        (
+            commit.transact(|t| apply(t, &epk, &pk, id, op, &cond))?,
+            0.0,
+        )
+    } else {
+        let id = id.to_string();
+        commit
+            .transact_blocking(move |t| {
+                super::triggers::run(t, &triggers, &pk, &epk, &id, op, &cond)
+            })
+            .await?
+    };
     commit.durable().await?;
-    let r = reply(c, req, &outcome, commit.range());
+    let mut r = reply(c, req, &outcome, commit.range());
+    if script_ru > 0.0 {
+        let total = r.charge + script_ru;
+        r = r.charge(total);
+    }
     commit.settle(r.charge);
     Ok(r)
 }

@@ -24,6 +24,9 @@ pub mod query;
 pub mod request;
 pub mod response;
 pub mod scope;
+pub mod scripts;
+pub mod sprocs;
+pub mod triggers;
 
 use crate::store::container::Container;
 use crate::store::Store;
@@ -311,5 +314,22 @@ async fn route(app: &App, req: &Req, ep: Endpoint) -> Result<Reply, ApiError> {
         E::ListConflicts { db, coll } => conflicts::list(app, &db, &coll),
         E::QueryConflicts { db, coll } => conflicts::query(app, req, &db, &coll),
         E::Conflict { db, coll, id } => conflicts::one(app, &db, &coll, &id),
+        E::ListScripts { db, coll, kind } => scripts::list(&in_coll(&db, &coll)?, kind),
+        E::QueryScripts { db, coll, kind } => scripts::query(req, &in_coll(&db, &coll)?, kind),
+        E::CreateScript { db, coll, kind } => {
+            scripts::create(app, req, &in_coll(&db, &coll)?, kind).await
+        }
+        E::ReadScript { db, coll, kind, id } => {
+            scripts::read(req, &in_coll(&db, &coll)?, kind, &id)
+        }
+        E::ReplaceScript { db, coll, kind, id } => {
+            scripts::replace(app, req, &in_coll(&db, &coll)?, kind, &id).await
+        }
+        E::DeleteScript { db, coll, kind, id } => {
+            scripts::delete(app, &in_coll(&db, &coll)?, kind, &id).await
+        }
+        E::ExecuteStoredProcedure { db, coll, id } => {
+            sprocs::execute(app, req, &in_coll(&db, &coll)?, &id).await
+        }
     }
 }

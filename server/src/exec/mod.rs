@@ -110,7 +110,17 @@ pub async fn run(
                 time: INLINE_BUDGET,
                 per_range,
             };
-            let (first, out_of_time) = run_streaming(&c, &p, &access, &ranges, budget, token)?;
+            // JavaScript never runs on the async runtime's threads: a query calling UDFs
+            // starts on the blocking pool with nothing done inline.
+            let (first, out_of_time) = if p.calls_udf {
+                let first = Page {
+                    continuation: token,
+                    ..Page::empty()
+                };
+                (first, true)
+            } else {
+                run_streaming(&c, &p, &access, &ranges, budget, token)?
+            };
             if !out_of_time {
                 return Ok(first);
             }
@@ -179,6 +189,17 @@ impl Page {
             scanned_bytes: 0,
             index: IndexStats::default(),
         }
+    }
+}
+
+/// The evaluation context of one run of `p` over `c`: the query's clock, and the
+/// container's UDFs when `p` calls any.
+pub fn query_ctx(c: &Container, p: &PreparedQuery) -> Ctx {
+    let cx = Ctx::new(now_millis());
+    if p.calls_udf {
+        cx.with_udfs(Some(crate::script::udf::of(c)))
+    } else {
+        cx
     }
 }
 
@@ -314,7 +335,7 @@ fn run_streaming(
     budget: Budget,
     token: Option<Continuation>,
 ) -> Result<(Page, bool), ExecError> {
-    let cx = Ctx::new(now_millis());
+    let cx = query_ctx(c, p);
     let (mut consumed, resume) =
         match token {
             Some(Continuation {
@@ -530,7 +551,7 @@ fn scan_rows(
     stats: &mut IndexStats,
     mut f: impl FnMut(Ranked),
 ) -> Result<(u64, u64), ExecError> {
-    let cx = Ctx::new(now_millis());
+    let cx = query_ctx(c, p);
     let (mut scanned, mut bytes) = (0u64, 0u64);
     scan(c, access, range, None, stats, |key, json| {
         scanned += 1;
@@ -652,7 +673,7 @@ fn best_in_index_order(
         Some(_) => return Ok(None),
         None => None,
     };
-    let cx = Ctx::new(now_millis());
+    let cx = query_ctx(c, p);
     let mut best: Vec<Ranked> = Vec::new();
     let (mut scanned, mut bytes) = (0u64, 0u64);
     let mut group: Option<Vec<u8>> = None;
@@ -849,7 +870,7 @@ async fn run_complete(
             ))),
             None => 0,
         };
-    let cx = Ctx::new(now_millis());
+    let cx = query_ctx(&c, &p);
     let parts = per_partition(&c, &ranges);
     let (mut scanned, mut scanned_bytes) = (0u64, 0u64);
     let mut index = IndexStats::default();
@@ -876,7 +897,7 @@ async fn run_complete(
                 parts,
                 Arc::new(
                     move |range: EpkRange| -> Result<(Groups, u64, u64, IndexStats), ExecError> {
-                        let cx = Ctx::new(now_millis());
+                        let cx = query_ctx(&c2, &p2);
                         let mut g = Groups::default();
                         let (mut n, mut b) = (0u64, 0u64);
                         let mut index = IndexStats::default();
