@@ -1,5 +1,6 @@
 //! The official JavaScript SDK (`@azure/cosmos`, pinned in `tests/js/package.json`) against
-//! strata: bulk execution over a hierarchical key while partitions split.
+//! strata: bulk execution over a hierarchical key while partitions split, and the server-side
+//! script API (stored procedures, triggers, UDFs).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -68,5 +69,30 @@ async fn js_bulk_over_a_hierarchical_key_during_splits() {
         .and_then(|n| n.trim().parse().ok())
         .expect("the script reports the ranges");
     assert!(ranges > 1, "the container split while bulk ran: {text}");
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn js_stored_procedures_triggers_and_udfs() {
+    ensure_sdk();
+    let s = TestServer::start().await;
+    let url = s.url.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new("node")
+            .arg("scripts.mjs")
+            .current_dir(js_dir())
+            .env("STRATA_ENDPOINT", &url)
+            .env("STRATA_KEY", strata_query::protocol::EMULATOR_KEY)
+            .output()
+            .expect("node must be installed to run the JavaScript SDK tests")
+    })
+    .await
+    .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success() && text.contains("ok"), "{text}");
     s.stop().await;
 }
