@@ -605,3 +605,98 @@ async fn sdk_recovers_from_real_throttling() {
     assert_eq!(n, vec![200]);
     s.stop().await;
 }
+
+#[tokio::test]
+async fn stored_procedures_triggers_and_udfs() {
+    use strata_sdk::{ExecuteOptions, Script, TriggerOperation, TriggerType};
+    let s = TestServer::start().await;
+    let client = CosmosClient::new(&s.url, EMULATOR_KEY).unwrap();
+    let db = client.create_database("app").await.unwrap();
+    let events = db
+        .create_container(ContainerProperties::new("events", hpk()))
+        .await
+        .unwrap();
+    let scripts = events.scripts();
+    let created = scripts
+        .create_stored_procedure(&Script::new(
+            "add",
+            r#"function (doc) {
+                console.log("adding " + doc.id);
+                var c = getContext().getCollection();
+                c.createDocument(c.getSelfLink(), doc, function (err, saved) {
+                    if (err) throw err;
+                    getContext().getResponse().setBody(saved.id);
+                });
+            }"#,
+        ))
+        .await
+        .unwrap();
+    assert!(created.rid.is_some() && created.etag.is_some());
+    let key = PartitionKeyBuilder::new()
+        .add("contoso")
+        .add("alice")
+        .add("s1")
+        .build();
+    let doc = serde_json::to_value(ev("e1", "contoso", "alice", "s1", 1)).unwrap();
+    let r = scripts
+        .execute_stored_procedure::<String>(
+            "add",
+            key.clone(),
+            std::slice::from_ref(&doc),
+            ExecuteOptions {
+                enable_script_logging: true,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.value.as_deref(), Some("e1"));
+    assert_eq!(r.log.as_deref(), Some("adding e1"));
+    assert!(r.request_charge > 0.0);
+    // The duplicate's 409 comes back as the error, and nothing was written.
+    let err = scripts
+        .execute_stored_procedure::<String>("add", key.clone(), &[doc], Default::default())
+        .await
+        .unwrap_err();
+    assert_eq!(err.status(), Some(409), "{err}");
+    // Triggers through item options.
+    scripts
+        .create_trigger(&Script::trigger(
+            "double",
+            "function () { var d = getContext().getRequest().getBody(); d.n = d.n * 2; getContext().getRequest().setBody(d); }",
+            TriggerType::Pre,
+            TriggerOperation::Create,
+        ))
+        .await
+        .unwrap();
+    let listed = scripts.list_triggers().await.unwrap();
+    assert_eq!(listed[0].trigger_operation, Some(TriggerOperation::Create));
+    let opts = ItemOptions {
+        pre_triggers: vec!["double".into()],
+        ..Default::default()
+    };
+    let r = events
+        .create_item_with_options(&ev("e2", "contoso", "alice", "s1", 21), opts)
+        .await
+        .unwrap();
+    assert_eq!(r.item.unwrap().n, 42);
+    // A UDF in a query.
+    scripts
+        .create_user_defined_function(&Script::new("neg", "function (n) { return -n; }"))
+        .await
+        .unwrap();
+    let rows: Vec<i64> = events
+        .query_all(
+            "SELECT VALUE udf.neg(c.n) FROM c ORDER BY c.n",
+            QueryOptions {
+                partition_key: Some(key.clone()),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(rows, vec![-1, -42]);
+    scripts.delete_stored_procedure("add").await.unwrap();
+    assert!(scripts.list_stored_procedures().await.unwrap().is_empty());
+    let err = scripts.read_stored_procedure("add").await.unwrap_err();
+    assert_eq!(err.status(), Some(404));
+}

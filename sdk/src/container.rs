@@ -30,6 +30,29 @@ pub struct ItemOptions {
     pub if_none_match: Option<String>,
     /// Ask for no body in the response (saves bandwidth).
     pub minimal_response: bool,
+    /// Triggers (ids) that run before the write and may change the item.
+    pub pre_triggers: Vec<String>,
+    /// Triggers (ids) that run after the write, in its transaction.
+    pub post_triggers: Vec<String>,
+}
+
+impl ItemOptions {
+    /// Adds the trigger headers of these options to a write request.
+    fn triggers(&self, mut req: Request) -> Request {
+        if !self.pre_triggers.is_empty() {
+            req = req.header(
+                "x-ms-documentdb-pre-trigger-include",
+                self.pre_triggers.join(","),
+            );
+        }
+        if !self.post_triggers.is_empty() {
+            req = req.header(
+                "x-ms-documentdb-post-trigger-include",
+                self.post_triggers.join(","),
+            );
+        }
+        req
+    }
 }
 
 /// A handle to one container.
@@ -217,6 +240,7 @@ impl ContainerClient {
         if upsert {
             req = req.header("x-ms-documentdb-is-upsert", "True");
         }
+        req = opts.triggers(req);
         if let Some(m) = opts.if_match {
             req = req.header("if-match", m);
         }
@@ -276,6 +300,25 @@ impl ContainerClient {
             false,
         )
         .await
+    }
+
+    /// Creates an item with options (pre/post triggers, minimal response); the partition key
+    /// is read from the item.
+    ///
+    /// ```no_run
+    /// # async fn f(c: strata_sdk::ContainerClient) -> Result<(), strata_sdk::Error> {
+    /// use strata_sdk::ItemOptions;
+    /// let opts = ItemOptions { pre_triggers: vec!["stamp".into()], ..Default::default() };
+    /// c.create_item_with_options(&serde_json::json!({"id": "3", "TenantId": "t1", "UserId": "u1", "SessionId": "s1"}), opts).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn create_item_with_options<T: Serialize + DeserializeOwned>(
+        &self,
+        item: &T,
+        opts: ItemOptions,
+    ) -> Result<ItemResponse<T>, Error> {
+        self.write(Method::POST, self.docs(), item, None, opts, false)
+            .await
     }
 
     /// Creates or replaces an item (201 or 200).
@@ -347,8 +390,10 @@ impl ContainerClient {
     ) -> Result<ItemResponse<Value>, Error> {
         let pk = pk.into();
         self.full_key(&pk).await?;
-        let mut req = Request::new(Method::DELETE, self.doc(id))
-            .header("x-ms-documentdb-partitionkey", pk.to_header());
+        let mut req = opts.triggers(
+            Request::new(Method::DELETE, self.doc(id))
+                .header("x-ms-documentdb-partitionkey", pk.to_header()),
+        );
         if let Some(m) = opts.if_match {
             req = req.header("if-match", m);
         }
@@ -373,9 +418,11 @@ impl ContainerClient {
     ) -> Result<ItemResponse<T>, Error> {
         let pk = pk.into();
         self.full_key(&pk).await?;
-        let mut req = Request::new(Method::PATCH, self.doc(id))
-            .json(&ops.to_body()?)
-            .header("x-ms-documentdb-partitionkey", pk.to_header());
+        let mut req = opts.triggers(
+            Request::new(Method::PATCH, self.doc(id))
+                .json(&ops.to_body()?)
+                .header("x-ms-documentdb-partitionkey", pk.to_header()),
+        );
         if let Some(m) = opts.if_match {
             req = req.header("if-match", m);
         }
@@ -470,6 +517,17 @@ impl ContainerClient {
         options: ChangeFeedOptions,
     ) -> ChangeFeedReader<T> {
         ChangeFeedReader::new(self.clone(), options)
+    }
+
+    /// The container's stored procedures, triggers and user-defined functions.
+    ///
+    /// ```
+    /// # let c = strata_sdk::CosmosClient::new("http://127.0.0.1:8081/", strata_sdk::EMULATOR_KEY).unwrap();
+    /// let scripts = c.database("d").container("events").scripts();
+    /// # let _ = scripts;
+    /// ```
+    pub fn scripts(&self) -> crate::ScriptsClient {
+        crate::ScriptsClient::new(self.clone())
     }
 
     /// The container's physical partitions.

@@ -47,6 +47,7 @@ mod partition_key;
 mod patch;
 mod query;
 mod retry;
+mod scripts;
 
 pub use batch::{BatchOperationResult, BatchResponse, TransactionalBatch};
 pub use change_feed::{ChangeFeedOptions, ChangeFeedPage, ChangeFeedReader, ChangeFeedStart};
@@ -63,3 +64,6 @@ pub use partition_key::{
 pub use patch::PatchOperations;
 pub use query::{Query, QueryOptions, QueryPage, QueryRoute};
 pub use retry::RetryOptions;
+pub use scripts::{
+    ExecuteOptions, Script, ScriptsClient, StoredProcedureResponse, TriggerOperation, TriggerType,
+};
