@@ -221,3 +221,113 @@ async fn batches_are_all_or_nothing_across_sigkill() {
     child.kill().ok();
     child.wait().ok();
 }
+
+/// kill -9 while stored procedures run: after restart each execution's writes are entirely
+/// present or entirely absent, every acknowledged one is present, and one killed half way
+/// (it wrote its documents, then was still running) left nothing. The long execution runs
+/// in a container of its own: a running script holds its container's writes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn stored_procedures_are_all_or_nothing_across_sigkill() {
+    let dir = TempDir::new("crash-sproc");
+    const DOCS: u64 = 40;
+    let (mut child, client) = start(&dir.0);
+    client.post("/dbs", &[], json!({"id": "db"})).await;
+    for coll in ["c", "slow"] {
+        let r = client
+            .post(
+                "/dbs/db/colls",
+                &[],
+                json!({"id": coll, "partitionKey": {"paths": ["/t"], "kind": "Hash", "version": 2}}),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::CREATED, "{r:?}");
+    }
+    // Writes `n` documents, then keeps running for `spin` ms before it returns.
+    let body = r#"function (batch, n, spin) {
+        var c = getContext().getCollection();
+        for (var i = 0; i < n; i++) {
+            c.createDocument(c.getSelfLink(), {id: batch + "-" + i, t: "x", pad: "q".repeat(200)});
+        }
+        var until = Date.now() + spin;
+        while (Date.now() < until) {}
+        getContext().getResponse().setBody(batch);
+    }"#;
+    for coll in ["c", "slow"] {
+        let r = client
+            .post(
+                &format!("/dbs/db/colls/{coll}/sprocs"),
+                &[],
+                json!({"id": "fill", "body": body}),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::CREATED, "{r:?}");
+    }
+    let acked: Arc<Mutex<Vec<u64>>> = Arc::new(Mutex::new(Vec::new()));
+    let run = |client: Client, coll: &'static str, batch: u64, spin: u64| async move {
+        client
+            .post(
+                &format!("/dbs/db/colls/{coll}/sprocs/fill"),
+                &[("x-ms-documentdb-partitionkey", "[\"x\"]")],
+                json!([batch, DOCS, spin]),
+            )
+            .await
+    };
+    let stop_at = Instant::now() + Duration::from_millis(1500);
+    let mut writers = Vec::new();
+    for w in 0..3u64 {
+        let (client, acked) = (client.clone(), Arc::clone(&acked));
+        writers.push(tokio::spawn(async move {
+            let mut b = 0u64;
+            while Instant::now() < stop_at {
+                let batch = w * 10_000 + b;
+                if run(client.clone(), "c", batch, b % 20).await.status == StatusCode::OK {
+                    acked.lock().unwrap().push(batch);
+                }
+                b += 1;
+            }
+        }));
+    }
+    // One execution still running (past its writes) when the process dies.
+    let long = tokio::spawn(run(client.clone(), "slow", 99_999, 4_000));
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    child.kill().expect("SIGKILL");
+    child.wait().expect("reap");
+    for w in writers {
+        let _ = w.await;
+    }
+    let _ = long.await;
+
+    let (mut child, client) = start(&dir.0);
+    let r = client.get("/dbs/db/colls/slow/docs", &[]).await;
+    assert_eq!(
+        r.json["_count"],
+        json!(0),
+        "the execution killed half way left its writes: {r:?}"
+    );
+    let items = all_items(&client).await;
+    let mut per_batch: HashMap<u64, u64> = HashMap::new();
+    for id in items.keys() {
+        let b: u64 = id.split('-').next().unwrap().parse().unwrap();
+        *per_batch.entry(b).or_default() += 1;
+    }
+    for (b, n) in &per_batch {
+        assert_eq!(
+            *n, DOCS,
+            "execution {b} is partially present ({n} of {DOCS})"
+        );
+    }
+    let acked = acked.lock().unwrap().clone();
+    assert!(
+        acked.len() > 5,
+        "executions were acknowledged: {}",
+        acked.len()
+    );
+    for b in &acked {
+        assert!(
+            per_batch.contains_key(b),
+            "acknowledged execution {b} was lost"
+        );
+    }
+    child.kill().ok();
+    child.wait().ok();
+}

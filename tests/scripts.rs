@@ -709,3 +709,23 @@ async fn udfs_run_in_queries_on_one_and_many_partitions() {
         .await;
     assert_eq!(rows, vec![json!(3)]);
 }
+
+#[tokio::test]
+async fn scripts_see_nothing_outside_their_sandbox() {
+    let s = server(5000).await;
+    sproc(
+        &s,
+        "probe",
+        r#"function () {
+            var names = ["require", "process", "os", "std", "fetch", "XMLHttpRequest",
+                         "setTimeout", "setInterval", "WebAssembly", "Deno", "Bun", "importScripts"];
+            var found = names.filter(function (n) { return typeof globalThis[n] !== "undefined"; });
+            getContext().getResponse().setBody({found: found, now: typeof Date.now()});
+        }"#,
+    )
+    .await;
+    let r = exec(&s, "probe", "p", json!([])).await;
+    assert_eq!(r.status, StatusCode::OK, "{r:?}");
+    assert_eq!(r.json["found"], json!([]), "{r:?}");
+    assert_eq!(r.json["now"], json!("number"));
+}
