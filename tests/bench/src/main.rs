@@ -8,7 +8,8 @@
 //! queries on 1 vs 64 partitions, fan-out scan rate), `split` (write latency while partitions
 //! split), `scale` (a separate strata process: load rate, point reads at 10k vs N items, RSS,
 //! disk, restart time), `indexing` (selective lookups and ORDER BY over 1M items, the write and
-//! space cost of the index). `--smoke` runs everything tiny and quickly (CI).
+//! space cost of the index), `scripts` (a UDF filter vs the same filter in SQL, a stored
+//! procedure vs a plain upsert). `--smoke` runs everything tiny and quickly (CI).
 
 mod baseline;
 mod client;
@@ -17,6 +18,7 @@ mod hot;
 mod indexing;
 mod runner;
 mod scale;
+mod scripts;
 mod workloads;
 
 use clap::Parser;
@@ -66,6 +68,9 @@ struct Args {
     /// Items for the indexing suite.
     #[arg(long, default_value_t = 1_000_000)]
     index_items: u64,
+    /// Items for the scripts suite (the UDF filter runs over all of them).
+    #[arg(long, default_value_t = 100_000)]
+    udf_items: u64,
     /// Split threshold for the split suite.
     #[arg(long, default_value_t = 32 * 1024 * 1024)]
     split_bytes: u64,
@@ -721,6 +726,7 @@ fn main() {
             "split".into(),
             "scale".into(),
             "indexing".into(),
+            "scripts".into(),
         ]
     } else {
         a.suite.split(',').map(|s| s.trim().to_string()).collect()
@@ -743,6 +749,7 @@ fn main() {
                 "split" => split(&a, &mut report).await,
                 "scale" => scale::scale(&a, &mut report).await,
                 "indexing" => indexing::indexing(&a, &mut report).await,
+                "scripts" => scripts::scripts(&a, &mut report).await,
                 other => eprintln!("unknown suite {other}"),
             }
         }
