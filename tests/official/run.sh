@@ -9,7 +9,7 @@
 #   bash tests/official/run.sh test_crud.py    # chosen files
 #
 # Not part of CI: it takes several minutes and some tests need what strata does not offer
-# (stored procedures, triggers, UDFs, users and permissions, multi-region accounts).
+# (users and permissions, multi-region accounts).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$(pwd)
