@@ -98,6 +98,27 @@ pub async fn run(
     paging: (usize, bool),
     token: Option<Continuation>,
 ) -> Result<Page, ExecError> {
+    if !p.calls_udf {
+        return run_page(c, p, access, ranges, paging, token).await;
+    }
+    // JavaScript never runs on the async runtime's threads: a query calling UDFs runs
+    // entirely on the blocking pool (its per-partition work spawns from there as usual).
+    let handle = tokio::runtime::Handle::current();
+    tokio::task::spawn_blocking(move || {
+        handle.block_on(run_page(c, p, access, ranges, paging, token))
+    })
+    .await
+    .map_err(|e| ExecError::Worker(e.to_string()))?
+}
+
+async fn run_page(
+    c: Arc<Container>,
+    p: Arc<PreparedQuery>,
+    access: Arc<Access>,
+    ranges: Vec<EpkRange>,
+    paging: (usize, bool),
+    token: Option<Continuation>,
+) -> Result<Page, ExecError> {
     let (page_size, per_range) = paging;
     if ranges.is_empty() && p.mode != Mode::NoFrom {
         return Ok(Page::empty());
@@ -110,17 +131,7 @@ pub async fn run(
                 time: INLINE_BUDGET,
                 per_range,
             };
-            // JavaScript never runs on the async runtime's threads: a query calling UDFs
-            // starts on the blocking pool with nothing done inline.
-            let (first, out_of_time) = if p.calls_udf {
-                let first = Page {
-                    continuation: token,
-                    ..Page::empty()
-                };
-                (first, true)
-            } else {
-                run_streaming(&c, &p, &access, &ranges, budget, token)?
-            };
+            let (first, out_of_time) = run_streaming(&c, &p, &access, &ranges, budget, token)?;
             if !out_of_time {
                 return Ok(first);
             }
