@@ -354,7 +354,8 @@ async fn read_feed_pages_with_continuations() {
 async fn unsupported_and_unknown_paths_are_clean_errors() {
     let s = hpk_server().await;
     for (m, p) in [
-        (Method::GET, "/dbs/db/colls/hpk/sprocs"),
+        (Method::GET, "/dbs/db/colls/hpk/attachments"),
+        (Method::PATCH, "/dbs/db/colls/hpk/sprocs/p"),
         (Method::GET, "/nothing/here"),
         (Method::PATCH, "/dbs/db"),
         (Method::PUT, "/dbs"),
