@@ -19,6 +19,7 @@ pub mod reindex;
 pub mod scripts;
 pub mod split;
 pub mod ttl;
+pub mod users;
 
 use catalog::{
     ContainerRecord, Counters, DatabaseRecord, RangeRecord, Throughput, ThroughputRequest,
@@ -77,6 +78,8 @@ struct StoreInner {
     /// Serializes catalog changes, which await durability while holding it.
     ddl: tokio::sync::Mutex<()>,
     counters: Mutex<Counters>,
+    /// Users and permissions (see [`users`]).
+    users: RwLock<users::Users>,
     /// Flips to true on shutdown; background tasks watch it.
     stop: tokio::sync::watch::Sender<bool>,
 }
@@ -136,6 +139,9 @@ impl Store {
                 .or_default()
                 .insert(id, Arc::new(c));
         }
+        let db_seqs: std::collections::HashMap<String, u32> =
+            cat.dbs.iter().map(|(k, d)| (k.clone(), d.seq)).collect();
+        let users = users::load(&engine, &|db| db_seqs.get(db).copied())?;
         let pending: Vec<u32> = scan_prefix(&engine, Space::Catalog, b"purge/")?
             .into_iter()
             .filter_map(|(k, _)| k[6..].try_into().ok().map(u32::from_be_bytes))
@@ -147,6 +153,7 @@ impl Store {
                 catalog: RwLock::new(cat),
                 ddl: tokio::sync::Mutex::new(()),
                 counters: Mutex::new(counters),
+                users: RwLock::new(users),
                 stop: tokio::sync::watch::channel(false).0,
             }),
         };
@@ -288,6 +295,7 @@ impl Store {
             .map(|m| m.values().cloned().collect())
             .unwrap_or_default();
         let mut ops = vec![Op::Delete(Space::Catalog, keys::catalog_database(&db.id))];
+        ops.extend(self.users_delete_ops(&db.id));
         for c in &doomed {
             ops.push(Op::Delete(Space::Catalog, keys::catalog_container(c.cid)));
             ops.push(Op::Put(
@@ -302,6 +310,7 @@ impl Store {
             cat.dbs.remove(&db.id);
             cat.containers.remove(&db.id);
         }
+        self.forget_users(&db.id, db.seq);
         for c in doomed {
             c.deleted.store(true, Ordering::Release);
             self.spawn_purge(c.cid);
