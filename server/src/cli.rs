@@ -27,6 +27,10 @@ pub struct Args {
     /// Account key (base64) clients sign requests with.
     #[arg(long, env = "STRATA_KEY", default_value = EMULATOR_KEY, hide_default_value = true)]
     key: String,
+    /// A read-only account key (base64): requests signed with it may read everything and
+    /// change nothing (403), like the service's read-only keys.
+    #[arg(long, env = "STRATA_READ_ONLY_KEY", hide_env_values = true)]
+    read_only_key: Option<String>,
     /// Log filter (tracing syntax), e.g. `info` or `strata_server=debug`.
     #[arg(long, env = "STRATA_LOG", default_value = "info")]
     log: String,
@@ -128,6 +132,7 @@ pub async fn run(args: Args) {
         host: args.host.clone(),
         port: args.port,
         key: args.key.clone(),
+        read_only_key: args.read_only_key.clone(),
         store: StoreConfig {
             data_dir: data_dir.clone(),
             limits: Limits {

@@ -32,6 +32,8 @@ pub struct ServerConfig {
     pub host: String,
     pub port: u16,
     pub key: String,
+    /// A read-only account key (base64) beside `key`: requests it signs may read, not write.
+    pub read_only_key: Option<String>,
     pub store: StoreConfig,
     pub tls: Option<Tls>,
     pub gateway_compat: bool,
@@ -71,6 +73,7 @@ impl Default for ServerConfig {
             host: "127.0.0.1".into(),
             port: 8081,
             key: api::auth::EMULATOR_KEY.into(),
+            read_only_key: None,
             store: StoreConfig::default(),
             tls: None,
             gateway_compat: false,
@@ -167,7 +170,13 @@ impl Running {
 
 /// Opens the store and starts serving. Returns once the listener is bound.
 pub async fn start(cfg: ServerConfig) -> Result<Running, BoxError> {
-    let key = MasterKey::from_base64(&cfg.key)?;
+    let keys = api::auth::Keys {
+        read_write: MasterKey::from_base64(&cfg.key)?,
+        read_only: match &cfg.read_only_key {
+            Some(k) => Some(MasterKey::from_base64(k)?),
+            None => None,
+        },
+    };
     let store_cfg = cfg.store.clone();
     let store = tokio::task::spawn_blocking(move || Store::open(store_cfg)).await??;
     let acceptor = match &cfg.tls {
@@ -177,7 +186,7 @@ pub async fn start(cfg: ServerConfig) -> Result<Running, BoxError> {
     let token_key = token_key(cfg.store.data_dir.as_deref())?;
     let app = App::new(
         store.clone(),
-        key,
+        keys,
         token_key,
         ApiOptions {
             tls: acceptor.is_some(),

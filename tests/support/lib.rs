@@ -28,6 +28,8 @@ pub struct Options {
     pub gateway_compat: bool,
     pub enforce_throughput: bool,
     pub connections: Option<strata_server::Connections>,
+    /// A read-only account key (base64) beside the emulator key.
+    pub read_only_key: Option<String>,
 }
 
 /// A strata server running inside the test process on an ephemeral port.
@@ -123,6 +125,7 @@ impl TestServer {
             host: "127.0.0.1".into(),
             port: 0,
             key: EMULATOR_KEY.into(),
+            read_only_key: opts.read_only_key.clone(),
             store: StoreConfig {
                 data_dir: opts.data_dir.clone(),
                 limits: opts.limits.clone().unwrap_or_default(),

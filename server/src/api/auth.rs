@@ -1,9 +1,12 @@
-//! Master-key authorization (PROTOCOL.md 2.2), isolated here so the rest of the API never sees
-//! a signature.
+//! Authentication (PROTOCOL.md 2.2), isolated here so the rest of the API never sees a
+//! signature: who is asking, as a [`Principal`].
 //!
-//! The client signs `verb, resource type, resource link, x-ms-date, date` with HMAC-SHA256 over
-//! the base64-decoded account key. We recompute and compare in constant time, then check that
-//! the date is within 15 minutes of ours (replay protection, as the service does).
+//! With a master key the client signs `verb, resource type, resource link, x-ms-date, date`
+//! with HMAC-SHA256 over the base64-decoded account key. We recompute and compare in constant
+//! time — against the read-write key, then the read-only one — and check that the date is
+//! within 15 minutes of ours (replay protection, as the service does). A resource token
+//! (`type=resource`) is verified by [`super::tokens`]; what it may do is
+//! [`super::access`]'s question.
 
 use super::error::ApiError;
 use axum::http::{HeaderMap, Method};
@@ -19,13 +22,32 @@ fn header<'a>(h: &'a HeaderMap, name: &str) -> Option<&'a str> {
     h.get(name).and_then(|v| v.to_str().ok())
 }
 
-/// Checks the request's `authorization` header against the key.
+/// Who a request comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Principal {
+    /// Signed with the read-write master key: everything.
+    Master,
+    /// Signed with the read-only key: every read, no write.
+    ReadOnly,
+    /// A resource token: what its permission grants.
+    Resource(super::tokens::Claims),
+}
+
+/// The account's keys.
+#[derive(Clone)]
+pub struct Keys {
+    pub read_write: MasterKey,
+    pub read_only: Option<MasterKey>,
+}
+
+/// Authenticates the request's `authorization` header.
 pub fn verify(
-    key: &MasterKey,
+    keys: &Keys,
+    token_key: &strata_query::sql::token::TokenKey,
     method: &Method,
     scope: &AuthScope,
     headers: &HeaderMap,
-) -> Result<(), ApiError> {
+) -> Result<Principal, ApiError> {
     let raw = header(headers, "authorization").ok_or_else(|| {
         ApiError::unauthorized(
             "Required header 'authorization' is missing. Sign every request with the account key (type=master&ver=1.0&sig=...).",
@@ -44,23 +66,27 @@ pub fn verify(
             Some(("sig", v)) => sig = Some(v),
             Some(("ver", _)) => {}
             _ => {
-                return Err(ApiError::unauthorized(format!(
-                    "The authorization header '{decoded}' is malformed; expected type=master&ver=1.0&sig=<signature>."
-                )))
+                return Err(ApiError::unauthorized(
+                    "The authorization header is malformed; expected type=master&ver=1.0&sig=<signature> or a resource token (type=resource&ver=1.0&sig=...).",
+                ))
             }
         }
     }
+    let sig =
+        sig.ok_or_else(|| ApiError::unauthorized("The authorization header has no 'sig'."))?;
     match kind {
         Some("master") => {}
+        Some("resource") => {
+            let now = crate::store::catalog::now_secs();
+            return Ok(Principal::Resource(super::tokens::open(token_key, sig, now)?));
+        }
         Some(other) => {
             return Err(ApiError::unauthorized(format!(
-                "Authorization type '{other}' is not supported by strata; use master-key authorization (type=master)."
+                "Authorization type '{other}' is not supported; use a master key (type=master) or a resource token (type=resource)."
             )))
         }
         None => return Err(ApiError::unauthorized("The authorization header has no 'type'.")),
     }
-    let sig =
-        sig.ok_or_else(|| ApiError::unauthorized("The authorization header has no 'sig'."))?;
     let sig_bytes = base64::engine::general_purpose::STANDARD
         .decode(sig.trim())
         .map_err(|_| ApiError::unauthorized("The authorization signature is not valid base64."))?;
@@ -77,12 +103,23 @@ pub fn verify(
         ));
     }
     let verb = method.as_str();
-    if !key.verifies(verb, scope, x_ms_date, date, &sig_bytes) {
+    let principal = if keys
+        .read_write
+        .verifies(verb, scope, x_ms_date, date, &sig_bytes)
+    {
+        Principal::Master
+    } else if keys
+        .read_only
+        .as_ref()
+        .is_some_and(|k| k.verifies(verb, scope, x_ms_date, date, &sig_bytes))
+    {
+        Principal::ReadOnly
+    } else {
         return Err(ApiError::unauthorized(format!(
             "The input authorization token can't serve the request. The wrong key is being used or the expected payload is not built as per the protocol. The server used the following payload to sign: '{}'",
             string_to_sign(verb, scope, if x_ms_date.is_empty() { "" } else { x_ms_date }, date).replace('\n', "\\n")
         )));
-    }
+    };
     let when_text = if x_ms_date.is_empty() {
         date
     } else {
@@ -102,7 +139,7 @@ pub fn verify(
             httpdate::fmt_http_date(now)
         )));
     }
-    Ok(())
+    Ok(principal)
 }
 
 #[cfg(test)]
@@ -116,6 +153,15 @@ mod tests {
     #[test]
     fn verify_accepts_fresh_and_rejects_bad_or_stale() {
         let key = MasterKey::from_base64(EMULATOR_KEY).unwrap();
+        let ro = MasterKey::from_base64("cmVhZC1vbmx5").unwrap();
+        let keys = Keys {
+            read_write: key.clone(),
+            read_only: Some(ro.clone()),
+        };
+        let tk = strata_query::sql::token::TokenKey::new([1; 32]);
+        let verify = |_k: &MasterKey, m: &Method, s: &AuthScope, h: &HeaderMap| {
+            super::verify(&keys, &tk, m, s, h)
+        };
         let s = scope("docs", "dbs/db1/colls/c");
         let now = httpdate::fmt_http_date(SystemTime::now());
         let mut h = HeaderMap::new();
@@ -124,7 +170,19 @@ mod tests {
             "authorization",
             key.authorization("GET", &s, &now).parse().unwrap(),
         );
-        assert!(verify(&key, &Method::GET, &s, &h).is_ok());
+        assert_eq!(
+            verify(&key, &Method::GET, &s, &h).unwrap(),
+            Principal::Master
+        );
+        let mut h2 = h.clone();
+        h2.insert(
+            "authorization",
+            ro.authorization("GET", &s, &now).parse().unwrap(),
+        );
+        assert_eq!(
+            verify(&key, &Method::GET, &s, &h2).unwrap(),
+            Principal::ReadOnly
+        );
         let e = verify(&key, &Method::POST, &s, &h).unwrap_err();
         assert_eq!(e.status.as_u16(), 401);
         let other = MasterKey::from_base64("AAAA").unwrap();

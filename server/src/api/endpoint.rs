@@ -154,6 +154,56 @@ pub enum Endpoint {
         coll: String,
         id: String,
     },
+    ListUsers {
+        db: String,
+    },
+    QueryUsers {
+        db: String,
+    },
+    /// Create (or upsert, by header) a user.
+    CreateUser {
+        db: String,
+    },
+    ReadUser {
+        db: String,
+        user: String,
+    },
+    ReplaceUser {
+        db: String,
+        user: String,
+    },
+    DeleteUser {
+        db: String,
+        user: String,
+    },
+    ListPermissions {
+        db: String,
+        user: String,
+    },
+    QueryPermissions {
+        db: String,
+        user: String,
+    },
+    /// Create (or upsert, by header) a permission.
+    CreatePermission {
+        db: String,
+        user: String,
+    },
+    ReadPermission {
+        db: String,
+        user: String,
+        id: String,
+    },
+    ReplacePermission {
+        db: String,
+        user: String,
+        id: String,
+    },
+    DeletePermission {
+        db: String,
+        user: String,
+        id: String,
+    },
     /// Read or delete one conflict.
     Conflict {
         db: String,
@@ -196,7 +246,7 @@ fn not_allowed(method: &Method, what: &str) -> ApiError {
 
 fn unsupported(kind: &str) -> ApiError {
     ApiError::bad_request(format!(
-        "strata does not support '{kind}' resources; it serves databases, containers, items, stored procedures, triggers, user-defined functions, partition key ranges and offers."
+        "strata does not support '{kind}' resources; it serves databases, containers, items, stored procedures, triggers, user-defined functions, users, permissions, partition key ranges and offers."
     ))
 }
 
@@ -341,7 +391,42 @@ impl Endpoint {
                     _ => return Err(not_allowed(m, &format!("a {}", kind.noun()))),
                 }
             }
-            ["dbs", _, "users", ..] => return Err(unsupported("users")),
+            ["dbs", db, "users"] => {
+                let db = owned(db);
+                match *m {
+                    Method::GET => Endpoint::ListUsers { db },
+                    Method::POST if is_query(headers) => Endpoint::QueryUsers { db },
+                    Method::POST => Endpoint::CreateUser { db },
+                    _ => return Err(not_allowed(m, "users")),
+                }
+            }
+            ["dbs", db, "users", user] => {
+                let (db, user) = (owned(db), owned(user));
+                match *m {
+                    Method::GET => Endpoint::ReadUser { db, user },
+                    Method::PUT => Endpoint::ReplaceUser { db, user },
+                    Method::DELETE => Endpoint::DeleteUser { db, user },
+                    _ => return Err(not_allowed(m, "a user")),
+                }
+            }
+            ["dbs", db, "users", user, "permissions"] => {
+                let (db, user) = (owned(db), owned(user));
+                match *m {
+                    Method::GET => Endpoint::ListPermissions { db, user },
+                    Method::POST if is_query(headers) => Endpoint::QueryPermissions { db, user },
+                    Method::POST => Endpoint::CreatePermission { db, user },
+                    _ => return Err(not_allowed(m, "permissions")),
+                }
+            }
+            ["dbs", db, "users", user, "permissions", id] => {
+                let (db, user, id) = (owned(db), owned(user), owned(id));
+                match *m {
+                    Method::GET => Endpoint::ReadPermission { db, user, id },
+                    Method::PUT => Endpoint::ReplacePermission { db, user, id },
+                    Method::DELETE => Endpoint::DeletePermission { db, user, id },
+                    _ => return Err(not_allowed(m, "a permission")),
+                }
+            }
             ["dbs", _, "colls", _, "docs", _, kind, ..] | ["dbs", _, "colls", _, kind, ..] => {
                 return Err(unsupported(kind))
             }

@@ -4,6 +4,7 @@
 //! [`Endpoint`], and calls the one handler for that endpoint. Handlers return a [`Reply`] or an
 //! [`ApiError`]; both become responses with the headers the SDKs expect.
 
+pub mod access;
 pub mod account;
 pub mod auth;
 pub mod batch;
@@ -26,11 +27,13 @@ pub mod response;
 pub mod scope;
 pub mod scripts;
 pub mod sprocs;
+pub mod tokens;
 pub mod triggers;
+pub mod users;
 
 use crate::store::container::Container;
 use crate::store::Store;
-use auth::MasterKey;
+use auth::Keys;
 use axum::body::Body;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::Request;
@@ -70,7 +73,7 @@ pub struct App {
 
 pub struct AppInner {
     pub store: Store,
-    pub key: MasterKey,
+    pub keys: Keys,
     pub options: ApiOptions,
     pub governor: crate::throughput::governor::Governor,
     /// Signs continuation tokens (kept in the data folder, so tokens outlive a restart).
@@ -89,14 +92,14 @@ impl std::ops::Deref for App {
 impl App {
     pub fn new(
         store: Store,
-        key: MasterKey,
+        keys: Keys,
         token_key: strata_query::sql::token::TokenKey,
         options: ApiOptions,
     ) -> Self {
         Self {
             inner: Arc::new(AppInner {
                 store,
-                key,
+                keys,
                 token_key,
                 prepared: Default::default(),
                 governor: crate::throughput::governor::Governor::new(options.enforce_throughput),
@@ -209,8 +212,9 @@ async fn handle(State(app): State<App>, req: Request<Body>) -> Response {
 async fn dispatch(app: &App, req: Request<Body>, activity_id: &str) -> Result<Reply, ApiError> {
     let (parts, body) = req.into_parts();
     let segs = endpoint::path_segments(parts.uri.path())?;
-    auth::verify(
-        &app.key,
+    let principal = auth::verify(
+        &app.keys,
+        &app.token_key,
         &parts.method,
         &endpoint::auth_scope(&segs),
         &parts.headers,
@@ -249,13 +253,15 @@ async fn dispatch(app: &App, req: Request<Body>, activity_id: &str) -> Result<Re
         .or_else(|| parts.uri.authority().map(|a| a.to_string()))
         .unwrap_or_else(|| "localhost:8081".into());
     let scheme = if app.options.tls { "https" } else { "http" };
-    let req = Req {
+    let mut req = Req {
         method: parts.method,
         headers: parts.headers,
         body,
         activity_id: activity_id.to_string(),
         endpoint: format!("{scheme}://{host}/"),
+        epk_limit: None,
     };
+    req.epk_limit = access::authorize(app, &principal, &ep, &req)?;
     route(app, &req, ep).await
 }
 
@@ -330,6 +336,22 @@ async fn route(app: &App, req: &Req, ep: Endpoint) -> Result<Reply, ApiError> {
         }
         E::ExecuteStoredProcedure { db, coll, id } => {
             sprocs::execute(app, req, &in_coll(&db, &coll)?, &id).await
+        }
+        E::ListUsers { db } => users::list_users(app, &db),
+        E::QueryUsers { db } => users::query_users(app, req, &db),
+        E::CreateUser { db } => users::create_user(app, req, &db).await,
+        E::ReadUser { db, user } => users::read_user(app, &db, &user),
+        E::ReplaceUser { db, user } => users::replace_user(app, req, &db, &user).await,
+        E::DeleteUser { db, user } => users::delete_user(app, &db, &user).await,
+        E::ListPermissions { db, user } => users::list_permissions(app, req, &db, &user),
+        E::QueryPermissions { db, user } => users::query_permissions(app, req, &db, &user),
+        E::CreatePermission { db, user } => users::create_permission(app, req, &db, &user).await,
+        E::ReadPermission { db, user, id } => users::read_permission(app, req, &db, &user, &id),
+        E::ReplacePermission { db, user, id } => {
+            users::replace_permission(app, req, &db, &user, &id).await
+        }
+        E::DeletePermission { db, user, id } => {
+            users::delete_permission(app, &db, &user, &id).await
         }
     }
 }

@@ -16,6 +16,9 @@ pub struct Req {
     pub activity_id: String,
     /// `scheme://host/` as the client reached us, for the account's advertised endpoint.
     pub endpoint: String,
+    /// The keys a resource token scoped to a partition key (or prefix) may reach: feeds and
+    /// queries are narrowed to it (see [`super::access`]).
+    pub epk_limit: Option<strata_query::pk::EpkRange>,
 }
 
 impl Req {

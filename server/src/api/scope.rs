@@ -94,6 +94,13 @@ pub fn request_scope(c: &Container, req: &Req) -> Result<Scope, ApiError> {
             scope.source = "EPK range headers";
         }
     }
+    if let Some(limit) = &req.epk_limit {
+        scope.range = scope.range.and_then(|s| s.intersect(limit));
+        if scope.route == Route::FanOut {
+            scope.route = Route::Targeted;
+            scope.source = "the resource token's partition key scope";
+        }
+    }
     Ok(scope)
 }
 
