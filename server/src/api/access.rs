@@ -397,6 +397,7 @@ impl Grant {
                     if self.leaf.is_some() {
                         return Err(leaf_only());
                     }
+                    self.whole_container()?;
                     need_all("this change")?;
                 }
                 Ok(None)
@@ -426,10 +427,22 @@ impl Grant {
                     if self.leaf.is_some() {
                         return Err(leaf_only());
                     }
+                    self.whole_container()?;
                     need_all("changing scripts")?;
                 }
                 Ok(None)
             }
+        }
+    }
+
+    /// Changes to the container itself (its properties, scripts, conflicts) reach every
+    /// partition key, so a token scoped to one key or prefix may not make them.
+    fn whole_container(&self) -> Result<(), ApiError> {
+        match &self.partition_key {
+            Some(v) => Err(forbidden(format!(
+                "the token is scoped to the partition key {v}; changing the container itself reaches every key"
+            ))),
+            None => Ok(()),
         }
     }
 
