@@ -96,3 +96,28 @@ async fn js_stored_procedures_triggers_and_udfs() {
     assert!(out.status.success() && text.contains("ok"), "{text}");
     s.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn js_resource_tokens_and_token_provider() {
+    ensure_sdk();
+    let s = TestServer::start().await;
+    let url = s.url.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new("node")
+            .arg("tokens.mjs")
+            .current_dir(js_dir())
+            .env("STRATA_ENDPOINT", &url)
+            .env("STRATA_KEY", strata_query::protocol::EMULATOR_KEY)
+            .output()
+            .expect("node must be installed to run the JavaScript SDK tests")
+    })
+    .await
+    .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success() && text.contains("ok"), "{text}");
+    s.stop().await;
+}

@@ -76,3 +76,12 @@ async fn documented_query_cases() {
     assert!(out.contains(" passed, 0 failed"), "{out}");
     s.stop().await;
 }
+
+/// Resource tokens, tenant-scoped on a hierarchical key, in both of the SDK's client forms.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resource_tokens_scope_a_tenant() {
+    let s = TestServer::start().await;
+    let out = script(&s, "resource_tokens.py", vec![]).await;
+    assert!(out.contains("ok"), "{out}");
+    s.stop().await;
+}
