@@ -700,3 +700,82 @@ async fn stored_procedures_triggers_and_udfs() {
     let err = scripts.read_stored_procedure("add").await.unwrap_err();
     assert_eq!(err.status(), Some(404));
 }
+
+#[tokio::test]
+async fn users_permissions_and_a_client_built_from_resource_tokens() {
+    use strata_sdk::{Permission, PermissionMode};
+    let s = TestServer::start().await;
+    let admin = CosmosClient::new(&s.url, EMULATOR_KEY).unwrap();
+    let db = admin.create_database("app").await.unwrap();
+    let events = db
+        .create_container(ContainerProperties::new("events", hpk()))
+        .await
+        .unwrap();
+    for (t, u) in [
+        ("contoso", "alice"),
+        ("contoso", "bob"),
+        ("fabrikam", "eve"),
+    ] {
+        events
+            .create_item(&ev(&format!("{t}-{u}"), t, u, "s1", 1))
+            .await
+            .unwrap();
+    }
+    let user = db.create_user("contoso-app").await.unwrap();
+    assert_eq!(db.list_users().await.unwrap()[0].id, "contoso-app");
+    let tenant = PartitionKeyBuilder::new().add("contoso").build();
+    let p = user
+        .create_permission(
+            &Permission::new("tenant", PermissionMode::All, "dbs/app/colls/events")
+                .with_partition_key(tenant.clone()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(p.permission_mode, PermissionMode::All);
+    let read = user
+        .read_permission("tenant", Some(Duration::from_secs(600)))
+        .await
+        .unwrap();
+    let token = read.token.expect("token");
+    let client =
+        CosmosClient::with_resource_tokens(&s.url, [("dbs/app/colls/events".to_string(), token)])
+            .unwrap();
+    let mine = client.database("app").container("events");
+    // Cross-partition: only the tenant's items come back.
+    let all: Vec<Event> = mine
+        .query_all("SELECT * FROM c", QueryOptions::default())
+        .await
+        .unwrap();
+    let mut ids: Vec<_> = all.iter().map(|e| e.id.as_str()).collect();
+    ids.sort();
+    assert_eq!(ids, ["contoso-alice", "contoso-bob"]);
+    mine.create_item(&ev("contoso-carol", "contoso", "carol", "s1", 2))
+        .await
+        .unwrap();
+    let err = mine
+        .create_item(&ev("x", "fabrikam", "mallory", "s1", 3))
+        .await
+        .unwrap_err();
+    assert_eq!(err.status(), Some(403), "{err}");
+    let err = mine
+        .read_item::<Event>(
+            "fabrikam-eve",
+            PartitionKeyBuilder::new()
+                .add("fabrikam")
+                .add("eve")
+                .add("s1")
+                .build(),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.status(), Some(403), "{err}");
+    assert_eq!(user.list_permissions().await.unwrap().len(), 1);
+    user.delete_permission("tenant").await.unwrap();
+    let err = mine
+        .query_all::<Event>("SELECT * FROM c", QueryOptions::default())
+        .await
+        .unwrap_err();
+    assert_eq!(err.status(), Some(401), "{err}");
+    user.delete().await.unwrap();
+    assert!(db.list_users().await.unwrap().is_empty());
+}

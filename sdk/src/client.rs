@@ -59,6 +59,8 @@ pub(crate) struct Inner {
 pub struct CosmosClientBuilder {
     endpoint: String,
     key: String,
+    /// Resource tokens by resource link, instead of the key.
+    tokens: Option<Vec<(String, String)>>,
     retry: RetryOptions,
     timeout: Duration,
     connect_timeout: Duration,
@@ -180,7 +182,10 @@ impl CosmosClientBuilder {
         Ok(CosmosClient {
             inner: Arc::new(Inner {
                 endpoint,
-                signer: Signer::new(&self.key)?,
+                signer: match self.tokens {
+                    Some(t) => Signer::tokens(t)?,
+                    None => Signer::new(&self.key)?,
+                },
                 http,
                 retry: self.retry,
                 user_agent: ua,
@@ -286,6 +291,7 @@ impl CosmosClient {
         CosmosClientBuilder {
             endpoint: endpoint.to_string(),
             key: key.to_string(),
+            tokens: None,
             retry: RetryOptions::default(),
             timeout: Duration::from_secs(60),
             connect_timeout: Duration::from_secs(5),
@@ -293,6 +299,33 @@ impl CosmosClient {
             accept_invalid_certs: None,
             user_agent: None,
         }
+    }
+
+    /// A client authorized by resource tokens (from [`crate::Permission::token`]) instead of
+    /// the account key, each issued for a resource link: every request carries the token of
+    /// the most specific link that covers it. It may do what the tokens' permissions grant.
+    ///
+    /// ```no_run
+    /// # async fn f(admin: strata_sdk::CosmosClient) -> Result<(), strata_sdk::Error> {
+    /// use strata_sdk::{CosmosClient, Permission, PermissionMode, PartitionKeyBuilder};
+    /// let user = admin.database("app").create_user("contoso-app").await?;
+    /// let tenant = PartitionKeyBuilder::new().add("contoso").build();
+    /// let p = user
+    ///     .create_permission(&Permission::new("tenant", PermissionMode::All, "dbs/app/colls/sessions").with_partition_key(tenant))
+    ///     .await?;
+    /// let client = CosmosClient::with_resource_tokens(
+    ///     "http://127.0.0.1:8081/",
+    ///     [("dbs/app/colls/sessions".to_string(), p.token.unwrap_or_default())],
+    /// )?;
+    /// # let _ = client; Ok(()) }
+    /// ```
+    pub fn with_resource_tokens(
+        endpoint: &str,
+        tokens: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Self, Error> {
+        let mut b = Self::builder(endpoint, "");
+        b.tokens = Some(tokens.into_iter().collect());
+        b.build()
     }
 
     /// The account endpoint.

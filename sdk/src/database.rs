@@ -34,6 +34,10 @@ impl DatabaseClient {
         }
     }
 
+    pub(crate) fn client(&self) -> &CosmosClient {
+        &self.client
+    }
+
     fn link(&self) -> String {
         format!("/dbs/{}", seg(&self.id))
     }

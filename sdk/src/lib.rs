@@ -48,6 +48,7 @@ mod patch;
 mod query;
 mod retry;
 mod scripts;
+mod users;
 
 pub use batch::{BatchOperationResult, BatchResponse, TransactionalBatch};
 pub use change_feed::{ChangeFeedOptions, ChangeFeedPage, ChangeFeedReader, ChangeFeedStart};
@@ -67,3 +68,4 @@ pub use retry::RetryOptions;
 pub use scripts::{
     ExecuteOptions, Script, ScriptsClient, StoredProcedureResponse, TriggerOperation, TriggerType,
 };
+pub use users::{Permission, PermissionMode, User, UserClient};
