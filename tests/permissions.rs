@@ -1,6 +1,6 @@
 //! Users, permissions and resource tokens over HTTP.
 //!
-//! * A table: every kind of endpoint × every kind of credential (none, a bad signature, a
+//! * A table: every kind of endpoint (43 requests) × every kind of credential (none, a bad signature, a
 //!   stale date, the master key, the read-only key, tenant-scoped tokens with Read and All,
 //!   tokens for another tenant, another container, another database, an expired token and a
 //!   token with a flipped byte). Each cell is either allowed (2xx) or refused (401/403); zero
@@ -684,6 +684,22 @@ async fn every_endpoint_against_every_credential() {
             master(&s, Method::POST, "/dbs/app/colls/sessions/docs", &[("x-ms-documentdb-partitionkey", &key(t))],
                 Some(json!({"id": format!("del{i}"), "TenantId": t, "UserId": "u1", "SessionId": "s1"}))).await;
         }
+        master(
+            &s,
+            Method::POST,
+            "/dbs/app/colls/sessions/sprocs",
+            &[],
+            Some(json!({"id": format!("s{i}"), "body": "function () {}"})),
+        )
+        .await;
+        master(
+            &s,
+            Method::POST,
+            "/dbs/app/users",
+            &[],
+            Some(json!({"id": format!("x{i}")})),
+        )
+        .await;
     }
     let mut unexpected = Vec::new();
     let mut cells = 0;
