@@ -55,6 +55,16 @@ async fn all_items(c: &Client) -> HashMap<String, Value> {
     }
 }
 
+/// How many items each batch (the number before `-` in an item's id) left.
+fn items_per_batch(items: &HashMap<String, Value>) -> HashMap<u64, u64> {
+    let mut per_batch: HashMap<u64, u64> = HashMap::new();
+    for id in items.keys() {
+        let b: u64 = id.split('-').next().unwrap().parse().unwrap();
+        *per_batch.entry(b).or_default() += 1;
+    }
+    per_batch
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn acknowledged_writes_survive_sigkill() {
     let dir = TempDir::new("crash");
@@ -199,12 +209,7 @@ async fn batches_are_all_or_nothing_across_sigkill() {
         }
     }
     let (mut child, client) = start(&dir.0);
-    let items = all_items(&client).await;
-    let mut per_batch: HashMap<u64, u64> = HashMap::new();
-    for id in items.keys() {
-        let b: u64 = id.split('-').next().unwrap().parse().unwrap();
-        *per_batch.entry(b).or_default() += 1;
-    }
+    let per_batch = items_per_batch(&all_items(&client).await);
     for (b, n) in &per_batch {
         assert_eq!(
             *n, OPS,
@@ -304,12 +309,7 @@ async fn stored_procedures_are_all_or_nothing_across_sigkill() {
         json!(0),
         "the execution killed half way left its writes: {r:?}"
     );
-    let items = all_items(&client).await;
-    let mut per_batch: HashMap<u64, u64> = HashMap::new();
-    for id in items.keys() {
-        let b: u64 = id.split('-').next().unwrap().parse().unwrap();
-        *per_batch.entry(b).or_default() += 1;
-    }
+    let per_batch = items_per_batch(&all_items(&client).await);
     for (b, n) in &per_batch {
         assert_eq!(
             *n, DOCS,

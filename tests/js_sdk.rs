@@ -33,22 +33,13 @@ fn ensure_sdk() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn js_bulk_over_a_hierarchical_key_during_splits() {
-    ensure_sdk();
-    // Small split threshold: 250 items of ~1.6 KB split the container while bulk runs.
-    let s = TestServer::start_with(Options {
-        limits: Some(Limits {
-            partition_split_bytes: 128 * 1024,
-            ..Limits::default()
-        }),
-        ..Default::default()
-    })
-    .await;
-    let url = s.url.clone();
+/// Runs one of the `tests/js` programs against `url`; returns what it printed (it must exit
+/// successfully and print "ok").
+async fn run_node(script: &'static str, url: &str) -> String {
+    let url = url.to_string();
     let out = tokio::task::spawn_blocking(move || {
         Command::new("node")
-            .arg("bulk.mjs")
+            .arg(script)
             .current_dir(js_dir())
             .env("STRATA_ENDPOINT", &url)
             .env("STRATA_KEY", strata_query::protocol::EMULATOR_KEY)
@@ -62,7 +53,26 @@ async fn js_bulk_over_a_hierarchical_key_during_splits() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(out.status.success() && text.contains("ok"), "{text}");
+    assert!(
+        out.status.success() && text.contains("ok"),
+        "{script}: {text}"
+    );
+    text
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn js_bulk_over_a_hierarchical_key_during_splits() {
+    ensure_sdk();
+    // Small split threshold: 250 items of ~1.6 KB split the container while bulk runs.
+    let s = TestServer::start_with(Options {
+        limits: Some(Limits {
+            partition_split_bytes: 128 * 1024,
+            ..Limits::default()
+        }),
+        ..Default::default()
+    })
+    .await;
+    let text = run_node("bulk.mjs", &s.url).await;
     let ranges: usize = text
         .lines()
         .find_map(|l| l.strip_prefix("partition key ranges: "))
@@ -76,24 +86,7 @@ async fn js_bulk_over_a_hierarchical_key_during_splits() {
 async fn js_stored_procedures_triggers_and_udfs() {
     ensure_sdk();
     let s = TestServer::start().await;
-    let url = s.url.clone();
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new("node")
-            .arg("scripts.mjs")
-            .current_dir(js_dir())
-            .env("STRATA_ENDPOINT", &url)
-            .env("STRATA_KEY", strata_query::protocol::EMULATOR_KEY)
-            .output()
-            .expect("node must be installed to run the JavaScript SDK tests")
-    })
-    .await
-    .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.status.success() && text.contains("ok"), "{text}");
+    run_node("scripts.mjs", &s.url).await;
     s.stop().await;
 }
 
@@ -101,23 +94,6 @@ async fn js_stored_procedures_triggers_and_udfs() {
 async fn js_resource_tokens_and_token_provider() {
     ensure_sdk();
     let s = TestServer::start().await;
-    let url = s.url.clone();
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new("node")
-            .arg("tokens.mjs")
-            .current_dir(js_dir())
-            .env("STRATA_ENDPOINT", &url)
-            .env("STRATA_KEY", strata_query::protocol::EMULATOR_KEY)
-            .output()
-            .expect("node must be installed to run the JavaScript SDK tests")
-    })
-    .await
-    .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.status.success() && text.contains("ok"), "{text}");
+    run_node("tokens.mjs", &s.url).await;
     s.stop().await;
 }

@@ -273,21 +273,30 @@ fn permission_reply(
     Ok(one(v, catalog::etag(0, p.etag_seq), status))
 }
 
+/// Creates (or upserts) a permission, or replaces the one named `target`.
+async fn put_permission(
+    app: &App,
+    req: &Req,
+    db: &str,
+    user: &str,
+    mode: PutMode,
+    target: Option<&str>,
+) -> Result<Reply, ApiError> {
+    let p = new_permission(req)?;
+    check_key_fits(app, &p)?;
+    validity(req)?;
+    let target = target.unwrap_or(&p.id).to_string();
+    let (p, created) = app.store.put_permission(db, user, p, mode, &target).await?;
+    permission_reply(app, req, db, user, &p, status(created))
+}
+
 pub async fn create_permission(
     app: &App,
     req: &Req,
     db: &str,
     user: &str,
 ) -> Result<Reply, ApiError> {
-    let p = new_permission(req)?;
-    check_key_fits(app, &p)?;
-    validity(req)?;
-    let target = p.id.clone();
-    let (p, created) = app
-        .store
-        .put_permission(db, user, p, put_mode(req), &target)
-        .await?;
-    permission_reply(app, req, db, user, &p, status(created))
+    put_permission(app, req, db, user, put_mode(req), None).await
 }
 
 pub async fn replace_permission(
@@ -297,14 +306,7 @@ pub async fn replace_permission(
     user: &str,
     id: &str,
 ) -> Result<Reply, ApiError> {
-    let p = new_permission(req)?;
-    check_key_fits(app, &p)?;
-    validity(req)?;
-    let (p, _) = app
-        .store
-        .put_permission(db, user, p, PutMode::Replace, id)
-        .await?;
-    permission_reply(app, req, db, user, &p, StatusCode::OK)
+    put_permission(app, req, db, user, PutMode::Replace, Some(id)).await
 }
 
 fn find_permission(e: &UserEntry, d: &DatabaseRecord, id: &str) -> Option<PermissionRecord> {
