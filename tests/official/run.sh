@@ -9,7 +9,7 @@
 #   bash tests/official/run.sh test_crud.py    # chosen files
 #
 # Not part of CI: it takes several minutes and some tests need what strata does not offer
-# (users and permissions, multi-region accounts).
+# (multi-region accounts, a server slower than localhost for the read-timeout tests).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$(pwd)
