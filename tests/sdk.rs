@@ -779,3 +779,89 @@ async fn users_permissions_and_a_client_built_from_resource_tokens() {
     user.delete().await.unwrap();
     assert!(db.list_users().await.unwrap().is_empty());
 }
+
+/// Session consistency: the tokens a write returns go back with the next read, per range.
+#[tokio::test]
+async fn session_tokens_are_sent_back_and_connection_strings_work() {
+    use axum::http::{HeaderMap, StatusCode as S};
+    use std::sync::Mutex;
+    let seen: Arc<Mutex<Vec<Option<String>>>> = Arc::default();
+    let seen2 = Arc::clone(&seen);
+    let app = axum::Router::new().fallback(move |method: axum::http::Method, uri: axum::http::Uri, h: HeaderMap, body: String| {
+        let seen = Arc::clone(&seen2);
+        async move {
+            let token = h.get("x-ms-session-token").and_then(|v| v.to_str().ok()).map(str::to_string);
+            let path = uri.path().to_string();
+            let mut headers = HeaderMap::new();
+            let (status, body) = match (method.as_str(), path.as_str()) {
+                ("GET", "/dbs/d/colls/c") => (S::OK, r#"{"id":"c","_rid":"cc","partitionKey":{"paths":["/pk"],"kind":"Hash","version":2}}"#.to_string()),
+                ("POST", "/dbs/d/colls/c/docs") => {
+                    headers.insert("x-ms-session-token", "0:-1#7".parse().unwrap());
+                    (S::CREATED, body)
+                }
+                ("GET", "/dbs/d/colls/c/docs/a") => {
+                    seen.lock().unwrap().push(token);
+                    headers.insert("x-ms-session-token", "1:-1#9".parse().unwrap());
+                    (S::OK, r#"{"id":"a","pk":"p"}"#.to_string())
+                }
+                _ => (S::NOT_FOUND, r#"{"code":"NotFound","message":"no"}"#.to_string()),
+            };
+            (status, headers, body)
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let client = CosmosClient::from_connection_string(&format!(
+        "AccountEndpoint=http://{addr}/;AccountKey={EMULATOR_KEY};"
+    ))
+    .unwrap();
+    let c = client.database("d").container("c");
+    c.read_item::<serde_json::Value>("a", "p").await.unwrap();
+    c.create_item(&serde_json::json!({"id": "a", "pk": "p"}))
+        .await
+        .unwrap();
+    c.read_item::<serde_json::Value>("a", "p").await.unwrap();
+    c.read_item::<serde_json::Value>("a", "p").await.unwrap();
+    assert_eq!(
+        *seen.lock().unwrap(),
+        vec![
+            None,
+            Some("0:-1#7,1:-1#9".to_string()),
+            Some("0:-1#7,1:-1#9".to_string())
+        ]
+    );
+    assert_eq!(c.session_token().as_deref(), Some("0:-1#7,1:-1#9"));
+    // Against strata: a write's token is kept and reads carry it.
+    let s = TestServer::start().await;
+    let client = CosmosClient::from_connection_string(&format!(
+        "AccountEndpoint={};AccountKey={EMULATOR_KEY}",
+        s.url
+    ))
+    .unwrap();
+    let db = client.create_database("app").await.unwrap();
+    let events = db
+        .create_container(ContainerProperties::new("events", hpk()))
+        .await
+        .unwrap();
+    events
+        .create_item(&ev("1", "t", "u", "s", 1))
+        .await
+        .unwrap();
+    let token = events.session_token().expect("a session token");
+    assert!(token.contains(":-1#"), "{token}");
+    let back: Event = events
+        .read_item(
+            "1",
+            PartitionKeyBuilder::new()
+                .add("t")
+                .add("u")
+                .add("s")
+                .build(),
+        )
+        .await
+        .unwrap()
+        .item
+        .unwrap();
+    assert_eq!(back.n, 1);
+}

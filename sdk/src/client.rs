@@ -40,6 +40,8 @@ pub(crate) struct Inner {
     user_agent: String,
     /// Partition key definitions of containers, by link (fetched once).
     pub(crate) pk_cache: Mutex<HashMap<String, crate::PartitionKeyDefinition>>,
+    /// Session tokens to send back on reads (see [`crate::session`]).
+    pub(crate) sessions: crate::session::Sessions,
 }
 
 /// Options for [`CosmosClient`].
@@ -190,6 +192,7 @@ impl CosmosClientBuilder {
                 retry: self.retry,
                 user_agent: ua,
                 pk_cache: Mutex::new(HashMap::new()),
+                sessions: Default::default(),
             }),
         })
     }
@@ -298,6 +301,58 @@ impl CosmosClient {
             max_idle: 64,
             accept_invalid_certs: None,
             user_agent: None,
+        }
+    }
+
+    /// A client from a connection string (`AccountEndpoint=https://…;AccountKey=…;`, as the
+    /// Azure portal and the emulators print them).
+    ///
+    /// ```
+    /// let c = strata_sdk::CosmosClient::from_connection_string(
+    ///     "AccountEndpoint=http://127.0.0.1:8081/;AccountKey=C2y6yDjf5/R+ob0N8A7Cgv30VRDJIWEHLM+4QDU5DE2nQ9nDuVTqobD4b8mGGyPMbIZnqyMsEcaGQy67XIw/Jw==;",
+    /// ).unwrap();
+    /// assert_eq!(c.endpoint(), "http://127.0.0.1:8081/");
+    /// assert!(strata_sdk::CosmosClient::from_connection_string("AccountKey=abc").is_err());
+    /// ```
+    pub fn from_connection_string(connection_string: &str) -> Result<Self, Error> {
+        Self::builder_from_connection_string(connection_string)?.build()
+    }
+
+    /// A [`CosmosClientBuilder`] from a connection string, for further options.
+    ///
+    /// ```
+    /// let b = strata_sdk::CosmosClient::builder_from_connection_string(
+    ///     "AccountEndpoint=http://127.0.0.1:8081/;AccountKey=C2y6yDjf5/R+ob0N8A7Cgv30VRDJIWEHLM+4QDU5DE2nQ9nDuVTqobD4b8mGGyPMbIZnqyMsEcaGQy67XIw/Jw==",
+    /// ).unwrap();
+    /// let c = b.user_agent("orders/1.0").build().unwrap();
+    /// # let _ = c;
+    /// ```
+    pub fn builder_from_connection_string(
+        connection_string: &str,
+    ) -> Result<CosmosClientBuilder, Error> {
+        let (mut endpoint, mut key) = (None, None);
+        for part in connection_string
+            .split(';')
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+        {
+            // Keys are base64 and may end in '=': split at the first '=' only.
+            let Some((name, value)) = part.split_once('=') else {
+                return Err(Error::invalid(format!(
+                    "the connection string part '{part}' is not Name=Value"
+                )));
+            };
+            match name.trim().to_ascii_lowercase().as_str() {
+                "accountendpoint" => endpoint = Some(value.trim().to_string()),
+                "accountkey" => key = Some(value.trim().to_string()),
+                _ => {}
+            }
+        }
+        match (endpoint, key) {
+            (Some(e), Some(k)) => Ok(Self::builder(&e, &k)),
+            _ => Err(Error::invalid(
+                "a connection string needs AccountEndpoint=...;AccountKey=...;",
+            )),
         }
     }
 
@@ -449,6 +504,13 @@ impl CosmosClient {
         for (k, v) in &req.headers {
             rb = rb.header(*k, v);
         }
+        // Reads carry the session tokens this client has seen for their container.
+        let sent_session = req.headers.iter().any(|(k, _)| *k == "x-ms-session-token");
+        if req.idempotent() && !sent_session {
+            if let Some(t) = self.inner.sessions.header_for(&req.path) {
+                rb = rb.header("x-ms-session-token", t);
+            }
+        }
         if let Some(b) = &req.body {
             rb = rb.body(b.clone());
         }
@@ -456,6 +518,18 @@ impl CosmosClient {
         let status = resp.status().as_u16();
         let headers = resp.headers().clone();
         let body = resp.bytes().await.map_err(Error::transport)?.to_vec();
+        if let Some(t) = headers
+            .get("x-ms-session-token")
+            .and_then(|v| v.to_str().ok())
+        {
+            self.inner.sessions.record(&req.path, t);
+        }
+        if req.method == Method::DELETE
+            && crate::session::container_of(&req.path)
+                .is_some_and(|c| c == req.path.trim_end_matches('/'))
+        {
+            self.inner.sessions.forget(&req.path);
+        }
         if status < 400 {
             return Ok(RawResponse {
                 status,

@@ -519,6 +519,19 @@ impl ContainerClient {
         ChangeFeedReader::new(self.clone(), options)
     }
 
+    /// The session token this client would send with a read of this container (every
+    /// partition key range's newest), after the writes and reads it has made.
+    ///
+    /// ```no_run
+    /// # async fn f(c: strata_sdk::ContainerClient) -> Result<(), strata_sdk::Error> {
+    /// c.create_item(&serde_json::json!({"id": "1", "TenantId": "t", "UserId": "u", "SessionId": "s"})).await?;
+    /// println!("{:?}", c.session_token()); // e.g. Some("0:-1#42")
+    /// # Ok(()) }
+    /// ```
+    pub fn session_token(&self) -> Option<String> {
+        self.client.inner.sessions.header_for(&self.link)
+    }
+
     /// The container's stored procedures, triggers and user-defined functions.
     ///
     /// ```

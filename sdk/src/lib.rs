@@ -48,6 +48,7 @@ mod patch;
 mod query;
 mod retry;
 mod scripts;
+mod session;
 mod users;
 
 pub use batch::{BatchOperationResult, BatchResponse, TransactionalBatch};
