@@ -506,10 +506,11 @@ impl CosmosClient {
         }
         // Reads carry the session tokens this client has seen for their container.
         let sent_session = req.headers.iter().any(|(k, _)| *k == "x-ms-session-token");
-        if req.idempotent() && !sent_session {
-            if let Some(t) = self.inner.sessions.header_for(&req.path) {
-                rb = rb.header("x-ms-session-token", t);
-            }
+        let session = (req.idempotent() && !sent_session)
+            .then(|| self.inner.sessions.header_for(&req.path))
+            .flatten();
+        if let Some(t) = session {
+            rb = rb.header("x-ms-session-token", t);
         }
         if let Some(b) = &req.body {
             rb = rb.body(b.clone());

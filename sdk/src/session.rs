@@ -5,9 +5,12 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
-/// Session tokens by container link, then by partition key range id: (token, LSN).
+/// A container's newest token per partition key range id: (token, LSN).
+type RangeTokens = BTreeMap<String, (String, u64)>;
+
+/// Session tokens by container link.
 #[derive(Default)]
-pub(crate) struct Sessions(Mutex<HashMap<String, BTreeMap<String, (String, u64)>>>);
+pub(crate) struct Sessions(Mutex<HashMap<String, RangeTokens>>);
 
 /// The container a request path addresses (`/dbs/{db}/colls/{coll}`), as sent.
 pub(crate) fn container_of(path: &str) -> Option<String> {
