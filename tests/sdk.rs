@@ -865,3 +865,78 @@ async fn session_tokens_are_sent_back_and_connection_strings_work() {
         .unwrap();
     assert_eq!(back.n, 1);
 }
+
+/// read_many: one query per physical partition, items in the order asked, missing ones left
+/// out, across splits; the same against `--gateway-compat`.
+#[tokio::test]
+async fn read_many_by_id_and_key() {
+    for gateway_compat in [false, true] {
+        let s = TestServer::start_with(Options {
+            gateway_compat,
+            limits: Some(Limits {
+                partition_split_bytes: 32 * 1024,
+                ..Limits::default()
+            }),
+            ..Options::default()
+        })
+        .await;
+        let client = CosmosClient::new(&s.url, EMULATOR_KEY).unwrap();
+        let db = client.create_database("app").await.unwrap();
+        let events = db
+            .create_container(ContainerProperties::new("events", hpk()))
+            .await
+            .unwrap();
+        for i in 0..150 {
+            let mut e = ev(
+                &format!("e{i}"),
+                &format!("t{}", i % 5),
+                &format!("u{}", i % 3),
+                "s",
+                i,
+            );
+            if i % 7 == 0 {
+                e.id = format!("same id {}", i % 2);
+            }
+            events
+                .upsert_item(&serde_json::json!({"pad": "p".repeat(400), "id": e.id, "TenantId": e.tenant, "UserId": e.user, "SessionId": e.session, "n": e.n}), Default::default())
+                .await
+                .unwrap();
+        }
+        let ranges = events.read_partition_key_ranges().await.unwrap().len();
+        assert!(ranges > 1, "the container split");
+        let key = |i: i64| {
+            PartitionKeyBuilder::new()
+                .add(format!("t{}", i % 5).as_str())
+                .add(format!("u{}", i % 3).as_str())
+                .add("s")
+                .build()
+        };
+        let mut want = Vec::new();
+        for i in (1..150).rev().step_by(4) {
+            if i % 7 != 0 {
+                want.push((format!("e{i}"), key(i)));
+            }
+        }
+        want.push(("missing".to_string(), key(3)));
+        // The same id under two keys is two items.
+        want.push(("same id 0".to_string(), key(14)));
+        want.push(("same id 1".to_string(), key(7)));
+        let got: Vec<Event> = events.read_many(&want).await.unwrap();
+        assert_eq!(got.len(), want.len() - 1);
+        for (g, (id, _)) in got
+            .iter()
+            .zip(want.iter().filter(|(id, _)| id != "missing"))
+        {
+            assert_eq!(&g.id, id);
+        }
+        assert_eq!(got[got.len() - 2].n, 14);
+        assert_eq!(got[got.len() - 1].n, 7);
+        assert!(events.read_many::<Event>(&[]).await.unwrap().is_empty());
+        let err = events
+            .read_many::<Event>(&[("x".into(), PartitionKeyBuilder::new().add("t1").build())])
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("full partition keys"), "{err}");
+        s.stop().await;
+    }
+}

@@ -46,6 +46,7 @@ mod models;
 mod partition_key;
 mod patch;
 mod query;
+mod read_many;
 mod retry;
 mod scripts;
 mod session;

@@ -27,7 +27,7 @@ pub enum PartitionKeyValue {
 }
 
 impl PartitionKeyValue {
-    fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         match self {
             PartitionKeyValue::String(s) => Value::String(s.to_string()),
             PartitionKeyValue::Number(n) => strata_query::pk::number_to_json(*n),
