@@ -940,3 +940,75 @@ async fn read_many_by_id_and_key() {
         s.stop().await;
     }
 }
+
+/// Bulk: per-operation results in order, failures that do not stop the rest, every kind of
+/// operation, while the container splits and under throttling.
+#[tokio::test]
+async fn execute_bulk_groups_by_range_and_retries() {
+    use strata_sdk::{BulkOperation, BulkOptions};
+    let s = TestServer::start_with(Options {
+        enforce_throughput: true,
+        limits: Some(Limits {
+            partition_split_bytes: 64 * 1024,
+            ..Limits::default()
+        }),
+        ..Options::default()
+    })
+    .await;
+    let client = CosmosClient::new(&s.url, EMULATOR_KEY).unwrap();
+    let db = client.create_database("app").await.unwrap();
+    // 2,000 RU/s, throttled: loading 1,200 items (about 7,000 RU) is admitted against it and
+    // any 429s are retried.
+    let events = db
+        .create_container_with_throughput(
+            ContainerProperties::new("events", hpk()),
+            Throughput::Manual(2_000),
+        )
+        .await
+        .unwrap();
+    let doc = |i: i64| {
+        serde_json::json!({"id": format!("b{i}"), "TenantId": format!("t{}", i % 7), "UserId": format!("u{}", i % 3),
+                           "SessionId": "s", "n": i, "pad": "x".repeat(500)})
+    };
+    let ops: Vec<BulkOperation> = (0..1200)
+        .map(|i| BulkOperation::create(&doc(i)).unwrap())
+        .collect();
+    let r = events
+        .execute_bulk(ops, BulkOptions { concurrency: 4 })
+        .await
+        .unwrap();
+    assert_eq!(r.len(), 1200);
+    let bad: Vec<_> = r.iter().filter(|x| x.status != 201).collect();
+    assert!(bad.is_empty(), "{:?}", &bad[..bad.len().min(3)]);
+    assert!(
+        events.read_partition_key_ranges().await.unwrap().len() > 1,
+        "the container split while loading"
+    );
+    let key = |i: i64| {
+        PartitionKeyBuilder::new()
+            .add(format!("t{}", i % 7).as_str())
+            .add(format!("u{}", i % 3).as_str())
+            .add("s")
+            .build()
+    };
+    // Mixed: a duplicate create fails alone; reads, deletes, patches and replaces apply.
+    let ops = vec![
+        BulkOperation::create(&doc(5)).unwrap(),
+        BulkOperation::read("b6", key(6)),
+        BulkOperation::delete("b7", key(7)),
+        BulkOperation::patch("b8", key(8), PatchOperations::new().incr("/n", 1000)).unwrap(),
+        BulkOperation::replace("b9", &doc(9)).unwrap(),
+        BulkOperation::delete("nope", key(1)),
+        BulkOperation::upsert(&doc(5000)).unwrap(),
+    ];
+    let r = events.execute_bulk(ops, Default::default()).await.unwrap();
+    let statuses: Vec<u16> = r.iter().map(|x| x.status).collect();
+    assert_eq!(statuses, vec![409, 200, 204, 200, 200, 404, 201]);
+    assert_eq!(r[1].resource.as_ref().unwrap()["n"], 6);
+    assert_eq!(r[3].resource.as_ref().unwrap()["n"], 1008);
+    let gone = events
+        .read_item::<serde_json::Value>("b7", key(7))
+        .await
+        .unwrap_err();
+    assert_eq!(gone.status(), Some(404));
+}

@@ -36,7 +36,7 @@ pub(crate) struct Inner {
     endpoint: String,
     signer: Signer,
     http: reqwest::Client,
-    retry: RetryOptions,
+    pub(crate) retry: RetryOptions,
     user_agent: String,
     /// Partition key definitions of containers, by link (fetched once).
     pub(crate) pk_cache: Mutex<HashMap<String, crate::PartitionKeyDefinition>>,

@@ -37,6 +37,7 @@
 
 mod auth;
 mod batch;
+mod bulk;
 mod change_feed;
 mod client;
 mod container;
@@ -53,6 +54,7 @@ mod session;
 mod users;
 
 pub use batch::{BatchOperationResult, BatchResponse, TransactionalBatch};
+pub use bulk::{BulkOperation, BulkOptions};
 pub use change_feed::{ChangeFeedOptions, ChangeFeedPage, ChangeFeedReader, ChangeFeedStart};
 pub use client::{CosmosClient, CosmosClientBuilder, EMULATOR_KEY};
 pub use container::{ContainerClient, ItemOptions};
