@@ -9,9 +9,11 @@
 //! split), `scale` (a separate strata process: load rate, point reads at 10k vs N items, RSS,
 //! disk, restart time), `indexing` (selective lookups and ORDER BY over 1M items, the write and
 //! space cost of the index), `scripts` (a UDF filter vs the same filter in SQL, a stored
-//! procedure vs a plain upsert). `--smoke` runs everything tiny and quickly (CI).
+//! procedure vs a plain upsert), `bulk` (strata-sdk's execute_bulk vs concurrent durable upserts).
+//! `--smoke` runs everything tiny and quickly (CI).
 
 mod baseline;
+mod bulk;
 mod client;
 mod dataset;
 mod hot;
@@ -68,6 +70,9 @@ struct Args {
     /// Items for the indexing suite.
     #[arg(long, default_value_t = 1_000_000)]
     index_items: u64,
+    /// Items the bulk suite loads (each way).
+    #[arg(long, default_value_t = 200_000)]
+    bulk_items: u64,
     /// Items for the scripts suite (the UDF filter runs over all of them).
     #[arg(long, default_value_t = 100_000)]
     udf_items: u64,
@@ -727,6 +732,7 @@ fn main() {
             "scale".into(),
             "indexing".into(),
             "scripts".into(),
+            "bulk".into(),
         ]
     } else {
         a.suite.split(',').map(|s| s.trim().to_string()).collect()
@@ -750,6 +756,7 @@ fn main() {
                 "scale" => scale::scale(&a, &mut report).await,
                 "indexing" => indexing::indexing(&a, &mut report).await,
                 "scripts" => scripts::scripts(&a, &mut report).await,
+                "bulk" => bulk::bulk(&a, &mut report).await,
                 other => eprintln!("unknown suite {other}"),
             }
         }
