@@ -17,6 +17,7 @@ pub mod fields;
 pub mod functions;
 pub mod lexer;
 pub mod limits;
+pub mod merge;
 pub mod parser;
 pub mod plan;
 pub mod query_plan;
