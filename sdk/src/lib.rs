@@ -46,6 +46,7 @@ mod error;
 mod models;
 mod partition_key;
 mod patch;
+mod pipeline;
 mod query;
 mod read_many;
 mod retry;

@@ -142,6 +142,48 @@ struct State {
     options: QueryOptions,
     next: Option<String>,
     done: bool,
+    /// A query merged on the client (see [`crate::pipeline`]): its whole answer, once run.
+    merged: Option<Vec<Value>>,
+}
+
+/// The next page of a client-merged query from `offset` (running the pipeline the first time).
+async fn merged_page<T: DeserializeOwned>(
+    st: &mut State,
+    body: &Value,
+    offset: usize,
+) -> Result<QueryPage<T>, Error> {
+    let mut charge = 0.0;
+    if st.merged.is_none() {
+        let (rows, ru) =
+            crate::pipeline::run(&st.container, body, st.options.partition_key.as_ref()).await?;
+        st.merged = Some(rows);
+        charge = ru;
+    }
+    let rows = st.merged.as_deref().unwrap_or_default();
+    let size = st
+        .options
+        .max_item_count
+        .map(|n| n as usize)
+        .unwrap_or(100)
+        .max(1);
+    let end = offset.saturating_add(size).min(rows.len());
+    let items = rows
+        .get(offset.min(end)..end)
+        .unwrap_or_default()
+        .iter()
+        .map(|d| serde_json::from_value(d.clone()).map_err(Error::serde))
+        .collect::<Result<Vec<T>, Error>>()?;
+    let continuation =
+        (end < rows.len()).then(|| format!("{}{end}", crate::pipeline::TOKEN_PREFIX));
+    st.done = continuation.is_none();
+    st.next = continuation.clone();
+    Ok(QueryPage {
+        items,
+        continuation,
+        request_charge: charge,
+        route: None,
+        activity_id: None,
+    })
 }
 
 pub(crate) fn pages<T: DeserializeOwned + Send + 'static>(
@@ -155,6 +197,7 @@ pub(crate) fn pages<T: DeserializeOwned + Send + 'static>(
         next: options.continuation.clone(),
         options,
         done: false,
+        merged: None,
     };
     futures::stream::try_unfold(state, |mut st| async move {
         if st.done {
@@ -164,6 +207,17 @@ pub(crate) fn pages<T: DeserializeOwned + Send + 'static>(
             Ok(b) => b.clone(),
             Err(e) => return Err(Error::invalid(e.message().to_string())),
         };
+        if let Some(offset) = st
+            .next
+            .as_deref()
+            .and_then(|t| t.strip_prefix(crate::pipeline::TOKEN_PREFIX))
+        {
+            let offset = offset.parse::<usize>().map_err(|_| {
+                Error::invalid("the continuation token is not one this client issued")
+            })?;
+            let page = merged_page(&mut st, &body, offset).await?;
+            return Ok(Some((page, st)));
+        }
         let mut req = Request::new(Method::POST, format!("{}/docs", st.container.link))
             .json(&body)
             .header("content-type", "application/query+json")
@@ -178,7 +232,14 @@ pub(crate) fn pages<T: DeserializeOwned + Send + 'static>(
         if let Some(c) = &st.next {
             req = req.header("x-ms-continuation", c.clone());
         }
-        let r = st.container.client.send(req).await?;
+        let r = match st.container.client.send(req).await {
+            // The gateway will not merge this query across partitions: merge it here.
+            Err(e) if e.status() == Some(400) && e.sub_status() == Some(1004) => {
+                let page = merged_page(&mut st, &body, 0).await?;
+                return Ok(Some((page, st)));
+            }
+            other => other?,
+        };
         let v = r.json()?;
         let docs = v["Documents"].as_array().cloned().unwrap_or_default();
         let items = docs

@@ -74,6 +74,10 @@ fn target(c: &Container, req: &Req, p: &PreparedQuery) -> Result<QueryPlan, ApiE
 /// merge partial results): 400 with sub-status 1004 under `--gateway-compat`.
 fn needs_client_merge(p: &PreparedQuery) -> bool {
     let q = &p.query;
+    // A query without FROM reads no partition: there is nothing to merge.
+    if p.mode == sql::Mode::NoFrom {
+        return false;
+    }
     q.order_by.is_some()
         || !q.aggregates.is_empty()
         || !q.group_by.is_empty()

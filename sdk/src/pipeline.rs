@@ -1,0 +1,136 @@
+//! The client-side query pipeline, as the official SDKs run cross-partition queries the
+//! Cosmos gateway will not merge itself (it answers them 400/1004): ask for the query plan,
+//! run its rewritten query on every partition key range the query reaches (eight at a time),
+//! and merge the results with [`strata_query::sql::merge`] — the same ordering and aggregate
+//! semantics the strata server uses.
+//!
+//! The merge is materializing: every range is read to its end, then the answer is paged out.
+//! A continuation (`strata-client:<rows already returned>`) re-runs the query and skips
+//! what was returned, so it survives splits (410s refresh the ranges and start over).
+
+use crate::client::Request;
+use crate::{ContainerClient, Error, PartitionKey};
+use futures::{StreamExt, TryStreamExt};
+use reqwest::Method;
+use serde_json::Value;
+use strata_query::pk::EpkRange;
+
+/// Prefix of the continuation tokens of client-merged queries.
+pub(crate) const TOKEN_PREFIX: &str = "strata-client:";
+/// What this client can merge (`x-ms-cosmos-supported-query-features`).
+const FEATURES: &str = "Aggregate, CompositeAggregate, Distinct, GroupBy, MultipleAggregates, MultipleOrderBy, NonValueAggregate, OffsetAndLimit, OrderBy, Top";
+const FILTER: &str = "{documentdb-formattableorderbyquery-filter}";
+/// Range queries in flight at once.
+const CONCURRENCY: usize = 8;
+
+/// Every row of `body` (a `{"query", "parameters"}` object), merged across the ranges it
+/// reaches within the optional partition key (or prefix) scope; and the request units spent.
+pub(crate) async fn run(
+    c: &ContainerClient,
+    body: &Value,
+    pk: Option<&PartitionKey>,
+) -> Result<(Vec<Value>, f64), Error> {
+    let mut attempt = 0;
+    loop {
+        match run_once(c, body, pk).await {
+            Err(e) if e.status() == Some(410) && attempt < 3 => attempt += 1,
+            other => return other,
+        }
+    }
+}
+
+async fn run_once(
+    c: &ContainerClient,
+    body: &Value,
+    pk: Option<&PartitionKey>,
+) -> Result<(Vec<Value>, f64), Error> {
+    let mut req = Request::new(Method::POST, format!("{}/docs", c.link))
+        .json(body)
+        .header("content-type", "application/query+json")
+        .header("x-ms-documentdb-isquery", "true")
+        .header("x-ms-cosmos-is-query-plan-request", "True")
+        .header("x-ms-cosmos-supported-query-features", FEATURES);
+    if let Some(pk) = pk {
+        req = req.header("x-ms-documentdb-partitionkey", pk.to_header());
+    }
+    let r = c.client.send(req).await?;
+    let mut charge = r.charge();
+    let plan = r.json()?;
+    let wanted: Vec<EpkRange> = plan["queryRanges"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|q| {
+                    EpkRange::new(
+                        q["min"].as_str().unwrap_or_default(),
+                        q["max"].as_str().unwrap_or("FF"),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_else(|| vec![EpkRange::full()]);
+    let ranges: Vec<String> = c
+        .read_partition_key_ranges()
+        .await?
+        .into_iter()
+        .filter(|r| {
+            let own = EpkRange::new(r.min_inclusive.clone(), r.max_exclusive.clone());
+            wanted.iter().any(|w| w.overlaps(&own))
+        })
+        .map(|r| r.id)
+        .collect();
+    let rewritten = plan["queryInfo"]["rewrittenQuery"]
+        .as_str()
+        .unwrap_or_default()
+        .replace(FILTER, "true");
+    let range_body = serde_json::json!({
+        "query": rewritten,
+        "parameters": body.get("parameters").cloned().unwrap_or(Value::Array(Vec::new())),
+    });
+    let results: Vec<(Vec<Value>, f64)> = futures::stream::iter(ranges)
+        .map(|range| all_pages(c, &range_body, range, pk))
+        .buffered(CONCURRENCY)
+        .try_collect()
+        .await?;
+    let mut per_range = Vec::with_capacity(results.len());
+    for (rows, ru) in results {
+        charge += ru;
+        per_range.push(rows);
+    }
+    let rows = strata_query::sql::merge::merge(&plan, per_range).map_err(Error::invalid)?;
+    Ok((rows, charge))
+}
+
+/// Every row the rewritten query yields on one range.
+async fn all_pages(
+    c: &ContainerClient,
+    body: &Value,
+    range: String,
+    pk: Option<&PartitionKey>,
+) -> Result<(Vec<Value>, f64), Error> {
+    let (mut rows, mut charge) = (Vec::new(), 0.0);
+    let mut continuation: Option<String> = None;
+    loop {
+        let mut req = Request::new(Method::POST, format!("{}/docs", c.link))
+            .json(body)
+            .header("content-type", "application/query+json")
+            .header("x-ms-documentdb-isquery", "true")
+            .header("x-ms-documentdb-query-enablecrosspartition", "true")
+            .header("x-ms-documentdb-partitionkeyrangeid", range.clone())
+            .header("x-ms-max-item-count", "1000");
+        if let Some(pk) = pk {
+            req = req.header("x-ms-documentdb-partitionkey", pk.to_header());
+        }
+        if let Some(t) = &continuation {
+            req = req.header("x-ms-continuation", t.clone());
+        }
+        let r = c.client.send(req).await?;
+        charge += r.charge();
+        let v = r.json()?;
+        rows.extend(v["Documents"].as_array().cloned().unwrap_or_default());
+        continuation = r.header("x-ms-continuation").map(str::to_string);
+        if continuation.is_none() {
+            return Ok((rows, charge));
+        }
+    }
+}
