@@ -45,6 +45,9 @@ pub struct ChangeFeedOptions {
     pub max_item_count: Option<u32>,
     /// Resume from [`ChangeFeedReader::continuation`].
     pub continuation: Option<String>,
+    /// Only changes in this feed range (see [`crate::ContainerClient::feed_ranges`]): one
+    /// consumer per range shares a container's feed.
+    pub feed_range: Option<crate::FeedRange>,
 }
 
 /// A change feed page.
@@ -130,6 +133,14 @@ impl<T: DeserializeOwned> ChangeFeedReader<T> {
                 .read_partition_key_ranges()
                 .await?
                 .into_iter()
+                .filter(|r| {
+                    self.options.feed_range.as_ref().is_none_or(|f| {
+                        f.overlaps(&crate::FeedRange {
+                            min: r.min_inclusive.clone(),
+                            max: r.max_exclusive.clone(),
+                        })
+                    })
+                })
                 .map(|r| Cursor {
                     range: Some(r.id),
                     etag: start_etag.clone(),
@@ -169,6 +180,11 @@ impl<T: DeserializeOwned> ChangeFeedReader<T> {
             }
             if let Some(pk) = &self.options.partition_key {
                 req = req.header("x-ms-documentdb-partitionkey", pk.to_header());
+            }
+            if let Some(f) = &self.options.feed_range {
+                for (k, v) in f.headers() {
+                    req = req.header(k, v);
+                }
             }
             if let Some(n) = self.options.max_item_count {
                 req = req.header("x-ms-max-item-count", n.to_string());

@@ -43,6 +43,7 @@ mod client;
 mod container;
 mod database;
 mod error;
+mod feed_range;
 mod models;
 mod partition_key;
 mod patch;
@@ -61,6 +62,7 @@ pub use client::{CosmosClient, CosmosClientBuilder, EMULATOR_KEY};
 pub use container::{ContainerClient, ItemOptions};
 pub use database::DatabaseClient;
 pub use error::Error;
+pub use feed_range::FeedRange;
 pub use models::{
     ContainerProperties, DatabaseProperties, ItemResponse, PartitionKeyRange, Throughput,
 };

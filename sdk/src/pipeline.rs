@@ -9,7 +9,7 @@
 //! what was returned, so it survives splits (410s refresh the ranges and start over).
 
 use crate::client::Request;
-use crate::{ContainerClient, Error, PartitionKey};
+use crate::{ContainerClient, Error, FeedRange, PartitionKey};
 use futures::{StreamExt, TryStreamExt};
 use reqwest::Method;
 use serde_json::Value;
@@ -29,10 +29,11 @@ pub(crate) async fn run(
     c: &ContainerClient,
     body: &Value,
     pk: Option<&PartitionKey>,
+    feed_range: Option<&FeedRange>,
 ) -> Result<(Vec<Value>, f64), Error> {
     let mut attempt = 0;
     loop {
-        match run_once(c, body, pk).await {
+        match run_once(c, body, pk, feed_range).await {
             Err(e) if e.status() == Some(410) && attempt < 3 => attempt += 1,
             other => return other,
         }
@@ -43,6 +44,7 @@ async fn run_once(
     c: &ContainerClient,
     body: &Value,
     pk: Option<&PartitionKey>,
+    feed_range: Option<&FeedRange>,
 ) -> Result<(Vec<Value>, f64), Error> {
     let mut req = Request::new(Method::POST, format!("{}/docs", c.link))
         .json(body)
@@ -76,6 +78,7 @@ async fn run_once(
         .filter(|r| {
             let own = EpkRange::new(r.min_inclusive.clone(), r.max_exclusive.clone());
             wanted.iter().any(|w| w.overlaps(&own))
+                && feed_range.is_none_or(|f| f.epk().overlaps(&own))
         })
         .map(|r| r.id)
         .collect();
@@ -88,7 +91,7 @@ async fn run_once(
         "parameters": body.get("parameters").cloned().unwrap_or(Value::Array(Vec::new())),
     });
     let results: Vec<(Vec<Value>, f64)> = futures::stream::iter(ranges)
-        .map(|range| all_pages(c, &range_body, range, pk))
+        .map(|range| all_pages(c, &range_body, range, pk, feed_range))
         .buffered(CONCURRENCY)
         .try_collect()
         .await?;
@@ -107,6 +110,7 @@ async fn all_pages(
     body: &Value,
     range: String,
     pk: Option<&PartitionKey>,
+    feed_range: Option<&FeedRange>,
 ) -> Result<(Vec<Value>, f64), Error> {
     let (mut rows, mut charge) = (Vec::new(), 0.0);
     let mut continuation: Option<String> = None;
@@ -123,6 +127,9 @@ async fn all_pages(
         }
         if let Some(t) = &continuation {
             req = req.header("x-ms-continuation", t.clone());
+        }
+        for (k, v) in feed_range.map(FeedRange::headers).into_iter().flatten() {
+            req = req.header(k, v);
         }
         let r = c.client.send(req).await?;
         charge += r.charge();

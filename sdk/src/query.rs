@@ -105,6 +105,8 @@ pub struct QueryOptions {
     pub max_item_count: Option<u32>,
     /// Resume from a continuation token of an earlier page.
     pub continuation: Option<String>,
+    /// Only items in this feed range (see [`crate::ContainerClient::feed_ranges`]).
+    pub feed_range: Option<crate::FeedRange>,
 }
 
 /// How strata routed a query page (from the `x-strata-query-route` header); shared with the
@@ -154,8 +156,13 @@ async fn merged_page<T: DeserializeOwned>(
 ) -> Result<QueryPage<T>, Error> {
     let mut charge = 0.0;
     if st.merged.is_none() {
-        let (rows, ru) =
-            crate::pipeline::run(&st.container, body, st.options.partition_key.as_ref()).await?;
+        let (rows, ru) = crate::pipeline::run(
+            &st.container,
+            body,
+            st.options.partition_key.as_ref(),
+            st.options.feed_range.as_ref(),
+        )
+        .await?;
         st.merged = Some(rows);
         charge = ru;
     }
@@ -228,6 +235,11 @@ pub(crate) fn pages<T: DeserializeOwned + Send + 'static>(
         }
         if let Some(n) = st.options.max_item_count {
             req = req.header("x-ms-max-item-count", n.to_string());
+        }
+        if let Some(r) = &st.options.feed_range {
+            for (k, v) in r.headers() {
+                req = req.header(k, v);
+            }
         }
         if let Some(c) = &st.next {
             req = req.header("x-ms-continuation", c.clone());
