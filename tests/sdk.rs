@@ -1233,3 +1233,68 @@ async fn feed_ranges_split_queries_and_change_feeds() {
         s.stop().await;
     }
 }
+
+/// The azure_data_cosmos shape: handles by `database_client`/`container_client`, tuple keys,
+/// a query as a stream of items or of pages — also when merged on the client.
+#[tokio::test]
+async fn the_azure_data_cosmos_shape() {
+    for gateway_compat in [false, true] {
+        let s = TestServer::start_with(Options {
+            gateway_compat,
+            limits: Some(Limits {
+                initial_partitions: Some(3),
+                ..Limits::default()
+            }),
+            ..Options::default()
+        })
+        .await;
+        let client = CosmosClient::new(&s.url, EMULATOR_KEY).unwrap();
+        client.create_database("app").await.unwrap();
+        client
+            .database_client("app")
+            .create_container(ContainerProperties::new("events", hpk()))
+            .await
+            .unwrap();
+        let c = client.database_client("app").container_client("events");
+        for i in 0..25 {
+            c.create_item(&ev(&format!("e{i}"), &format!("t{}", i % 2), "u", "s", i))
+                .await
+                .unwrap();
+        }
+        let item = c
+            .read_item::<Event>("e4", ("t0", "u", "s"))
+            .await
+            .unwrap()
+            .item
+            .unwrap();
+        assert_eq!(item.n, 4);
+        let items: Vec<i64> = c
+            .query::<i64>(
+                "SELECT VALUE c.n FROM c ORDER BY c.n DESC",
+                Some(QueryOptions {
+                    max_item_count: Some(4),
+                    ..Default::default()
+                }),
+            )
+            .try_collect()
+            .await
+            .unwrap();
+        assert_eq!(items, (0..25).rev().collect::<Vec<i64>>());
+        let pages: Vec<strata_sdk::QueryPage<Event>> = c
+            .query::<Event>(
+                "SELECT * FROM c",
+                Some(QueryOptions {
+                    partition_key: Some(("t1", "u").into()),
+                    max_item_count: Some(5),
+                    ..Default::default()
+                }),
+            )
+            .into_pages()
+            .try_collect()
+            .await
+            .unwrap();
+        assert_eq!(pages.iter().map(|p| p.items.len()).sum::<usize>(), 12);
+        assert!(pages.len() >= 3, "{}", pages.len());
+        s.stop().await;
+    }
+}

@@ -33,6 +33,36 @@
 //!     .await?;
 //! # let _ = all; Ok(()) }
 //! ```
+//!
+//! # Coming from `azure_data_cosmos`
+//!
+//! strata-sdk speaks the same protocol as Azure's official Rust crate and offers its shape
+//! beside its own conveniences (key extraction from typed items, routes on query pages):
+//!
+//! | `azure_data_cosmos` | strata-sdk |
+//! |---|---|
+//! | `CosmosClient::with_key(endpoint, key, None)` | [`CosmosClient::new`]`(endpoint, key)` or [`CosmosClient::builder`] |
+//! | `CosmosClient::with_connection_string(cs, None)` | [`CosmosClient::from_connection_string`]`(cs)` |
+//! | `client.database_client("db")` | [`CosmosClient::database_client`] (or `database`) |
+//! | `db.container_client("c")` | [`DatabaseClient::container_client`] (or `container`) |
+//! | `client.create_database("db", None)` | [`CosmosClient::create_database`]`("db")` |
+//! | `db.create_container(properties, None)` | [`DatabaseClient::create_container`]`(properties)` |
+//! | `container.create_item(pk, item, None)` | [`ContainerClient::create_item`]`(&item)` (key read from the item) or `create_item_with_key(&item, pk)` |
+//! | `container.read_item::<T>(pk, id, None)` | [`ContainerClient::read_item`]`::<T>(id, pk)` |
+//! | `container.replace_item(pk, id, item, None)` | [`ContainerClient::replace_item`]`(id, &item, options)` |
+//! | `container.upsert_item(pk, item, None)` | [`ContainerClient::upsert_item`]`(&item, options)` |
+//! | `container.delete_item(pk, id, None)` | [`ContainerClient::delete_item`]`(id, pk, options)` |
+//! | `container.patch_item(pk, id, patch, None)` | [`ContainerClient::patch_item`]`(id, pk, ops, options)` |
+//! | `container.query_items::<T>(q, pk, None)` → items, `.into_pages()` | [`ContainerClient::query`]`::<T>(q, options)` → items, [`ItemPager::into_pages`]; or [`ContainerClient::query_items`] (pages) |
+//! | `PartitionKey::from(("a", "b"))` | the same: `("a", "b").into()`, or [`PartitionKeyBuilder`] |
+//! | `container.execute_transactional_batch(batch, None)` | [`ContainerClient::execute_batch`]`(batch)` |
+//! | (bulk, read many) | [`ContainerClient::execute_bulk`], [`ContainerClient::read_many`] |
+//! | (feed ranges) | [`ContainerClient::feed_ranges`], [`QueryOptions::feed_range`], [`ChangeFeedOptions::feed_range`] |
+//! | (change feed) | [`ContainerClient::change_feed`] |
+//! | (stored procedures, users and permissions) | [`ContainerClient::scripts`], [`DatabaseClient::create_user`], [`CosmosClient::with_resource_tokens`] |
+//!
+//! Point operations take the id before the key (the key is optional on writes: strata-sdk
+//! reads it from the item with the container's definition).
 #![deny(missing_docs)]
 
 mod auth;
@@ -53,6 +83,7 @@ mod read_many;
 mod retry;
 mod scripts;
 mod session;
+mod shape;
 mod users;
 
 pub use batch::{BatchOperationResult, BatchResponse, TransactionalBatch};
@@ -75,4 +106,5 @@ pub use retry::RetryOptions;
 pub use scripts::{
     ExecuteOptions, Script, ScriptsClient, StoredProcedureResponse, TriggerOperation, TriggerType,
 };
+pub use shape::ItemPager;
 pub use users::{Permission, PermissionMode, User, UserClient};
