@@ -24,4 +24,6 @@ check multi_tenant 'into 4 physical partitions' 'TenantId \+ UserId \+ SessionId
   'TenantId \+ UserId +targeted' '^TenantId +targeted' 'UserId alone +fanout +0,1,2,3' 'SessionId alone +fanout +0,1,2,3'
 check materialized_view 'acme +events=21 +amount=2100' 'initech +events=18'
 check retry_on_throttle '300 writes' 'retrying request'
-echo "examples: 4 passed, 0 failed"
+check change_feed_processor 'feed ranges: 1 before the split, [3-9] after' 'changes handled: 200 of 200, 0 more than once' \
+  'worker-1 handled [1-9]' 'worker-2 handled [1-9]'
+echo "examples: 5 passed, 0 failed"

@@ -1298,3 +1298,134 @@ async fn the_azure_data_cosmos_shape() {
         s.stop().await;
     }
 }
+
+/// The change feed processor: two instances share the leases of one container; the container
+/// splits while they run (leases handed over to the children); every change is handled once
+/// and both instances do some of the work. Then an instance stops and the other takes over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn change_feed_processor_shares_work_across_a_split() {
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+    use strata_sdk::{ChangeFeedProcessor, ProcessorOptions};
+    let s = TestServer::start_with(Options {
+        limits: Some(Limits {
+            initial_partitions: Some(2),
+            partition_split_bytes: 96 * 1024,
+            ..Limits::default()
+        }),
+        ..Options::default()
+    })
+    .await;
+    let client = CosmosClient::new(&s.url, EMULATOR_KEY).unwrap();
+    let db = client.create_database("app").await.unwrap();
+    let events = db
+        .create_container(ContainerProperties::new("events", hpk()))
+        .await
+        .unwrap();
+    let leases = db
+        .create_container(ContainerProperties::new(
+            "leases",
+            PartitionKeyDefinition::new("/id"),
+        ))
+        .await
+        .unwrap();
+    let write = |from: i64, to: i64| {
+        let events = events.clone();
+        async move {
+            for i in from..to {
+                events
+                    .upsert_item(
+                        &serde_json::json!({"id": format!("e{i}"), "TenantId": format!("t{}", i % 9),
+                                            "UserId": "u", "SessionId": "s", "n": i, "pad": "p".repeat(700)}),
+                        Default::default(),
+                    )
+                    .await
+                    .unwrap();
+            }
+        }
+    };
+    write(0, 60).await;
+    let seen: Arc<Mutex<HashMap<String, (u32, String)>>> = Arc::default();
+    let (stop_a, stop_b) = (
+        Arc::new(tokio::sync::Notify::new()),
+        Arc::new(tokio::sync::Notify::new()),
+    );
+    let mut tasks = Vec::new();
+    for (name, stop) in [("a", Arc::clone(&stop_a)), ("b", Arc::clone(&stop_b))] {
+        let opts = ProcessorOptions {
+            lease_duration: Duration::from_secs(3),
+            poll_interval: Duration::from_millis(50),
+            max_item_count: Some(10),
+            ..ProcessorOptions::new(name)
+        };
+        let p = ChangeFeedProcessor::new(events.clone(), leases.clone(), opts);
+        let seen = Arc::clone(&seen);
+        tasks.push(tokio::spawn(async move {
+            p.run(
+                move |batch: Vec<serde_json::Value>| {
+                    let seen = Arc::clone(&seen);
+                    async move {
+                        let mut m = seen.lock().unwrap();
+                        for d in batch {
+                            let e = m
+                                .entry(d["id"].as_str().unwrap().to_string())
+                                .or_insert((0, name.to_string()));
+                            e.0 += 1;
+                        }
+                        Ok(())
+                    }
+                },
+                async move { stop.notified().await },
+            )
+            .await
+            .unwrap();
+        }));
+    }
+    // More writes while they run: enough to split the container.
+    write(60, 260).await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while seen.lock().unwrap().len() < 260 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let ranges = events.feed_ranges().await.unwrap().len();
+    assert!(ranges > 2, "the container split: {ranges} ranges");
+    let lease_docs: Vec<u64> = leases
+        .query_all(
+            "SELECT VALUE COUNT(1) FROM c WHERE STARTSWITH(c.id, 'strata.processor.lease.')",
+            QueryOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert!(
+        lease_docs[0] > 2,
+        "leases were handed over to the children: {lease_docs:?}"
+    );
+    {
+        let m = seen.lock().unwrap();
+        assert_eq!(m.len(), 260, "every change handled");
+        let twice: Vec<_> = m.iter().filter(|(_, (n, _))| *n != 1).collect();
+        assert!(twice.is_empty(), "handled more than once: {twice:?}");
+        let by_a = m.values().filter(|(_, w)| w == "a").count();
+        assert!(
+            by_a > 0 && by_a < 260,
+            "both instances worked: a handled {by_a}"
+        );
+    }
+    // One instance stops (releasing its leases); the other handles what follows.
+    stop_a.notify_one();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    write(260, 300).await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while seen.lock().unwrap().len() < 300 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    {
+        let m = seen.lock().unwrap();
+        assert_eq!(m.len(), 300);
+        assert!((260..300).all(|i| m[&format!("e{i}")].1 == "b"));
+    }
+    stop_b.notify_one();
+    for t in tasks {
+        t.await.unwrap();
+    }
+}

@@ -78,6 +78,7 @@ mod models;
 mod partition_key;
 mod patch;
 mod pipeline;
+mod processor;
 mod query;
 mod read_many;
 mod retry;
@@ -101,6 +102,7 @@ pub use partition_key::{
     NextLevel, PartitionKey, PartitionKeyBuilder, PartitionKeyDefinition, PartitionKeyValue, levels,
 };
 pub use patch::PatchOperations;
+pub use processor::{ChangeFeedProcessor, ProcessorOptions};
 pub use query::{Query, QueryOptions, QueryPage, QueryRoute};
 pub use retry::RetryOptions;
 pub use scripts::{
