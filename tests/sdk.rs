@@ -1429,3 +1429,42 @@ async fn change_feed_processor_shares_work_across_a_split() {
         t.await.unwrap();
     }
 }
+
+/// The change feed as a stream of changes, waiting for new ones.
+#[tokio::test]
+async fn change_feed_as_a_stream() {
+    let s = TestServer::start().await;
+    let client = CosmosClient::new(&s.url, EMULATOR_KEY).unwrap();
+    let db = client.create_database("app").await.unwrap();
+    let events = db
+        .create_container(ContainerProperties::new("events", hpk()))
+        .await
+        .unwrap();
+    for i in 0..3 {
+        events
+            .create_item(&ev(&format!("a{i}"), "t", "u", "s", i))
+            .await
+            .unwrap();
+    }
+    let feed = events.change_feed::<Event>(Default::default());
+    let mut changes = std::pin::pin!(feed.into_stream(Duration::from_millis(20)));
+    let mut got = Vec::new();
+    for _ in 0..3 {
+        got.push(changes.try_next().await.unwrap().unwrap().id);
+    }
+    let later = events.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        later
+            .create_item(&ev("late", "t", "u", "s", 9))
+            .await
+            .unwrap();
+    });
+    let next = tokio::time::timeout(Duration::from_secs(5), changes.try_next())
+        .await
+        .expect("the stream waits for the next change")
+        .unwrap()
+        .unwrap();
+    assert_eq!(got, ["a0", "a1", "a2"]);
+    assert_eq!(next.id, "late");
+}

@@ -256,6 +256,40 @@ impl<T: DeserializeOwned> ChangeFeedReader<T> {
     }
 }
 
+impl<T: DeserializeOwned + Send + 'static> ChangeFeedReader<T> {
+    /// The feed as a never-ending stream of changes, as `azure_data_cosmos` offers it: when
+    /// every partition is caught up it waits `poll` and asks again.
+    ///
+    /// ```no_run
+    /// # async fn f(c: strata_sdk::ContainerClient) -> Result<(), strata_sdk::Error> {
+    /// use futures::TryStreamExt;
+    /// let feed = c.change_feed::<serde_json::Value>(Default::default());
+    /// let mut changes = std::pin::pin!(feed.into_stream(std::time::Duration::from_secs(1)));
+    /// while let Some(doc) = changes.try_next().await? {
+    ///     println!("{doc}");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn into_stream(
+        self,
+        poll: std::time::Duration,
+    ) -> impl futures::Stream<Item = Result<T, Error>> + Send {
+        let state = (self, std::collections::VecDeque::<T>::new());
+        futures::stream::try_unfold(state, move |(mut feed, mut buffered)| async move {
+            loop {
+                if let Some(item) = buffered.pop_front() {
+                    return Ok(Some((item, (feed, buffered))));
+                }
+                let page = feed.next_page().await?;
+                if page.items.is_empty() {
+                    tokio::time::sleep(poll).await;
+                }
+                buffered.extend(page.items);
+            }
+        })
+    }
+}
+
 impl<T> std::fmt::Debug for ChangeFeedReader<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ChangeFeedReader")

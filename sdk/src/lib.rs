@@ -58,7 +58,8 @@
 //! | `container.execute_transactional_batch(batch, None)` | [`ContainerClient::execute_batch`]`(batch)` |
 //! | (bulk, read many) | [`ContainerClient::execute_bulk`], [`ContainerClient::read_many`] |
 //! | (feed ranges) | [`ContainerClient::feed_ranges`], [`QueryOptions::feed_range`], [`ChangeFeedOptions::feed_range`] |
-//! | (change feed) | [`ContainerClient::change_feed`] |
+//! | change feed as a stream | [`ContainerClient::change_feed`] then [`ChangeFeedReader::into_stream`] (or `next_page`) |
+//! | change feed processor | [`ChangeFeedProcessor`] |
 //! | (stored procedures, users and permissions) | [`ContainerClient::scripts`], [`DatabaseClient::create_user`], [`CosmosClient::with_resource_tokens`] |
 //!
 //! Point operations take the id before the key (the key is optional on writes: strata-sdk
