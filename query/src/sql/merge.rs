@@ -100,7 +100,11 @@ pub fn merge(plan: &Value, per_range: Vec<Vec<Value>>) -> Result<Vec<Value>, Str
     let strs = |k: &str| -> Vec<String> {
         info.get(k)
             .and_then(Value::as_array)
-            .map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_string)).collect())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|s| s.as_str().map(str::to_string))
+                    .collect()
+            })
             .unwrap_or_default()
     };
     let aggregates = strs("aggregates");
@@ -113,7 +117,10 @@ pub fn merge(plan: &Value, per_range: Vec<Vec<Value>>) -> Result<Vec<Value>, Str
         .unwrap_or_default();
     let aliases = strs("groupByAliases");
     let select_value = info.get("hasSelectValue").and_then(Value::as_bool) == Some(true);
-    let rewritten = info.get("rewrittenQuery").and_then(Value::as_str).unwrap_or("");
+    let rewritten = info
+        .get("rewrittenQuery")
+        .and_then(Value::as_str)
+        .unwrap_or("");
     let grouped = !group_by.is_empty() || rewritten.contains("AS groupByItems");
 
     let mut rows: Vec<Value> = if grouped {
@@ -121,7 +128,13 @@ pub fn merge(plan: &Value, per_range: Vec<Vec<Value>>) -> Result<Vec<Value>, Str
             .first()
             .cloned()
             .or_else(|| value_aggregate_kind(rewritten));
-        merge_groups(per_range, &aliases, &by_alias, select_value, value_kind.as_deref())
+        merge_groups(
+            per_range,
+            &aliases,
+            &by_alias,
+            select_value,
+            value_kind.as_deref(),
+        )
     } else if !aggregates.is_empty() {
         // `SELECT VALUE AGG(...)`: one `[{"item": partial}]` per range.
         let kind = aggregates.first().map(String::as_str).unwrap_or("");
@@ -146,7 +159,11 @@ pub fn merge(plan: &Value, per_range: Vec<Vec<Value>>) -> Result<Vec<Value>, Str
     } else {
         per_range.into_iter().flatten().collect()
     };
-    if info.get("distinctType").and_then(Value::as_str).is_some_and(|d| d != "None") {
+    if info
+        .get("distinctType")
+        .and_then(Value::as_str)
+        .is_some_and(|d| d != "None")
+    {
         let mut seen = HashSet::new();
         rows.retain(|r| seen.insert(canonical(r)));
     }
@@ -231,7 +248,8 @@ fn merge_groups(
             // `SELECT VALUE AGG(...) ... GROUP BY`: payload `{"item": partial}`; or a plain
             // value, the same in every partial.
             let first = payloads.first().cloned().unwrap_or(Value::Null);
-            let partial = first.get("item").is_some() || first.as_object().is_some_and(|m| m.is_empty());
+            let partial =
+                first.get("item").is_some() || first.as_object().is_some_and(|m| m.is_empty());
             match (partial, value_kind) {
                 (true, Some(kind)) => {
                     let partials: Vec<Option<Value>> = payloads.iter().map(item).collect();
@@ -332,7 +350,10 @@ mod tests {
             ("SELECT VALUE AVG(c.g) FROM c", true),
             ("SELECT VALUE AVG(c.missing) FROM c", true),
             ("SELECT COUNT(1) AS n, MAX(c.g) AS hi FROM c", true),
-            ("SELECT c.g, COUNT(1) AS n, AVG(c.n) AS a FROM c GROUP BY c.g", false),
+            (
+                "SELECT c.g, COUNT(1) AS n, AVG(c.n) AS a FROM c GROUP BY c.g",
+                false,
+            ),
             ("SELECT VALUE COUNT(1) FROM c GROUP BY c.s", false),
             ("SELECT DISTINCT c.g FROM c", false),
             ("SELECT DISTINCT VALUE c.s FROM c ORDER BY c.s", true),
