@@ -52,6 +52,9 @@ pub struct ContainerProperties {
     pub rid: Option<String>,
     /// Entity tag (set on properties read from the service).
     pub etag: Option<String>,
+    /// Every other user-settable property, as JSON (`uniqueKeyPolicy`, `computedProperties`,
+    /// `changeFeedPolicy`, `conflictResolutionPolicy`...): kept on read, sent on create.
+    pub other: Map<String, Value>,
 }
 
 impl ContainerProperties {
@@ -69,6 +72,7 @@ impl ContainerProperties {
             indexing_policy: None,
             rid: None,
             etag: None,
+            other: Map::new(),
         }
     }
 
@@ -83,6 +87,28 @@ impl ContainerProperties {
         self
     }
 
+    /// The container's definition as the service takes it on create (`id`, `partitionKey`,
+    /// `defaultTtl`, `indexingPolicy` and every other property).
+    ///
+    /// ```
+    /// let p = strata_sdk::ContainerProperties::new("c", strata_sdk::PartitionKeyDefinition::new("/pk"));
+    /// assert_eq!(p.to_definition()["partitionKey"]["paths"][0], "/pk");
+    /// ```
+    pub fn to_definition(&self) -> Value {
+        self.to_json()
+    }
+
+    /// Properties from a definition as the service shows it (system properties kept aside).
+    ///
+    /// ```
+    /// let d = serde_json::json!({"id": "c", "partitionKey": {"paths": ["/pk"], "kind": "Hash", "version": 2}, "uniqueKeyPolicy": {"uniqueKeys": []}});
+    /// let p = strata_sdk::ContainerProperties::from_definition(&d).unwrap();
+    /// assert!(p.other.contains_key("uniqueKeyPolicy"));
+    /// ```
+    pub fn from_definition(v: &Value) -> Result<Self, crate::Error> {
+        Self::from_json(v)
+    }
+
     pub(crate) fn to_json(&self) -> Value {
         let mut m = Map::new();
         m.insert("id".into(), Value::String(self.id.clone()));
@@ -92,6 +118,9 @@ impl ContainerProperties {
         }
         if let Some(ip) = &self.indexing_policy {
             m.insert("indexingPolicy".into(), ip.clone());
+        }
+        for (k, v) in &self.other {
+            m.entry(k.clone()).or_insert_with(|| v.clone());
         }
         Value::Object(m)
     }
@@ -107,6 +136,21 @@ impl ContainerProperties {
             indexing_policy: v.get("indexingPolicy").cloned(),
             rid: v["_rid"].as_str().map(str::to_string),
             etag: v["_etag"].as_str().map(str::to_string),
+            other: v
+                .as_object()
+                .map(|m| {
+                    m.iter()
+                        .filter(|(k, _)| {
+                            !k.starts_with('_')
+                                && !matches!(
+                                    k.as_str(),
+                                    "id" | "partitionKey" | "defaultTtl" | "indexingPolicy"
+                                )
+                        })
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .collect()
+                })
+                .unwrap_or_default(),
         })
     }
 }
