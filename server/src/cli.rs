@@ -4,13 +4,32 @@ use crate::api::auth::EMULATOR_KEY;
 use crate::store::container::Limits;
 use crate::store::StoreConfig;
 use crate::{ServerConfig, Tls};
-use clap::Parser;
+use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 
 /// A Cosmos DB for NoSQL compatible document store: hierarchical partition keys, automatic
 /// partition splits, Cosmos SQL. The official Cosmos SDKs work against it unchanged.
+/// Without a command, `strata` serves.
 #[derive(Parser, Debug)]
-#[command(name = "strata", version)]
+#[command(name = "strata", version, args_conflicts_with_subcommands = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    serve: Args,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Export a whole account, a database or a container (definitions, scripts, items) as
+    /// JSON Lines.
+    Export(crate::transfer::export::ExportArgs),
+    /// Import a file written by `strata export`.
+    Import(crate::transfer::import::ImportArgs),
+}
+
+/// The server's flags.
+#[derive(clap::Args, Debug)]
 pub struct Args {
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1")]
@@ -105,7 +124,22 @@ pub fn main() {
             std::process::exit(1);
         }
     };
-    runtime.block_on(run(Args::parse()));
+    let cli = Cli::parse();
+    let outcome = match cli.command {
+        None => {
+            runtime.block_on(run(cli.serve));
+            return;
+        }
+        Some(Command::Export(a)) => runtime.block_on(crate::transfer::export::export(a)),
+        Some(Command::Import(a)) => runtime.block_on(crate::transfer::import::import(a)),
+    };
+    match outcome {
+        Ok(summary) => println!("{summary}"),
+        Err(e) => {
+            eprintln!("strata: {e}");
+            std::process::exit(1);
+        }
+    }
 }
 
 /// Runs the emulator with the given arguments until a shutdown signal.

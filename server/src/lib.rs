@@ -6,6 +6,7 @@
 //! * [`store`]: the durable engine, the catalog, containers with their physical partitions.
 //! * [`script`]: server-side JavaScript (stored procedures, triggers, UDFs) in sandboxes.
 //! * [`throughput`]: request charges and throttling.
+//! * [`transfer`]: `strata export` / `strata import` over the Cosmos protocol.
 //! * [`net`]: listening (HTTP and HTTPS) and graceful shutdown.
 //! * [`cli`]: the `strata` command line.
 
@@ -16,5 +17,6 @@ pub mod net;
 pub mod script;
 pub mod store;
 pub mod throughput;
+pub mod transfer;
 
 pub use net::{start, Connections, Running, ServerConfig, Tls};
