@@ -272,3 +272,109 @@ async fn import_reports_item_failures_and_goes_on() {
     assert!(!ok_ && text.contains("line 1"), "{text}");
     dst.stop().await;
 }
+
+/// `strata copy` into a three-level key, filling the level old items lack, while a writer
+/// keeps writing to the source; run again, it resumes from its checkpoint and catches up;
+/// both sides then hold the same items, compared one by one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn copy_into_a_hierarchical_key_loses_no_concurrent_write() {
+    let s = TestServer::start_with(strata_tests::Options {
+        limits: Some(strata_server::store::container::Limits {
+            initial_partitions: Some(3),
+            ..Default::default()
+        }),
+        ..Default::default()
+    })
+    .await;
+    ok(&s, Method::POST, "/dbs", &[], Some(json!({"id": "app"}))).await;
+    ok(&s, Method::POST, "/dbs/app/colls", &[], Some(json!({"id": "old", "partitionKey": {"paths": ["/TenantId"], "kind": "Hash", "version": 2}}))).await;
+    let write = |from: usize, to: usize| {
+        let client = s.client.clone();
+        async move {
+            for i in from..to {
+                let t = format!("t{}", i % 11);
+                let doc = json!({"id": format!("i{i}"), "TenantId": t, "UserId": format!("u{}", i % 4), "n": i});
+                let k = json!([t]).to_string();
+                let r = client
+                    .request(
+                        Method::POST,
+                        "/dbs/app/colls/old/docs",
+                        &[
+                            ("x-ms-documentdb-partitionkey", &k),
+                            ("x-ms-documentdb-is-upsert", "true"),
+                        ],
+                        Some(doc),
+                    )
+                    .await;
+                assert!(r.status.is_success(), "{r:?}");
+            }
+        }
+    };
+    write(0, 2000).await;
+    let dir = TempDir::new("copy");
+    let checkpoint = dir.0.join("cp.json");
+    let args: Vec<String> = [
+        "copy",
+        "--from",
+        s.url.as_str(),
+        "--source",
+        "app/old",
+        "--dest",
+        "app/new",
+        "--partition-key",
+        "/TenantId,/UserId,/SessionId",
+        "--fill",
+        "/SessionId=/id",
+        "--checkpoint",
+        checkpoint.to_str().unwrap(),
+    ]
+    .iter()
+    .map(|x| x.to_string())
+    .collect();
+    let writer = tokio::spawn(write(2000, 2400));
+    let a = args.clone();
+    let (_, first) = tokio::task::spawn_blocking(move || {
+        strata(&a.iter().map(String::as_str).collect::<Vec<_>>())
+    })
+    .await
+    .unwrap();
+    assert!(first.contains("copied"), "{first}");
+    writer.await.unwrap();
+    // Whatever the first run missed, the second (resumed) run copies.
+    let a = args.clone();
+    let (ok_, second) = tokio::task::spawn_blocking(move || {
+        strata(&a.iter().map(String::as_str).collect::<Vec<_>>())
+    })
+    .await
+    .unwrap();
+    assert!(ok_, "{second}");
+    assert!(
+        second.contains("(resumed)")
+            && second.contains("verified: 2400 items in 11 source logical partitions"),
+        "{second}"
+    );
+    let def = ok(&s, Method::GET, "/dbs/app/colls/new", &[], None).await;
+    assert_eq!(
+        def["partitionKey"]["paths"],
+        json!(["/TenantId", "/UserId", "/SessionId"])
+    );
+    let (src, _) = s
+        .query_all("app", "old", "SELECT * FROM c", json!([]), &[])
+        .await;
+    let (dst, _) = s
+        .query_all("app", "new", "SELECT * FROM c", json!([]), &[])
+        .await;
+    let by_id = |rows: Vec<Value>| -> BTreeMap<String, Value> {
+        rows.into_iter()
+            .map(|r| (r["id"].as_str().unwrap().to_string(), user_part(r)))
+            .collect()
+    };
+    let (src, dst) = (by_id(src), by_id(dst));
+    assert_eq!(src.len(), 2400);
+    assert_eq!(dst.len(), 2400);
+    for (id, mut v) in src {
+        v["SessionId"] = json!(id.clone());
+        assert_eq!(dst.get(&id), Some(&v), "{id}");
+    }
+    s.stop().await;
+}

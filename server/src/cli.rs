@@ -26,6 +26,9 @@ enum Command {
     Export(crate::transfer::export::ExportArgs),
     /// Import a file written by `strata export`.
     Import(crate::transfer::import::ImportArgs),
+    /// Copy a container into another, online (snapshot, then its changes until caught up),
+    /// e.g. into a container with a hierarchical partition key.
+    Copy(crate::transfer::copy::CopyArgs),
 }
 
 /// The server's flags.
@@ -132,6 +135,7 @@ pub fn main() {
         }
         Some(Command::Export(a)) => runtime.block_on(crate::transfer::export::export(a)),
         Some(Command::Import(a)) => runtime.block_on(crate::transfer::import::import(a)),
+        Some(Command::Copy(a)) => runtime.block_on(crate::transfer::copy::copy(a)),
     };
     match outcome {
         Ok(summary) => println!("{summary}"),

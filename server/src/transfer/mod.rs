@@ -1,5 +1,6 @@
 //! Moving data in and out over the Cosmos REST protocol (so either side may be strata, the
-//! official emulator or an Azure account): `strata export` writes a whole account, a database
+//! official emulator or an Azure account): `strata copy` copies a container online into
+//! another (another account, another partition key; see [`copy`]); `strata export` writes a whole account, a database
 //! or a container as JSON Lines (optionally gzip) — container definitions (partition key,
 //! throughput, TTL, indexing policy, unique keys, every other property, scripts), then their
 //! items without system properties — and `strata import` reads it back, creating what is
@@ -7,6 +8,7 @@
 //! without stopping. Both show progress: a bar with rate and ETA on a terminal, periodic
 //! lines otherwise.
 
+pub mod copy;
 pub mod export;
 pub mod import;
 pub mod progress;
