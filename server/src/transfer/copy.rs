@@ -132,27 +132,31 @@ async fn fingerprint(
     key_paths: &[String],
     fills: Option<&[Fill]>,
 ) -> Result<BTreeMap<(String, String), u64>, String> {
-    let rows: Vec<Value> = c
-        .query_all("SELECT * FROM c", QueryOptions::default())
-        .await
-        .map_err(|e| e.to_string())?;
+    use futures::TryStreamExt;
+    let opts = QueryOptions {
+        max_item_count: Some(1000),
+        ..Default::default()
+    };
+    let mut pages = std::pin::pin!(c.query_items::<Value>("SELECT * FROM c", opts));
     let mut out = BTreeMap::new();
-    for r in rows {
-        let key: Vec<Value> = key_paths
-            .iter()
-            .map(|p| get(&r, &segments(p)).cloned().unwrap_or(Value::Null))
-            .collect();
-        let id = r
-            .get("id")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string();
-        let content = match fills {
-            Some(f) => map(r, f),
-            None => strip_item(r),
-        };
-        let hash = xxhash_rust::xxh3::xxh3_64(canonical(&content).as_bytes());
-        out.insert((Value::Array(key).to_string(), id), hash);
+    while let Some(page) = pages.try_next().await.map_err(|e| e.to_string())? {
+        for r in page.items {
+            let key: Vec<Value> = key_paths
+                .iter()
+                .map(|p| get(&r, &segments(p)).cloned().unwrap_or(Value::Null))
+                .collect();
+            let id = r
+                .get("id")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string();
+            let content = match fills {
+                Some(f) => map(r, f),
+                None => strip_item(r),
+            };
+            let hash = xxhash_rust::xxh3::xxh3_64(canonical(&content).as_bytes());
+            out.insert((Value::Array(key).to_string(), id), hash);
+        }
     }
     Ok(out)
 }
@@ -284,15 +288,18 @@ pub async fn copy(a: CopyArgs) -> Result<String, String> {
                         bad.resource.as_ref().map(|v| v.to_string()).unwrap_or_default()
                     ));
                 }
-                let snapshot = {
+                {
+                    // The ranges share one file: written whole, under the lock, through a
+                    // temporary file renamed over it (a crash leaves the old or the new).
                     let mut c = checkpoint.lock().map_err(|e| e.to_string())?;
                     c.insert(key.clone(), feed.continuation());
-                    serde_json::to_vec(&*c).unwrap_or_default()
-                };
-                let tmp = path.with_extension("tmp");
-                std::fs::write(&tmp, snapshot)
-                    .and_then(|_| std::fs::rename(&tmp, &path))
-                    .map_err(|e| format!("cannot save the checkpoint {}: {e}", path.display()))?;
+                    let tmp = path.with_extension("tmp");
+                    std::fs::write(&tmp, serde_json::to_vec(&*c).unwrap_or_default())
+                        .and_then(|_| std::fs::rename(&tmp, &path))
+                        .map_err(|e| {
+                            format!("cannot save the checkpoint {}: {e}", path.display())
+                        })?;
+                }
                 if let Ok(mut p) = progress.lock() {
                     p.add(results.len() as u64, bytes, 0);
                 }

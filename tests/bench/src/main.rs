@@ -9,12 +9,14 @@
 //! split), `scale` (a separate strata process: load rate, point reads at 10k vs N items, RSS,
 //! disk, restart time), `indexing` (selective lookups and ORDER BY over 1M items, the write and
 //! space cost of the index), `scripts` (a UDF filter vs the same filter in SQL, a stored
-//! procedure vs a plain upsert), `bulk` (strata-sdk's execute_bulk vs concurrent durable upserts).
+//! procedure vs a plain upsert), `bulk` (strata-sdk's execute_bulk vs concurrent durable upserts), `copy`
+//! (`strata copy` into a hierarchical key vs the durable upsert rate).
 //! `--smoke` runs everything tiny and quickly (CI).
 
 mod baseline;
 mod bulk;
 mod client;
+mod copy;
 mod dataset;
 mod hot;
 mod indexing;
@@ -70,6 +72,9 @@ struct Args {
     /// Items for the indexing suite.
     #[arg(long, default_value_t = 1_000_000)]
     index_items: u64,
+    /// Items the copy suite copies.
+    #[arg(long, default_value_t = 1_000_000)]
+    copy_items: u64,
     /// Items the bulk suite loads (each way).
     #[arg(long, default_value_t = 200_000)]
     bulk_items: u64,
@@ -733,6 +738,7 @@ fn main() {
             "indexing".into(),
             "scripts".into(),
             "bulk".into(),
+            "copy".into(),
         ]
     } else {
         a.suite.split(',').map(|s| s.trim().to_string()).collect()
@@ -757,6 +763,7 @@ fn main() {
                 "indexing" => indexing::indexing(&a, &mut report).await,
                 "scripts" => scripts::scripts(&a, &mut report).await,
                 "bulk" => bulk::bulk(&a, &mut report).await,
+                "copy" => copy::copy_suite(&a, &mut report).await,
                 other => eprintln!("unknown suite {other}"),
             }
         }
