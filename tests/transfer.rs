@@ -378,3 +378,81 @@ async fn copy_into_a_hierarchical_key_loses_no_concurrent_write() {
     }
     s.stop().await;
 }
+
+/// kill -9 of the copier mid-copy: run again, it resumes from its checkpoint and the final
+/// verification passes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_killed_copy_resumes_and_verifies() {
+    let s = TestServer::start().await;
+    ok(&s, Method::POST, "/dbs", &[], Some(json!({"id": "app"}))).await;
+    ok(&s, Method::POST, "/dbs/app/colls", &[], Some(json!({"id": "old", "partitionKey": {"paths": ["/TenantId"], "kind": "Hash", "version": 2}}))).await;
+    let mut batch = Vec::new();
+    for i in 0..6000 {
+        let t = format!("t{}", i % 5);
+        batch.push(json!({"operationType": "Upsert", "partitionKey": json!([t]).to_string(),
+                          "resourceBody": {"id": format!("i{i}"), "TenantId": t, "pad": "x".repeat(300)}}));
+        if batch.len() == 100 {
+            let r = s
+                .request(
+                    Method::POST,
+                    "/dbs/app/colls/old/docs",
+                    &[
+                        ("x-ms-cosmos-is-batch-request", "True"),
+                        ("x-ms-cosmos-batch-atomic", "False"),
+                    ],
+                    Some(Value::Array(std::mem::take(&mut batch))),
+                )
+                .await;
+            assert!(r.status.is_success(), "{r:?}");
+        }
+    }
+    let dir = TempDir::new("copy-kill");
+    let checkpoint = dir.0.join("cp.json");
+    let args = [
+        "copy",
+        "--from",
+        s.url.as_str(),
+        "--source",
+        "app/old",
+        "--dest",
+        "app/new",
+        "--checkpoint",
+        checkpoint.to_str().unwrap(),
+    ];
+    let mut child = Command::new(env!("CARGO_BIN_EXE_strata-test-server"))
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start the copy");
+    let started = std::time::Instant::now();
+    while !checkpoint.exists() && started.elapsed() < std::time::Duration::from_secs(30) {
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    child.kill().expect("SIGKILL");
+    child.wait().expect("reap");
+    assert!(
+        checkpoint.exists(),
+        "the copy checkpointed before it was killed"
+    );
+    let (partial, _) = s
+        .query_all("app", "new", "SELECT VALUE COUNT(1) FROM c", json!([]), &[])
+        .await;
+    let copied_before: u64 = partial.iter().filter_map(Value::as_u64).sum();
+    assert!(
+        copied_before < 6000,
+        "killed mid-copy: {copied_before} copied"
+    );
+    let a: Vec<String> = args.iter().map(|x| x.to_string()).collect();
+    let (ok_, text) = tokio::task::spawn_blocking(move || {
+        strata(&a.iter().map(String::as_str).collect::<Vec<_>>())
+    })
+    .await
+    .unwrap();
+    assert!(ok_, "{text}");
+    assert!(
+        text.contains("(resumed)") && text.contains("verified: 6000 items"),
+        "{text}"
+    );
+    s.stop().await;
+}
