@@ -177,8 +177,9 @@ pub fn merge(plan: &Value, per_range: Vec<Vec<Value>>) -> Result<Vec<Value>, Str
     Ok(rows)
 }
 
-/// A value's text with object keys sorted, so equal values compare equal.
-fn canonical(v: &Value) -> String {
+/// A value's text with object keys sorted and numbers in one spelling, so equal values have
+/// equal text (DISTINCT here; content checksums of copies).
+pub fn canonical(v: &Value) -> String {
     match v {
         Value::Object(m) => {
             let mut keys: Vec<&String> = m.keys().collect();

@@ -154,30 +154,13 @@ async fn fingerprint(
                 Some(f) => map(r, f),
                 None => strip_item(r),
             };
-            let hash = xxhash_rust::xxh3::xxh3_64(canonical(&content).as_bytes());
+            let hash = xxhash_rust::xxh3::xxh3_64(
+                strata_query::sql::merge::canonical(&content).as_bytes(),
+            );
             out.insert((Value::Array(key).to_string(), id), hash);
         }
     }
     Ok(out)
-}
-
-fn canonical(v: &Value) -> String {
-    match v {
-        Value::Object(m) => {
-            let mut keys: Vec<&String> = m.keys().collect();
-            keys.sort();
-            let parts: Vec<String> = keys
-                .iter()
-                .map(|k| format!("{}:{}", Value::String((*k).clone()), canonical(&m[*k])))
-                .collect();
-            format!("{{{}}}", parts.join(","))
-        }
-        Value::Array(a) => format!(
-            "[{}]",
-            a.iter().map(canonical).collect::<Vec<_>>().join(",")
-        ),
-        other => other.to_string(),
-    }
 }
 
 /// Runs a copy; returns its summary.
