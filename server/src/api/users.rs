@@ -11,7 +11,7 @@ use super::App;
 use crate::exec::to_bytes;
 use crate::store::catalog::{self, DatabaseRecord};
 use crate::store::users::{
-    permission_rid, user_rid, PermissionMode, PermissionRecord, PutMode, UserEntry, UserRecord,
+    permission_rid, user_rid, PermissionMode, PermissionRecord, PutMode, UserRecord,
 };
 use axum::http::StatusCode;
 use serde_json::{json, Map, Value};
@@ -309,15 +309,6 @@ pub async fn replace_permission(
     put_permission(app, req, db, user, PutMode::Replace, Some(id)).await
 }
 
-fn find_permission(e: &UserEntry, d: &DatabaseRecord, id: &str) -> Option<PermissionRecord> {
-    e.permissions.get(id).cloned().or_else(|| {
-        e.permissions
-            .values()
-            .find(|p| permission_rid(d.seq, e.user.seq, p.seq) == id)
-            .cloned()
-    })
-}
-
 pub fn read_permission(
     app: &App,
     req: &Req,
@@ -327,7 +318,7 @@ pub fn read_permission(
 ) -> Result<Reply, ApiError> {
     let d = app.store.database(db)?;
     let e = app.store.user(db, user)?;
-    let p = find_permission(&e, &d, id).ok_or_else(|| {
+    let p = e.permission(d.seq, id).cloned().ok_or_else(|| {
         ApiError::not_found(format!(
             "Resource Not Found: the permission '{id}' does not exist for user '{}'.",
             e.user.id

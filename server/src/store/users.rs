@@ -62,6 +62,18 @@ pub struct UserEntry {
     pub permissions: BTreeMap<String, PermissionRecord>,
 }
 
+impl UserEntry {
+    /// A permission of this user by id, or by `_rid` (rid-based links); `db_seq` is the
+    /// database's sequence (rids are built from it).
+    pub fn permission(&self, db_seq: u32, id: &str) -> Option<&PermissionRecord> {
+        self.permissions.get(id).or_else(|| {
+            self.permissions
+                .values()
+                .find(|p| permission_rid(db_seq, self.user.seq, p.seq) == id)
+        })
+    }
+}
+
 /// Users by database, and permissions by `_rid`.
 #[derive(Debug, Default)]
 pub struct Users {
@@ -333,13 +345,7 @@ impl Store {
         let _ddl = self.inner.ddl.lock().await;
         let d = self.database(db)?;
         let entry = self.user(&d.id, user)?;
-        let existing = entry.permissions.get(target).cloned().or_else(|| {
-            entry
-                .permissions
-                .values()
-                .find(|p| permission_rid(d.seq, entry.user.seq, p.seq) == target)
-                .cloned()
-        });
+        let existing = entry.permission(d.seq, target).cloned();
         match (mode, &existing) {
             (PutMode::Create, Some(_)) => {
                 return Err(StoreError::Conflict(format!(
@@ -415,22 +421,12 @@ impl Store {
         let _ddl = self.inner.ddl.lock().await;
         let d = self.database(db)?;
         let entry = self.user(&d.id, user)?;
-        let p = entry
-            .permissions
-            .get(id)
-            .or_else(|| {
-                entry
-                    .permissions
-                    .values()
-                    .find(|p| permission_rid(d.seq, entry.user.seq, p.seq) == id)
-            })
-            .cloned()
-            .ok_or_else(|| {
-                StoreError::NotFound(format!(
-                    "Resource Not Found: the permission '{id}' does not exist for user '{}'.",
-                    entry.user.id
-                ))
-            })?;
+        let p = entry.permission(d.seq, id).cloned().ok_or_else(|| {
+            StoreError::NotFound(format!(
+                "Resource Not Found: the permission '{id}' does not exist for user '{}'.",
+                entry.user.id
+            ))
+        })?;
         self.inner
             .engine
             .write_durable(vec![Op::Delete(
