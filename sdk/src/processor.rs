@@ -8,6 +8,7 @@
 //! takes the lease next. When a range splits, its owner replaces its lease by one per child
 //! range, starting where the parent stopped, so the children can be shared out.
 //!
+//! An instance over its fair share (another joined) gives the excess back between batches.
 //! Lease updates are conditional on the lease's etag: two instances never both own a lease.
 
 use crate::{
@@ -243,6 +244,22 @@ impl ChangeFeedProcessor {
             .iter()
             .filter(|l| alive(l) && l.owner.as_deref() == Some(me))
             .count();
+        // Over the fair share (another instance joined): give the excess back between
+        // batches — everything handled so far is checkpointed — for the others to take.
+        for l in leases.iter_mut() {
+            if mine <= share {
+                break;
+            }
+            if alive(l) && l.owner.as_deref() == Some(me.as_str()) {
+                let mut freed = l.clone();
+                freed.owner = None;
+                freed.renewed = 0.0;
+                if self.put(&freed).await? {
+                    mine -= 1;
+                    *l = freed;
+                }
+            }
+        }
         for l in leases.iter_mut() {
             let owned = alive(l) && l.owner.as_deref() == Some(me.as_str());
             if !owned && !alive(l) && mine < share {
