@@ -740,9 +740,11 @@ fn best_in_index_order(
         return Ok(None);
     };
     // Descending, documents without the path sort last: an exhausted index leaves them out.
+    // That matters also when the walk found exactly a page: the page then reads as this
+    // partition's last, and the documents without the path would never be paged to.
     if finished
         && order.descending
-        && best.len() < want
+        && best.len() <= want
         && !c.all_defined(&order.path, range, index)?
     {
         return Ok(None);
