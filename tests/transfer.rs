@@ -456,3 +456,147 @@ async fn a_killed_copy_resumes_and_verifies() {
     );
     s.stop().await;
 }
+
+/// With a source that keeps history, writes of every kind made while the copy runs — creates,
+/// replaces and deletes — reach the destination: after a resumed run both sides hold exactly
+/// the same items, and the deleted ones are gone from the destination too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn copy_carries_deletes_and_replaces_made_during_the_copy() {
+    let s = TestServer::start_with(strata_tests::Options {
+        limits: Some(strata_server::store::container::Limits {
+            initial_partitions: Some(3),
+            ..Default::default()
+        }),
+        ..Default::default()
+    })
+    .await;
+    ok(&s, Method::POST, "/dbs", &[], Some(json!({"id": "app"}))).await;
+    ok(&s, Method::POST, "/dbs/app/colls", &[], Some(json!({"id": "old", "partitionKey": {"paths": ["/TenantId"], "kind": "Hash", "version": 2}, "changeFeedPolicy": {"retentionDuration": 60}}))).await;
+    let doc = |i: usize, n: usize| {
+        let t = format!("t{}", i % 7);
+        (
+            json!({"id": format!("i{i}"), "TenantId": t, "UserId": format!("u{}", i % 3), "n": n}),
+            json!([t]).to_string(),
+        )
+    };
+    for i in 0..1500 {
+        let (d, k) = doc(i, i);
+        let r = s
+            .request(
+                Method::POST,
+                "/dbs/app/colls/old/docs",
+                &[("x-ms-documentdb-partitionkey", &k)],
+                Some(d),
+            )
+            .await;
+        assert!(r.status.is_success(), "{r:?}");
+    }
+    let client = s.client.clone();
+    let writer = tokio::spawn(async move {
+        for i in 0..600 {
+            let (d, k) = doc(i, i + 100_000);
+            let r = match i % 3 {
+                // Deletes, replaces and deletes-then-recreates while the copy runs.
+                0 => {
+                    client
+                        .request(
+                            Method::DELETE,
+                            &format!("/dbs/app/colls/old/docs/i{i}"),
+                            &[("x-ms-documentdb-partitionkey", &k)],
+                            None,
+                        )
+                        .await
+                }
+                1 => {
+                    client
+                        .request(
+                            Method::PUT,
+                            &format!("/dbs/app/colls/old/docs/i{i}"),
+                            &[("x-ms-documentdb-partitionkey", &k)],
+                            Some(d),
+                        )
+                        .await
+                }
+                _ => {
+                    let r = client
+                        .request(
+                            Method::DELETE,
+                            &format!("/dbs/app/colls/old/docs/i{i}"),
+                            &[("x-ms-documentdb-partitionkey", &k)],
+                            None,
+                        )
+                        .await;
+                    assert!(r.status.is_success(), "{r:?}");
+                    client
+                        .request(
+                            Method::POST,
+                            "/dbs/app/colls/old/docs",
+                            &[("x-ms-documentdb-partitionkey", &k)],
+                            Some(d),
+                        )
+                        .await
+                }
+            };
+            assert!(r.status.is_success(), "{r:?}");
+        }
+    });
+    let dir = TempDir::new("copy-deletes");
+    let checkpoint = dir.0.join("cp.json");
+    let args: Vec<String> = [
+        "copy",
+        "--from",
+        s.url.as_str(),
+        "--source",
+        "app/old",
+        "--dest",
+        "app/new",
+        "--partition-key",
+        "/TenantId,/UserId,/SessionId",
+        "--fill",
+        "/SessionId=/id",
+        "--checkpoint",
+        checkpoint.to_str().unwrap(),
+    ]
+    .iter()
+    .map(|x| x.to_string())
+    .collect();
+    let a = args.clone();
+    let (_, first) = tokio::task::spawn_blocking(move || {
+        strata(&a.iter().map(String::as_str).collect::<Vec<_>>())
+    })
+    .await
+    .unwrap();
+    assert!(first.contains("copied"), "{first}");
+    writer.await.unwrap();
+    let (ok_, second) = tokio::task::spawn_blocking(move || {
+        strata(&args.iter().map(String::as_str).collect::<Vec<_>>())
+    })
+    .await
+    .unwrap();
+    assert!(ok_, "{second}");
+    assert!(second.contains("verified: 1300 items"), "{second}");
+    assert!(!second.contains("not carried over"), "{second}");
+    let (src, _) = s
+        .query_all("app", "old", "SELECT * FROM c", json!([]), &[])
+        .await;
+    let (dst, _) = s
+        .query_all("app", "new", "SELECT * FROM c", json!([]), &[])
+        .await;
+    let by_id = |rows: Vec<Value>| -> BTreeMap<String, Value> {
+        rows.into_iter()
+            .map(|r| (r["id"].as_str().unwrap().to_string(), user_part(r)))
+            .collect()
+    };
+    let (src, dst) = (by_id(src), by_id(dst));
+    assert_eq!(src.len(), 1300);
+    assert_eq!(
+        dst.len(),
+        1300,
+        "deleted items are gone from the destination too"
+    );
+    for (id, mut v) in src {
+        v["SessionId"] = json!(id.clone());
+        assert_eq!(dst.get(&id), Some(&v), "{id}");
+    }
+    s.stop().await;
+}

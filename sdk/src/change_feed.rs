@@ -28,6 +28,29 @@ pub enum ChangeFeedStart {
     Time(SystemTime),
 }
 
+/// Which changes the feed yields.
+///
+/// ```
+/// use strata_sdk::{ChangeFeedMode, ChangeFeedOptions, ChangeFeedStart};
+/// // Every create, replace and delete since now, as `{"current", "metadata", "previous"}`.
+/// let opts = ChangeFeedOptions {
+///     mode: ChangeFeedMode::AllVersionsAndDeletes,
+///     start: ChangeFeedStart::Now,
+///     ..Default::default()
+/// };
+/// # let _ = opts;
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ChangeFeedMode {
+    /// The latest version of each changed item (no deletes).
+    #[default]
+    LatestVersion,
+    /// Every version and every delete, each as `{"current", "metadata", "previous"}`
+    /// (`metadata.operationType` is `create`, `replace` or `delete`). The container must keep
+    /// history (`changeFeedPolicy`), and the feed starts from now or a continuation.
+    AllVersionsAndDeletes,
+}
+
 /// Options of a change feed reader.
 ///
 /// ```
@@ -48,6 +71,8 @@ pub struct ChangeFeedOptions {
     /// Only changes in this feed range (see [`crate::ContainerClient::feed_ranges`]): one
     /// consumer per range shares a container's feed.
     pub feed_range: Option<crate::FeedRange>,
+    /// Latest versions (default) or all versions and deletes.
+    pub mode: ChangeFeedMode,
 }
 
 /// A change feed page.
@@ -151,6 +176,115 @@ impl<T: DeserializeOwned> ChangeFeedReader<T> {
         Ok(())
     }
 
+    /// A change feed request on one partition's cursor (its position not yet set).
+    fn request(&self, cur: &Cursor, max_items: Option<u32>) -> Request {
+        let mut req = Request::new(Method::GET, format!("{}/docs", self.container.link));
+        req = match self.options.mode {
+            ChangeFeedMode::LatestVersion => req.header("a-im", "Incremental Feed"),
+            ChangeFeedMode::AllVersionsAndDeletes => req
+                .header("a-im", "Full-Fidelity Feed")
+                .header("x-ms-cosmos-changefeed-wire-format-version", "2021-09-15"),
+        };
+        if let Some(r) = &cur.range {
+            req = req.header("x-ms-documentdb-partitionkeyrangeid", r.clone());
+        }
+        if let Some(pk) = &self.options.partition_key {
+            req = req.header("x-ms-documentdb-partitionkey", pk.to_header());
+        }
+        if let Some(f) = &self.options.feed_range {
+            for (k, v) in f.headers() {
+                req = req.header(k, v);
+            }
+        }
+        if let Some(n) = max_items {
+            req = req.header("x-ms-max-item-count", n.to_string());
+        }
+        req
+    }
+
+    /// Fixes where a reader started with [`ChangeFeedStart::Now`] begins: each partition's
+    /// position is taken now, so changes made from here on are read even if the first page
+    /// is asked for much later, and [`Self::continuation`] resumes exactly here.
+    ///
+    /// ```no_run
+    /// # async fn f(c: strata_sdk::ContainerClient) -> Result<(), strata_sdk::Error> {
+    /// use strata_sdk::{ChangeFeedOptions, ChangeFeedStart};
+    /// let mut feed = c.change_feed::<serde_json::Value>(ChangeFeedOptions { start: ChangeFeedStart::Now, ..Default::default() });
+    /// feed.pin_start().await?;
+    /// let from_here = feed.continuation(); // later changes, whenever they are read
+    /// # let _ = from_here; Ok(()) }
+    /// ```
+    pub async fn pin_start(&mut self) -> Result<(), Error> {
+        self.init().await?;
+        if !matches!(self.options.start, ChangeFeedStart::Now) {
+            return Ok(());
+        }
+        let mut cursors = self.cursors.clone().unwrap_or_default();
+        for cur in cursors.iter_mut() {
+            if cur.etag.as_deref().is_some_and(|e| e != "*") {
+                continue;
+            }
+            let r = self
+                .container
+                .client
+                .send(self.request(cur, Some(1)).header("if-none-match", "*"))
+                .await?;
+            cur.etag = r.header("etag").map(str::to_string).or(cur.etag.take());
+        }
+        self.cursors = Some(cursors);
+        Ok(())
+    }
+
+    /// About how many changes this reader has not read yet, summed over its partitions, the
+    /// way the service's change feed estimator works it out: per partition, the first unread
+    /// change's LSN against the partition's latest LSN (0 for a caught-up partition). LSNs
+    /// count every write, so the figure is an upper bound; 0 means caught up.
+    ///
+    /// ```no_run
+    /// # async fn f(mut feed: strata_sdk::ChangeFeedReader<serde_json::Value>) -> Result<(), strata_sdk::Error> {
+    /// println!("{} changes behind", feed.estimate_lag().await?);
+    /// # Ok(()) }
+    /// ```
+    pub async fn estimate_lag(&mut self) -> Result<u64, Error> {
+        self.init().await?;
+        let mut lag = 0u64;
+        for cur in self.cursors.clone().unwrap_or_default() {
+            let mut req = self.request(&cur, Some(1));
+            match (&cur.etag, &self.options.start) {
+                (Some(e), _) => req = req.header("if-none-match", e.clone()),
+                (None, ChangeFeedStart::Time(t)) => {
+                    req = req.header("if-modified-since", httpdate::fmt_http_date(*t))
+                }
+                _ => {}
+            }
+            let first = match self.container.client.send(req).await {
+                Ok(r) if r.status == 304 || r.body.is_empty() => continue,
+                Ok(r) => r.json()?,
+                // A split partition: its children are read (and estimated) on the next page.
+                Err(e) if e.status() == Some(410) => continue,
+                Err(e) => return Err(e),
+            };
+            let doc = &first["Documents"][0];
+            let Some(at) = doc["_lsn"]
+                .as_u64()
+                .or_else(|| doc["metadata"]["lsn"].as_u64())
+            else {
+                continue;
+            };
+            let latest = self
+                .container
+                .client
+                .send(self.request(&cur, Some(1)).header("if-none-match", "*"))
+                .await?;
+            let latest = latest
+                .header("etag")
+                .and_then(|e| e.trim_matches('"').parse::<u64>().ok())
+                .unwrap_or(at);
+            lag += latest.saturating_sub(at) + 1;
+        }
+        Ok(lag)
+    }
+
     /// The next changes from any partition; an empty page means every partition is caught
     /// up (call again later to poll).
     ///
@@ -173,22 +307,7 @@ impl<T: DeserializeOwned> ChangeFeedReader<T> {
             }
             let i = self.next % cursors.len();
             let cur = cursors[i].clone();
-            let mut req = Request::new(Method::GET, format!("{}/docs", self.container.link))
-                .header("a-im", "Incremental Feed");
-            if let Some(r) = &cur.range {
-                req = req.header("x-ms-documentdb-partitionkeyrangeid", r.clone());
-            }
-            if let Some(pk) = &self.options.partition_key {
-                req = req.header("x-ms-documentdb-partitionkey", pk.to_header());
-            }
-            if let Some(f) = &self.options.feed_range {
-                for (k, v) in f.headers() {
-                    req = req.header(k, v);
-                }
-            }
-            if let Some(n) = self.options.max_item_count {
-                req = req.header("x-ms-max-item-count", n.to_string());
-            }
+            let mut req = self.request(&cur, self.options.max_item_count);
             match (&cur.etag, &self.options.start) {
                 (Some(e), _) => req = req.header("if-none-match", e.clone()),
                 (None, ChangeFeedStart::Time(t)) => {

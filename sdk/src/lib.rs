@@ -90,7 +90,9 @@ mod users;
 
 pub use batch::{BatchOperationResult, BatchResponse, TransactionalBatch};
 pub use bulk::{BulkOperation, BulkOptions};
-pub use change_feed::{ChangeFeedOptions, ChangeFeedPage, ChangeFeedReader, ChangeFeedStart};
+pub use change_feed::{
+    ChangeFeedMode, ChangeFeedOptions, ChangeFeedPage, ChangeFeedReader, ChangeFeedStart,
+};
 pub use client::{CosmosClient, CosmosClientBuilder, EMULATOR_KEY};
 pub use container::{ContainerClient, ItemOptions};
 pub use database::DatabaseClient;

@@ -1,36 +1,58 @@
 //! `strata copy --from CONN --to CONN --source DB/C --dest DB/C [--partition-key /a,/b,/c]
 //! [--fill /PATH=/OTHER|JSON]... [--follow] [--checkpoint FILE]`.
 //!
-//! Online: the source's change feed from the beginning is a snapshot of every item (its
-//! latest version) followed by every later write, so the copy reads it per feed range (in
-//! parallel), writes each page to the destination with bulk upserts, and stops once every
-//! range is caught up — or keeps following (`--follow`) until interrupted, so an application
-//! can switch over without losing writes. After each page the position of its range is saved
-//! in a checkpoint file: an interrupted copy started again resumes there. At the end (without
-//! `--follow`) both sides are compared: counts per source logical partition and a checksum of
-//! every item's content. The latest-version feed carries no deletes: an item deleted in the
-//! source while the copy runs stays in the destination (the verification reports it).
+//! Online, per source feed range (in parallel): first the position "now" of the source's
+//! all-versions-and-deletes feed is noted; then the latest-version feed from the beginning —
+//! a snapshot of every item — is written to the destination with bulk upserts; then the
+//! all-versions feed is replayed from the noted position, creates and replaces as upserts and
+//! deletes as deletes, so every write made while the snapshot ran (deletes included) reaches
+//! the destination in order. The copy stops once every range is caught up, or keeps following
+//! (`--follow`) until interrupted, so an application can switch over without losing writes.
+//! A source that keeps no history (no `changeFeedPolicy`) has no all-versions feed: then the
+//! latest-version feed is followed and deletes made during the copy are not carried over —
+//! the summary says so and the verification shows them.
+//!
+//! After each page the position of its range is saved in a checkpoint file (written whole
+//! and renamed over the old one): an interrupted copy started again resumes there. At the end
+//! (without `--follow`) both sides are compared: counts per source logical partition and a
+//! checksum of every item's content. The same engine runs server-side jobs
+//! ([`super::jobs`]), reporting through the same [`Progress`].
 
 use super::connect;
 use super::progress::Progress;
 use super::strip_item;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use strata_sdk::{
-    BulkOperation, ChangeFeedOptions, ChangeFeedStart, ContainerClient, ContainerProperties,
-    PartitionKeyDefinition, QueryOptions,
+    BulkOperation, ChangeFeedMode, ChangeFeedOptions, ChangeFeedReader, ChangeFeedStart,
+    ContainerClient, ContainerProperties, FeedRange, PartitionKey, PartitionKeyDefinition,
+    QueryOptions,
 };
 
 /// Copy a container into another (another account, another partition key).
 #[derive(clap::Args, Debug, Clone)]
 pub struct CopyArgs {
+    #[command(flatten)]
+    pub spec: CopySpec,
+    /// Where positions are saved (an interrupted copy resumes from it).
+    #[arg(long, default_value = "strata-copy.checkpoint.json")]
+    pub checkpoint: PathBuf,
+}
+
+/// What to copy where: the command line's flags, and the body of a copy job.
+#[derive(clap::Args, Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CopySpec {
     /// The source account (connection string, or endpoint URL with the emulator key).
     #[arg(long)]
+    #[serde(default)]
     pub from: String,
     /// The destination account (defaults to the source).
     #[arg(long)]
+    #[serde(default)]
     pub to: Option<String>,
     /// The source container, DB/CONTAINER.
     #[arg(long)]
@@ -41,17 +63,17 @@ pub struct CopyArgs {
     /// Partition key paths of a destination to create, comma-separated (up to three: a
     /// hierarchical key). Default: the source's.
     #[arg(long)]
+    #[serde(default)]
     pub partition_key: Option<String>,
     /// Fills a property items lack: `/SessionId=/id` copies another property's value,
     /// `/SessionId="none"` sets a JSON value. Repeatable.
     #[arg(long = "fill")]
+    #[serde(default)]
     pub fill: Vec<String>,
     /// Keep following the source's changes after catching up, until interrupted.
     #[arg(long)]
+    #[serde(default)]
     pub follow: bool,
-    /// Where positions are saved (an interrupted copy resumes from it).
-    #[arg(long, default_value = "strata-copy.checkpoint.json")]
-    pub checkpoint: PathBuf,
 }
 
 fn split(what: &str, s: &str) -> Result<(String, String), String> {
@@ -163,8 +185,337 @@ async fn fingerprint(
     Ok(out)
 }
 
-/// Runs a copy; returns its summary.
+/// Where one source feed range stands; saved after every page.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RangeState {
+    /// Position in the latest-version feed (the snapshot).
+    snapshot: Option<String>,
+    snapshot_done: bool,
+    /// Position in the all-versions-and-deletes feed, noted before the snapshot began.
+    history: Option<String>,
+    /// The source keeps no history: follow the latest-version feed instead.
+    no_history: bool,
+}
+
+/// Everything the range workers share.
+struct Ctx {
+    source: ContainerClient,
+    dest: ContainerClient,
+    source_def: PartitionKeyDefinition,
+    dest_def: PartitionKeyDefinition,
+    fills: Vec<Fill>,
+    follow: bool,
+    path: PathBuf,
+    checkpoint: Mutex<HashMap<String, RangeState>>,
+    progress: Arc<Mutex<Progress>>,
+    /// Changes behind, per range, while following.
+    lag: Mutex<HashMap<String, u64>>,
+}
+
+/// Pages per feed request.
+const PAGE: u32 = 500;
+/// How long a caught-up follower waits before asking again.
+const POLL: std::time::Duration = std::time::Duration::from_millis(500);
+
+impl Ctx {
+    fn state(&self, key: &str) -> Result<RangeState, String> {
+        let c = self.checkpoint.lock().map_err(|e| e.to_string())?;
+        Ok(c.get(key).cloned().unwrap_or_default())
+    }
+
+    /// Saves one range's state: the ranges share one file, written whole under the lock
+    /// through a temporary file renamed over it (a crash leaves the old or the new).
+    fn save(&self, key: &str, st: &RangeState) -> Result<(), String> {
+        let mut c = self.checkpoint.lock().map_err(|e| e.to_string())?;
+        c.insert(key.to_string(), st.clone());
+        let tmp = self.path.with_extension("tmp");
+        let bytes = serde_json::to_vec(&*c).map_err(|e| e.to_string())?;
+        std::fs::write(&tmp, bytes)
+            .and_then(|_| std::fs::rename(&tmp, &self.path))
+            .map_err(|e| format!("cannot save the checkpoint {}: {e}", self.path.display()))
+    }
+
+    fn progress(&self, f: impl FnOnce(&mut Progress)) {
+        if let Ok(mut p) = self.progress.lock() {
+            f(&mut p);
+        }
+    }
+
+    /// Records a range's lag and shows the sum.
+    fn set_lag(&self, key: &str, lag: u64) {
+        let total = match self.lag.lock() {
+            Ok(mut m) => {
+                m.insert(key.to_string(), lag);
+                m.values().sum()
+            }
+            Err(_) => return,
+        };
+        self.progress(|p| p.set_lag(total));
+    }
+
+    /// Waits for new changes while following: the range is caught up.
+    async fn idle(&self, key: &str) {
+        self.set_lag(key, 0);
+        self.progress(|p| {
+            if p.phase() != "following" {
+                p.set_phase("following")
+            }
+        });
+        tokio::time::sleep(POLL).await;
+    }
+
+    /// Writes a page of operations to the destination with bulk; a delete of an item that is
+    /// not there is fine.
+    async fn write(&self, ops: Vec<BulkOperation>, upserts: u64, bytes: u64) -> Result<(), String> {
+        let deletes = ops.len() as u64 - upserts;
+        let results = self
+            .dest
+            .execute_bulk(ops, Default::default())
+            .await
+            .map_err(|e| e.to_string())?;
+        if let Some(bad) = results.iter().find(|x| x.status >= 300 && x.status != 404) {
+            return Err(format!(
+                "the destination refused an item ({}): {}; fix it (e.g. --fill a missing key) and run the copy again to resume",
+                bad.status,
+                bad.resource.as_ref().map(|v| v.to_string()).unwrap_or_default()
+            ));
+        }
+        self.progress(|p| {
+            p.add(upserts, bytes, 0);
+            p.add_deleted(deletes);
+        });
+        Ok(())
+    }
+
+    async fn upsert_all(&self, items: Vec<Value>) -> Result<(), String> {
+        let items: Vec<Value> = items.into_iter().map(|i| map(i, &self.fills)).collect();
+        let bytes: u64 = items.iter().map(|i| i.to_string().len() as u64).sum();
+        let ops = items
+            .iter()
+            .map(BulkOperation::upsert)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| e.to_string())?;
+        self.write(ops, items.len() as u64, bytes).await
+    }
+
+    /// A deleted item's source key from the change's metadata, whose `partitionKey` names
+    /// each value by its path's last segment: the values put back in place in an otherwise
+    /// empty item (a missing one stays missing: an undefined key component), and in order.
+    fn deleted_key_shape(&self, meta: &Value) -> (Value, Vec<Value>) {
+        let mut shape = Value::Object(Default::default());
+        let mut values = Vec::new();
+        for p in self.source_def.paths() {
+            let segs = segments(p);
+            let v = segs
+                .last()
+                .and_then(|name| meta["partitionKey"].get(name.as_str()));
+            if let Some(v) = v {
+                set(&mut shape, &segs, v.clone());
+            }
+            values.push(v.cloned().unwrap_or(Value::Null));
+        }
+        (shape, values)
+    }
+
+    /// The destination keys of a source item deleted as `change` describes (several when the
+    /// destination key is not derived from the source's and several items match).
+    async fn dest_keys_of_deleted(&self, change: &Value) -> Result<Vec<PartitionKey>, String> {
+        let meta = &change["metadata"];
+        if let Some(prev) = change.get("previous").filter(|p| p.is_object()) {
+            return Ok(vec![self.dest_def.key_of(&map(prev.clone(), &self.fills))]);
+        }
+        let (shape, values) = self.deleted_key_shape(meta);
+        if self.dest_def.paths() == self.source_def.paths() {
+            return Ok(vec![self.source_def.key_of(&shape)]);
+        }
+        // Find the copy by id and the source key's values.
+        let id = meta["id"].as_str().unwrap_or_default();
+        let mut sql = String::from("SELECT * FROM c WHERE c.id = @id");
+        let mut params = vec![("@id".to_string(), Value::from(id))];
+        for (i, (p, v)) in self.source_def.paths().iter().zip(&values).enumerate() {
+            let path: String = segments(p)
+                .iter()
+                .map(|s| format!("[{}]", Value::from(s.as_str())))
+                .collect();
+            sql.push_str(&format!(" AND c{path} = @k{i}"));
+            params.push((format!("@k{i}"), v.clone()));
+        }
+        let mut q = strata_sdk::Query::new(sql);
+        for (n, v) in params {
+            q = q.param(&n, v);
+        }
+        let found: Vec<Value> = self
+            .dest
+            .query_all(q, QueryOptions::default())
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(found.iter().map(|d| self.dest_def.key_of(d)).collect())
+    }
+
+    /// Applies a page of the all-versions feed: the last change of each item wins (the page
+    /// is in order), creates and replaces as upserts, deletes as deletes.
+    async fn apply(&self, changes: Vec<Value>) -> Result<(), String> {
+        let mut last: Vec<Value> = Vec::new();
+        let mut at: HashMap<(String, String), usize> = HashMap::new();
+        for ch in changes {
+            let meta = &ch["metadata"];
+            let deleted = meta["operationType"] == "delete";
+            let id = match deleted {
+                true => meta["id"].as_str(),
+                false => ch["current"]["id"].as_str(),
+            }
+            .unwrap_or_default()
+            .to_string();
+            // One spelling of the source key for both kinds, so an item deleted and created
+            // again within the page is one operation: a bulk call may run two operations on
+            // one partition in parallel batches, out of order.
+            let key = match deleted {
+                true => self.source_def.key_of(&self.deleted_key_shape(meta).0),
+                false => self.source_def.key_of(&ch["current"]),
+            }
+            .to_header();
+            match at.get(&(key.clone(), id.clone())) {
+                Some(&i) => last[i] = ch,
+                None => {
+                    at.insert((key, id), last.len());
+                    last.push(ch);
+                }
+            }
+        }
+        let (mut ops, mut upserts, mut bytes) = (Vec::new(), 0u64, 0u64);
+        for ch in last {
+            if ch["metadata"]["operationType"] == "delete" {
+                let id = ch["metadata"]["id"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
+                for k in self.dest_keys_of_deleted(&ch).await? {
+                    ops.push(BulkOperation::delete(&id, k));
+                }
+            } else {
+                let item = map(ch["current"].clone(), &self.fills);
+                bytes += item.to_string().len() as u64;
+                upserts += 1;
+                ops.push(BulkOperation::upsert(&item).map_err(|e| e.to_string())?);
+            }
+        }
+        if ops.is_empty() {
+            return Ok(());
+        }
+        self.write(ops, upserts, bytes).await
+    }
+
+    /// Estimates a follower's lag now and then (each estimate costs two reads per partition).
+    async fn estimate<T: serde::de::DeserializeOwned>(
+        &self,
+        key: &str,
+        feed: &mut ChangeFeedReader<T>,
+        last: &mut std::time::Instant,
+    ) {
+        if last.elapsed() < std::time::Duration::from_secs(2) {
+            return;
+        }
+        *last = std::time::Instant::now();
+        if let Ok(n) = feed.estimate_lag().await {
+            self.set_lag(key, n);
+        }
+    }
+}
+
+/// Copies one source feed range: notes the history position, copies the snapshot, replays
+/// the history (or follows the latest versions when there is none).
+async fn copy_range(ctx: Arc<Ctx>, r: FeedRange) -> Result<(), String> {
+    let key = format!("{}..{}", r.min, r.max);
+    let mut st = ctx.state(&key)?;
+    let feed_options = |mode, start, continuation| ChangeFeedOptions {
+        mode,
+        start,
+        continuation,
+        feed_range: Some(r.clone()),
+        max_item_count: Some(PAGE),
+        ..Default::default()
+    };
+    if st.history.is_none() && !st.no_history {
+        let mut h = ctx.source.change_feed::<Value>(feed_options(
+            ChangeFeedMode::AllVersionsAndDeletes,
+            ChangeFeedStart::Now,
+            None,
+        ));
+        match h.pin_start().await {
+            Ok(()) => st.history = Some(h.continuation()),
+            Err(e) if e.status() == Some(400) => st.no_history = true,
+            Err(e) => return Err(format!("the source's change feed: {e}")),
+        }
+        ctx.save(&key, &st)?;
+    }
+    let mut estimated = std::time::Instant::now();
+    // Without history the latest-version feed is the only one: a resumed copy reads it on
+    // from its position even when the snapshot was done.
+    if !st.snapshot_done || st.no_history {
+        let mut feed = ctx.source.change_feed::<Value>(feed_options(
+            ChangeFeedMode::LatestVersion,
+            ChangeFeedStart::Beginning,
+            st.snapshot.clone(),
+        ));
+        loop {
+            let page = feed.next_page().await.map_err(|e| e.to_string())?;
+            if page.items.is_empty() {
+                if st.no_history && ctx.follow {
+                    ctx.idle(&key).await;
+                    continue;
+                }
+                break;
+            }
+            ctx.upsert_all(page.items).await?;
+            st.snapshot = Some(feed.continuation());
+            ctx.save(&key, &st)?;
+            if st.no_history && ctx.follow {
+                ctx.estimate(&key, &mut feed, &mut estimated).await;
+            }
+        }
+        st.snapshot_done = true;
+        ctx.save(&key, &st)?;
+    }
+    if st.no_history {
+        return Ok(());
+    }
+    let mut feed = ctx.source.change_feed::<Value>(feed_options(
+        ChangeFeedMode::AllVersionsAndDeletes,
+        ChangeFeedStart::Now,
+        st.history.clone(),
+    ));
+    loop {
+        let page = feed.next_page().await.map_err(|e| e.to_string())?;
+        if page.items.is_empty() {
+            if ctx.follow {
+                ctx.idle(&key).await;
+                continue;
+            }
+            return Ok(());
+        }
+        ctx.apply(page.items).await?;
+        st.history = Some(feed.continuation());
+        ctx.save(&key, &st)?;
+        if ctx.follow {
+            ctx.estimate(&key, &mut feed, &mut estimated).await;
+        }
+    }
+}
+
+/// Runs a copy from the command line (progress on stderr); returns its summary.
 pub async fn copy(a: CopyArgs) -> Result<String, String> {
+    let progress = Arc::new(Mutex::new(Progress::new("copied", None)));
+    run(&a.spec, &a.checkpoint, progress).await
+}
+
+/// Runs a copy, reporting through `progress`, saving positions in `checkpoint`; returns its
+/// summary (an error when the verification fails).
+pub async fn run(
+    a: &CopySpec,
+    checkpoint: &std::path::Path,
+    progress: Arc<Mutex<Progress>>,
+) -> Result<String, String> {
     let fills = a
         .fill
         .iter()
@@ -184,8 +535,8 @@ pub async fn copy(a: CopyArgs) -> Result<String, String> {
         .create_database_if_not_exists(&ddb)
         .await
         .map_err(|e| e.to_string())?;
-    let dest = match dest_db.container(&dcoll).read().await {
-        Ok(_) => dest_db.container(&dcoll),
+    let (dest, dest_props) = match dest_db.container(&dcoll).read().await {
+        Ok(p) => (dest_db.container(&dcoll), p),
         Err(e) if e.is_not_found() => {
             let mut props = sprops.clone();
             props.id = dcoll.clone();
@@ -197,102 +548,68 @@ pub async fn copy(a: CopyArgs) -> Result<String, String> {
                     PartitionKeyDefinition::hierarchical(paths).map_err(|e| e.to_string())?
                 };
             }
-            dest_db
-                .create_container(ContainerProperties {
-                    rid: None,
-                    etag: None,
-                    ..props
-                })
+            let props = ContainerProperties {
+                rid: None,
+                etag: None,
+                ..props
+            };
+            let c = dest_db
+                .create_container(props.clone())
                 .await
-                .map_err(|e| format!("cannot create the destination: {e}"))?
+                .map_err(|e| format!("cannot create the destination: {e}"))?;
+            (c, props)
         }
         Err(e) => return Err(format!("the destination: {e}")),
     };
     // Positions by feed range, from an interrupted run.
-    let saved: HashMap<String, String> = std::fs::read(&a.checkpoint)
+    let saved: HashMap<String, RangeState> = std::fs::read(checkpoint)
         .ok()
         .and_then(|b| serde_json::from_slice(&b).ok())
         .unwrap_or_default();
     let resumed = !saved.is_empty();
-    let checkpoint = Arc::new(Mutex::new(saved));
     let total: Vec<u64> = source
         .query_all("SELECT VALUE COUNT(1) FROM c", QueryOptions::default())
         .await
         .map_err(|e| e.to_string())?;
-    let progress = Arc::new(Mutex::new(Progress::new("copied", total.first().copied())));
+    if let Ok(mut p) = progress.lock() {
+        if let Some(t) = total.first() {
+            p.set_total(*t);
+        }
+        p.set_phase("copying");
+    }
+    let ctx = Arc::new(Ctx {
+        source: source.clone(),
+        dest: dest.clone(),
+        source_def: sprops.partition_key.clone(),
+        dest_def: dest_props.partition_key.clone(),
+        fills: fills.clone(),
+        follow: a.follow,
+        path: checkpoint.to_path_buf(),
+        checkpoint: Mutex::new(saved),
+        progress: Arc::clone(&progress),
+        lag: Mutex::new(HashMap::new()),
+    });
     let ranges = source.feed_ranges().await.map_err(|e| e.to_string())?;
-    let mut workers = Vec::new();
+    // Dropping the set (a cancelled job) stops every worker.
+    let mut workers = tokio::task::JoinSet::new();
     for r in ranges {
-        let key = format!("{}..{}", r.min, r.max);
-        let start = checkpoint
-            .lock()
-            .map_err(|e| e.to_string())?
-            .get(&key)
-            .cloned();
-        let (source, dest, fills) = (source.clone(), dest.clone(), fills.clone());
-        let (checkpoint, progress, path, follow) = (
-            Arc::clone(&checkpoint),
-            Arc::clone(&progress),
-            a.checkpoint.clone(),
-            a.follow,
-        );
-        workers.push(tokio::spawn(async move {
-            let mut feed = source.change_feed::<Value>(ChangeFeedOptions {
-                start: ChangeFeedStart::Beginning,
-                feed_range: Some(r),
-                continuation: start,
-                max_item_count: Some(500),
-                ..Default::default()
-            });
-            loop {
-                let page = feed.next_page().await.map_err(|e| e.to_string())?;
-                if page.items.is_empty() {
-                    if follow {
-                        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-                        continue;
-                    }
-                    return Ok::<_, String>(());
-                }
-                let items: Vec<Value> = page.items.into_iter().map(|i| map(i, &fills)).collect();
-                let bytes: u64 = items.iter().map(|i| i.to_string().len() as u64).sum();
-                let ops = items
-                    .iter()
-                    .map(BulkOperation::upsert)
-                    .collect::<Result<Vec<_>, _>>()
-                    .map_err(|e| e.to_string())?;
-                let results = dest
-                    .execute_bulk(ops, Default::default())
-                    .await
-                    .map_err(|e| e.to_string())?;
-                if let Some(bad) = results.iter().find(|x| x.status >= 300) {
-                    return Err(format!(
-                        "the destination refused an item ({}): {}; fix it (e.g. --fill a missing key) and run the copy again to resume",
-                        bad.status,
-                        bad.resource.as_ref().map(|v| v.to_string()).unwrap_or_default()
-                    ));
-                }
-                {
-                    // The ranges share one file: written whole, under the lock, through a
-                    // temporary file renamed over it (a crash leaves the old or the new).
-                    let mut c = checkpoint.lock().map_err(|e| e.to_string())?;
-                    c.insert(key.clone(), feed.continuation());
-                    let tmp = path.with_extension("tmp");
-                    std::fs::write(&tmp, serde_json::to_vec(&*c).unwrap_or_default())
-                        .and_then(|_| std::fs::rename(&tmp, &path))
-                        .map_err(|e| {
-                            format!("cannot save the checkpoint {}: {e}", path.display())
-                        })?;
-                }
-                if let Ok(mut p) = progress.lock() {
-                    p.add(results.len() as u64, bytes, 0);
-                }
-            }
-        }));
+        workers.spawn(copy_range(Arc::clone(&ctx), r));
     }
-    for w in workers {
-        w.await.map_err(|e| e.to_string())??;
+    while let Some(w) = workers.join_next().await {
+        w.map_err(|e| e.to_string())??;
     }
-    let line = progress.lock().map(|p| p.finish()).unwrap_or_default();
+    let no_history = ctx
+        .checkpoint
+        .lock()
+        .map(|c| c.values().any(|s| s.no_history))
+        .unwrap_or(false);
+    let line = match progress.lock() {
+        Ok(mut p) => {
+            p.set_phase("verifying");
+            p.finish()
+        }
+        Err(_) => String::new(),
+    };
     // Verification: every source item in the destination with the same content.
     let src = fingerprint(&source, &source_paths, Some(&fills)).await?;
     let dst = fingerprint(&dest, &source_paths, None).await?;
@@ -322,12 +639,20 @@ pub async fn copy(a: CopyArgs) -> Result<String, String> {
         )
     };
     let ok = verdict.starts_with("verified");
+    let note = if no_history {
+        "; the source keeps no change history (changeFeedPolicy), so deletes made during the copy were not carried over"
+    } else {
+        ""
+    };
     let summary = format!(
-        "{line}{}; {} -> {}; {verdict}",
+        "{line}{}; {} -> {}; {verdict}{note}",
         if resumed { " (resumed)" } else { "" },
         a.source,
         a.dest
     );
+    if let Ok(mut p) = progress.lock() {
+        p.set_phase(if ok { "done" } else { "failed" });
+    }
     if ok {
         Ok(summary)
     } else {

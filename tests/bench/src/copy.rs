@@ -10,7 +10,7 @@ use reqwest::Method;
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Instant;
-use strata_server::transfer::copy::{copy, CopyArgs};
+use strata_server::transfer::copy::{copy, CopyArgs, CopySpec};
 
 pub async fn copy_suite(a: &Args, r: &mut Report) {
     let items = if a.smoke { 2_000 } else { a.copy_items };
@@ -31,13 +31,15 @@ pub async fn copy_suite(a: &Args, r: &mut Report) {
     let checkpoint = dir.join("copy.checkpoint.json");
     let started = Instant::now();
     let summary = copy(CopyArgs {
-        from: running.url(),
-        to: None,
-        source: "bench/old".into(),
-        dest: "bench/new".into(),
-        partition_key: Some("/TenantId,/UserId,/SessionId".into()),
-        fill: Vec::new(),
-        follow: false,
+        spec: CopySpec {
+            from: running.url(),
+            to: None,
+            source: "bench/old".into(),
+            dest: "bench/new".into(),
+            partition_key: Some("/TenantId,/UserId,/SessionId".into()),
+            fill: Vec::new(),
+            follow: false,
+        },
         checkpoint,
     })
     .await
