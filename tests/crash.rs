@@ -5,29 +5,13 @@
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use strata_tests::{Client, TempDir};
 
 fn start(dir: &std::path::Path) -> (Child, Client) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_strata-test-server"))
-        .args(["--port", "0", "--log", "warn", "--data-dir"])
-        .arg(dir)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("start strata");
-    let stdout = child.stdout.take().expect("stdout");
-    let mut line = String::new();
-    BufReader::new(stdout).read_line(&mut line).expect("banner");
-    let url = line
-        .split_whitespace()
-        .find(|w| w.starts_with("http"))
-        .unwrap_or_else(|| panic!("no URL in banner: {line}"))
-        .to_string();
-    (child, Client::new(&url))
+    strata_tests::spawn_server(env!("CARGO_BIN_EXE_strata-test-server"), dir)
 }
 
 /// Reads every item of the container (read feed, all pages).

@@ -6,7 +6,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::process::Command;
-use strata_tests::{TempDir, TestServer};
+use strata_tests::{Client, TempDir, TestServer};
 
 fn strata(args: &[&str]) -> (bool, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_strata-test-server"))
@@ -379,20 +379,15 @@ async fn copy_into_a_hierarchical_key_loses_no_concurrent_write() {
     s.stop().await;
 }
 
-/// kill -9 of the copier mid-copy: run again, it resumes from its checkpoint and the final
-/// verification passes.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_killed_copy_resumes_and_verifies() {
-    let s = TestServer::start().await;
-    ok(&s, Method::POST, "/dbs", &[], Some(json!({"id": "app"}))).await;
-    ok(&s, Method::POST, "/dbs/app/colls", &[], Some(json!({"id": "old", "partitionKey": {"paths": ["/TenantId"], "kind": "Hash", "version": 2}}))).await;
+/// Loads `n` items of about 330 bytes over 5 tenants into `app/old`, 100 per bulk request.
+async fn load_tenants(c: &Client, n: usize) {
     let mut batch = Vec::new();
-    for i in 0..6000 {
+    for i in 0..n {
         let t = format!("t{}", i % 5);
         batch.push(json!({"operationType": "Upsert", "partitionKey": json!([t]).to_string(),
                           "resourceBody": {"id": format!("i{i}"), "TenantId": t, "pad": "x".repeat(300)}}));
-        if batch.len() == 100 {
-            let r = s
+        if batch.len() == 100 || i + 1 == n {
+            let r = c
                 .request(
                     Method::POST,
                     "/dbs/app/colls/old/docs",
@@ -406,6 +401,16 @@ async fn a_killed_copy_resumes_and_verifies() {
             assert!(r.status.is_success(), "{r:?}");
         }
     }
+}
+
+/// kill -9 of the copier mid-copy: run again, it resumes from its checkpoint and the final
+/// verification passes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_killed_copy_resumes_and_verifies() {
+    let s = TestServer::start().await;
+    ok(&s, Method::POST, "/dbs", &[], Some(json!({"id": "app"}))).await;
+    ok(&s, Method::POST, "/dbs/app/colls", &[], Some(json!({"id": "old", "partitionKey": {"paths": ["/TenantId"], "kind": "Hash", "version": 2}}))).await;
+    load_tenants(&s.client, 6000).await;
     let dir = TempDir::new("copy-kill");
     let checkpoint = dir.0.join("cp.json");
     let args = [
@@ -599,4 +604,131 @@ async fn copy_carries_deletes_and_replaces_made_during_the_copy() {
         assert_eq!(dst.get(&id), Some(&v), "{id}");
     }
     s.stop().await;
+}
+
+/// Polls a copy job until it is no longer running; returns its last state.
+async fn wait_job(c: &Client, id: &str) -> Value {
+    let started = std::time::Instant::now();
+    loop {
+        let r = c.get(&format!("/_strata/jobs/{id}"), &[]).await;
+        assert_eq!(r.status, StatusCode::OK, "{r:?}");
+        if r.json["state"] != "running" {
+            return r.json;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(120),
+            "the job never finished: {}",
+            r.json
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+/// The job API: a copy started by `POST /_strata/jobs` runs in the server, reports progress
+/// and ends verified; bad jobs get Cosmos-shaped errors; a job is listed, and deleted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_server_side_copy_job_copies_and_reports() {
+    let s = TestServer::start().await;
+    ok(&s, Method::POST, "/dbs", &[], Some(json!({"id": "app"}))).await;
+    ok(&s, Method::POST, "/dbs/app/colls", &[], Some(json!({"id": "old", "partitionKey": {"paths": ["/TenantId"], "kind": "Hash", "version": 2}}))).await;
+    load_tenants(&s.client, 1000).await;
+    for (body, code) in [
+        (json!({"source": "app/old"}), 400),
+        (json!({"source": "app/old", "dest": "nope", "id": "x"}), 400),
+        (
+            json!({"source": "app/old", "dest": "app/new", "bogus": 1}),
+            400,
+        ),
+    ] {
+        let r = s.post("/_strata/jobs", &[], body.clone()).await;
+        strata_tests::assert_error(&r, code, "BadRequest");
+    }
+    let r = s.get("/_strata/jobs/none", &[]).await;
+    strata_tests::assert_error(&r, 404, "NotFound");
+    let r = s
+        .post(
+            "/_strata/jobs",
+            &[],
+            json!({"id": "move", "source": "app/old", "dest": "app/new",
+                   "partitionKey": ["/TenantId", "/SessionId"], "fill": ["/SessionId=/id"]}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{r:?}");
+    assert_eq!(r.json["id"], "move");
+    assert_eq!(r.json["from"], "this server");
+    let job = wait_job(&s.client, "move").await;
+    assert_eq!(job["state"], "succeeded", "{job}");
+    let summary = job["summary"].as_str().unwrap();
+    assert!(
+        summary.contains("verified: 1000 items in 5 source logical partitions"),
+        "{summary}"
+    );
+    assert_eq!(job["progress"]["items"], 1000);
+    assert_eq!(job["progress"]["phase"], "done");
+    let def = ok(&s, Method::GET, "/dbs/app/colls/new", &[], None).await;
+    assert_eq!(
+        def["partitionKey"]["paths"],
+        json!(["/TenantId", "/SessionId"])
+    );
+    let list = ok(&s, Method::GET, "/_strata/jobs", &[], None).await;
+    assert_eq!(list["_count"], 1);
+    // A job that cannot work fails with the reason, and keeps it.
+    let r = s
+        .post(
+            "/_strata/jobs",
+            &[],
+            json!({"id": "broken", "source": "app/missing", "dest": "app/x"}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{r:?}");
+    let job = wait_job(&s.client, "broken").await;
+    assert_eq!(job["state"], "failed", "{job}");
+    assert!(
+        job["error"].as_str().unwrap().contains("the source"),
+        "{job}"
+    );
+    let r = s
+        .request(Method::DELETE, "/_strata/jobs/broken", &[], None)
+        .await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT, "{r:?}");
+    let r = s.get("/_strata/jobs/broken", &[]).await;
+    strata_tests::assert_error(&r, 404, "NotFound");
+    s.stop().await;
+}
+
+/// kill -9 of the server in the middle of a copy job: the job is running again after the
+/// restart, resumes from its checkpoint, and its final verification passes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_copy_job_survives_a_server_kill() {
+    let bin = env!("CARGO_BIN_EXE_strata-test-server");
+    let dir = TempDir::new("job-kill");
+    let data = dir.0.join("data");
+    let (mut child, c) = strata_tests::spawn_server(bin, &data);
+    let r = c.post("/dbs", &[], json!({"id": "app"})).await;
+    assert_eq!(r.status, StatusCode::CREATED, "{r:?}");
+    let r = c.post("/dbs/app/colls", &[], json!({"id": "old", "partitionKey": {"paths": ["/TenantId"], "kind": "Hash", "version": 2}})).await;
+    assert_eq!(r.status, StatusCode::CREATED, "{r:?}");
+    load_tenants(&c, 6000).await;
+    let r = c
+        .post("/_strata/jobs", &[], json!({"id": "move", "source": "app/old", "dest": "app/new", "partitionKey": "/TenantId,/id"}))
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{r:?}");
+    let checkpoint = data.join("jobs").join("move.checkpoint.json");
+    let started = std::time::Instant::now();
+    while !checkpoint.exists() && started.elapsed() < std::time::Duration::from_secs(30) {
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+    }
+    child.kill().expect("SIGKILL");
+    child.wait().expect("reap");
+    assert!(checkpoint.exists(), "the job checkpointed before the kill");
+    let (mut child, c) = strata_tests::spawn_server(bin, &data);
+    let job = wait_job(&c, "move").await;
+    assert_eq!(job["state"], "succeeded", "{job}");
+    let summary = job["summary"].as_str().unwrap();
+    assert!(
+        summary.contains("(resumed)") && summary.contains("verified: 6000 items"),
+        "{summary}"
+    );
+    child.kill().expect("SIGKILL");
+    child.wait().expect("reap");
 }

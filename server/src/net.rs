@@ -150,6 +150,7 @@ pub struct Running {
     pub addr: SocketAddr,
     pub tls: bool,
     pub store: Store,
+    jobs: crate::transfer::jobs::Jobs,
     stop_tx: watch::Sender<bool>,
     task: JoinHandle<Result<(), String>>,
 }
@@ -163,6 +164,8 @@ impl Running {
 
     /// Stops accepting, waits for in-flight requests (up to 10 s), flushes storage.
     pub async fn stop(self) -> Result<(), String> {
+        // Copy jobs stop first (they talk to this server) and resume at the next start.
+        self.jobs.stop_all();
         let _ = self.stop_tx.send(true);
         self.task.await.map_err(|e| e.to_string())?
     }
@@ -184,6 +187,7 @@ pub async fn start(cfg: ServerConfig) -> Result<Running, BoxError> {
         Some(t) => Some(tls_acceptor(t)?),
     };
     let token_key = token_key(cfg.store.data_dir.as_deref())?;
+    let jobs = crate::transfer::jobs::Jobs::open(cfg.store.data_dir.as_deref())?;
     let app = App::new(
         store.clone(),
         keys,
@@ -194,6 +198,7 @@ pub async fn start(cfg: ServerConfig) -> Result<Running, BoxError> {
             enforce_throughput: cfg.enforce_throughput,
             body_timeout: Some(cfg.connections.body_timeout),
         },
+        jobs.clone(),
     );
     // Resume splits that a raised throughput still calls for (e.g. after a restart).
     for c in store.all_containers() {
@@ -296,10 +301,23 @@ pub async fn start(cfg: ServerConfig) -> Result<Running, BoxError> {
             .map_err(|e| e.to_string())?
             .map_err(|e| e.to_string())
     });
+    // Jobs reach this server over loopback, as any client would.
+    let loopback = match addr.ip() {
+        ip if ip.is_unspecified() && ip.is_ipv6() => {
+            SocketAddr::new(std::net::Ipv6Addr::LOCALHOST.into(), addr.port())
+        }
+        ip if ip.is_unspecified() => {
+            SocketAddr::new(std::net::Ipv4Addr::LOCALHOST.into(), addr.port())
+        }
+        _ => addr,
+    };
+    let scheme = if tls { "https" } else { "http" };
+    jobs.start(&format!("{scheme}://{loopback}/"), &cfg.key);
     Ok(Running {
         addr,
         tls,
         store,
+        jobs,
         stop_tx,
         task,
     })

@@ -368,3 +368,25 @@ impl Drop for TempDir {
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
+
+/// Starts `strata` (the test build of the binary at `bin`) as a separate process on a free
+/// port with its data in `dir`, so a test can kill it with SIGKILL; returns it and a client.
+pub fn spawn_server(bin: &str, dir: &std::path::Path) -> (std::process::Child, Client) {
+    use std::io::{BufRead, BufReader};
+    let mut child = std::process::Command::new(bin)
+        .args(["--port", "0", "--log", "warn", "--data-dir"])
+        .arg(dir)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .spawn()
+        .expect("start strata");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut line = String::new();
+    BufReader::new(stdout).read_line(&mut line).expect("banner");
+    let url = line
+        .split_whitespace()
+        .find(|w| w.starts_with("http"))
+        .unwrap_or_else(|| panic!("no URL in banner: {line}"))
+        .to_string();
+    (child, Client::new(&url))
+}

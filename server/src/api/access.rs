@@ -50,6 +50,8 @@ pub fn is_write(ep: &Endpoint, req: &Req) -> bool {
         | E::QueryOffers
         | E::ReadOffer { .. }
         | E::InspectPartitions { .. }
+        | E::ListJobs
+        | E::ReadJob { .. }
         | E::ListConflicts { .. }
         | E::QueryConflicts { .. }
         | E::ListScripts { .. }
@@ -170,6 +172,10 @@ fn target(ep: &Endpoint) -> Target<'_> {
         | E::ReadOffer { .. }
         | E::ReplaceOffer { .. }
         | E::InspectPartitions { .. }
+        | E::ListJobs
+        | E::CreateJob
+        | E::ReadJob { .. }
+        | E::DeleteJob { .. }
         | E::ListUsers { .. }
         | E::QueryUsers { .. }
         | E::CreateUser { .. }

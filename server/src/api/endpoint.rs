@@ -106,6 +106,15 @@ pub enum Endpoint {
         db: String,
         coll: String,
     },
+    /// `/_strata/jobs`: server-side copy jobs.
+    ListJobs,
+    CreateJob,
+    ReadJob {
+        id: String,
+    },
+    DeleteJob {
+        id: String,
+    },
     ListConflicts {
         db: String,
         coll: String,
@@ -367,6 +376,16 @@ impl Endpoint {
                     coll: owned(coll),
                 },
                 _ => return Err(not_allowed(m, "the partitions view")),
+            },
+            ["_strata", "jobs"] => match *m {
+                Method::GET => Endpoint::ListJobs,
+                Method::POST => Endpoint::CreateJob,
+                _ => return Err(not_allowed(m, "copy jobs")),
+            },
+            ["_strata", "jobs", id] => match *m {
+                Method::GET => Endpoint::ReadJob { id: owned(id) },
+                Method::DELETE => Endpoint::DeleteJob { id: owned(id) },
+                _ => return Err(not_allowed(m, "a copy job")),
             },
             ["dbs", db, "colls", coll, seg] if ScriptKind::from_segment(seg).is_some() => {
                 let (db, coll) = (owned(db), owned(coll));

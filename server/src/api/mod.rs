@@ -19,6 +19,7 @@ pub mod feed;
 pub mod history;
 pub mod inspect;
 pub mod items;
+pub mod jobs;
 pub mod offers;
 pub mod pkranges;
 pub mod query;
@@ -80,6 +81,8 @@ pub struct AppInner {
     pub token_key: strata_query::sql::token::TokenKey,
     /// Queries prepared recently (see [`crate::exec::prepared`]).
     pub prepared: crate::exec::prepared::Prepared,
+    /// Server-side copy jobs.
+    pub jobs: crate::transfer::jobs::Jobs,
 }
 
 impl std::ops::Deref for App {
@@ -95,12 +98,14 @@ impl App {
         keys: Keys,
         token_key: strata_query::sql::token::TokenKey,
         options: ApiOptions,
+        jobs: crate::transfer::jobs::Jobs,
     ) -> Self {
         Self {
             inner: Arc::new(AppInner {
                 store,
                 keys,
                 token_key,
+                jobs,
                 prepared: Default::default(),
                 governor: crate::throughput::governor::Governor::new(options.enforce_throughput),
                 options,
@@ -317,6 +322,10 @@ async fn route(app: &App, req: &Req, ep: Endpoint) -> Result<Reply, ApiError> {
         E::ReadOffer { id } => offers::read_offer(app, &id),
         E::ReplaceOffer { id } => offers::replace(app, req, &id).await,
         E::InspectPartitions { db, coll } => inspect::partitions(app, &db, &coll),
+        E::ListJobs => jobs::list(app),
+        E::CreateJob => jobs::create(app, req),
+        E::ReadJob { id } => jobs::read(app, &id),
+        E::DeleteJob { id } => jobs::delete(app, &id),
         E::ListConflicts { db, coll } => conflicts::list(app, &db, &coll),
         E::QueryConflicts { db, coll } => conflicts::query(app, req, &db, &coll),
         E::Conflict { db, coll, id } => conflicts::one(app, &db, &coll, &id),

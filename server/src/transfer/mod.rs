@@ -11,6 +11,7 @@
 pub mod copy;
 pub mod export;
 pub mod import;
+pub mod jobs;
 pub mod progress;
 
 use strata_sdk::{CosmosClient, EMULATOR_KEY};

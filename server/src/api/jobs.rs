@@ -1,0 +1,47 @@
+//! `/_strata/jobs`: start, watch and stop server-side copy jobs (see
+//! [`crate::transfer::jobs`]). `POST` with `{"source": "DB/C", "dest": "DB/C",
+//! "partitionKey": ["/a", "/b", "/c"], "fill": ["/c=/id"], "follow": false}` (and `from` /
+//! `to` connection strings for other accounts) answers 201 with the job; `GET` lists jobs or
+//! shows one with its progress (phase, items, bytes, rate, ETA, lag); `DELETE` stops and
+//! forgets one.
+
+use super::error::ApiError;
+use super::request::Req;
+use super::response::Reply;
+use super::App;
+use crate::transfer::jobs::JobError;
+use axum::http::StatusCode;
+use serde_json::json;
+
+impl From<JobError> for ApiError {
+    fn from(e: JobError) -> Self {
+        match e {
+            JobError::BadRequest(m) => ApiError::bad_request(m),
+            JobError::NotFound(m) => ApiError::not_found(m),
+            JobError::Conflict(m) => ApiError::conflict(m),
+            JobError::Internal(m) => ApiError::internal(m),
+        }
+    }
+}
+
+pub fn list(app: &App) -> Result<Reply, ApiError> {
+    let jobs = app.jobs.list();
+    Ok(Reply::json(
+        StatusCode::OK,
+        &json!({"Jobs": jobs, "_count": jobs.len()}),
+    ))
+}
+
+pub fn create(app: &App, req: &Req) -> Result<Reply, ApiError> {
+    let job = app.jobs.create(req.json_object()?)?;
+    Ok(Reply::json(StatusCode::CREATED, &job))
+}
+
+pub fn read(app: &App, id: &str) -> Result<Reply, ApiError> {
+    Ok(Reply::json(StatusCode::OK, &app.jobs.get(id)?))
+}
+
+pub fn delete(app: &App, id: &str) -> Result<Reply, ApiError> {
+    app.jobs.delete(id)?;
+    Ok(Reply::empty(StatusCode::NO_CONTENT))
+}
