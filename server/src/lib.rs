@@ -6,7 +6,7 @@
 //! * [`store`]: the durable engine, the catalog, containers with their physical partitions.
 //! * [`script`]: server-side JavaScript (stored procedures, triggers, UDFs) in sandboxes.
 //! * [`throughput`]: request charges and throttling.
-//! * [`transfer`]: `strata export` / `strata import` over the Cosmos protocol.
+//! * [`transfer`]: `strata copy`, `export`, `import` over the Cosmos protocol, and copy jobs.
 //! * [`net`]: listening (HTTP and HTTPS) and graceful shutdown.
 //! * [`cli`]: the `strata` command line.
 

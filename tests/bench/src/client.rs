@@ -27,6 +27,15 @@ impl Http {
         }
     }
 
+    /// A client of another server (strata started separately, the official emulator, an
+    /// account) signing with `key` (base64).
+    pub fn with_key(base: &str, key: &str) -> Result<Self, String> {
+        let mut client = strata_tests::Client::new(base);
+        client.key = strata_query::protocol::MasterKey::from_base64(key)
+            .map_err(|e| format!("--key is not a base64 account key: {e}"))?;
+        Ok(Self { client })
+    }
+
     pub async fn send(
         &self,
         method: Method,

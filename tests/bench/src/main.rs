@@ -18,6 +18,7 @@ mod bulk;
 mod client;
 mod copy;
 mod dataset;
+mod external;
 mod hot;
 mod indexing;
 mod runner;
@@ -96,6 +97,17 @@ struct Args {
     /// Run the in-process server without disk (diagnosis: separates durability from CPU cost).
     #[arg(long)]
     in_memory: bool,
+    /// Run the workloads against this server instead (strata started separately, the
+    /// official emulator, an account): e.g. `https://localhost:8081/`. Creates the database
+    /// `bench` there, and deletes it at the end unless `--keep`.
+    #[arg(long)]
+    endpoint: Option<String>,
+    /// The account key for `--endpoint` (default: the emulator's well-known key).
+    #[arg(long, env = "STRATA_BENCH_KEY", default_value = strata_sdk::EMULATOR_KEY, hide_default_value = true)]
+    key: String,
+    /// Keep the `bench` database of `--endpoint` at the end.
+    #[arg(long)]
+    keep: bool,
     /// Where to write the JSON report.
     #[arg(long, default_value = "target/bench/report.json")]
     json: PathBuf,
@@ -274,17 +286,10 @@ impl Report {
     }
 }
 
-async fn throughput(a: &Args, r: &mut Report) {
-    let warm = Duration::from_secs_f64(a.warmup);
-    let dur = Duration::from_secs_f64(a.seconds);
-    println!(
-        "== throughput: {} clients, {} s per workload after {} s warm-up, {} items of {} B",
-        a.clients, a.seconds, a.warmup, a.items, a.item_size
-    );
-    let ds = Arc::new(Dataset::new(a.items, a.item_size, a.tenants));
-    let base = Http::new(&baseline::start(a.item_size).await);
+/// The baseline's point read and write, for workloads to be compared with.
+fn baseline_ops(base: &Http, ds: &Arc<Dataset>) -> (Op, Op) {
     let get: Op = {
-        let (b, ds) = (base.clone(), Arc::clone(&ds));
+        let (b, ds) = (base.clone(), Arc::clone(ds));
         Arc::new(move |n: u64| {
             let (b, ds) = (b.clone(), Arc::clone(&ds));
             Box::pin(async move {
@@ -303,7 +308,7 @@ async fn throughput(a: &Args, r: &mut Report) {
         })
     };
     let post: Op = {
-        let (b, ds) = (base.clone(), Arc::clone(&ds));
+        let (b, ds) = (base.clone(), Arc::clone(ds));
         Arc::new(move |n: u64| {
             let (b, ds) = (b.clone(), Arc::clone(&ds));
             Box::pin(async move {
@@ -321,6 +326,19 @@ async fn throughput(a: &Args, r: &mut Report) {
             })
         })
     };
+    (get, post)
+}
+
+async fn throughput(a: &Args, r: &mut Report) {
+    let warm = Duration::from_secs_f64(a.warmup);
+    let dur = Duration::from_secs_f64(a.seconds);
+    println!(
+        "== throughput: {} clients, {} s per workload after {} s warm-up, {} items of {} B",
+        a.clients, a.seconds, a.warmup, a.items, a.item_size
+    );
+    let ds = Arc::new(Dataset::new(a.items, a.item_size, a.tenants));
+    let base = Http::new(&baseline::start(a.item_size).await);
+    let (get, post) = baseline_ops(&base, &ds);
     let bget = runner::run("baseline-get", a.clients, warm, dur, Arc::clone(&get)).await;
     let bpost = runner::run("baseline-post", a.clients, warm, dur, Arc::clone(&post)).await;
     let rounds = (a.seconds.round() as usize).max(1);
@@ -729,7 +747,10 @@ fn main() {
         extra: serde_json::Map::new(),
         targets: Vec::new(),
     };
-    let suites: Vec<String> = if a.suite == "all" {
+    let suites: Vec<String> = if a.endpoint.is_some() {
+        // The other suites start their own servers (in process, or as a process to measure).
+        vec!["external".into()]
+    } else if a.suite == "all" {
         vec![
             "throughput".into(),
             "queries".into(),
@@ -764,6 +785,7 @@ fn main() {
                 "scripts" => scripts::scripts(&a, &mut report).await,
                 "bulk" => bulk::bulk(&a, &mut report).await,
                 "copy" => copy::copy_suite(&a, &mut report).await,
+                "external" => external::external(&a, &mut report).await,
                 other => eprintln!("unknown suite {other}"),
             }
         }

@@ -1,0 +1,99 @@
+//! `--endpoint URL --key K`: the throughput workloads against a server this process did not
+//! start — strata run separately (e.g. `strata --data-dir d`), the official emulator, or an
+//! Azure account — so users can measure their own setup.
+//!
+//! The same client also drives an in-process empty HTTP handler (the baseline) in the same
+//! run, so a figure reads as a ratio to what this machine and client can do at all; for a
+//! remote account the ratio mostly shows the network.
+
+use crate::client::Http;
+use crate::dataset::Dataset;
+use crate::workloads::{workload, WORKLOADS};
+use crate::{baseline, baseline_ops, hot, load, print_rows, runner, Args, Report};
+use reqwest::Method;
+use serde_json::json;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub async fn external(a: &Args, r: &mut Report) {
+    let Some(endpoint) = a.endpoint.as_deref() else {
+        return;
+    };
+    let http = match Http::with_key(endpoint, &a.key) {
+        Ok(h) => h,
+        Err(e) => {
+            eprintln!("strata-bench: {e}");
+            return;
+        }
+    };
+    let (warm, rounds) = (
+        Duration::from_secs_f64(a.warmup),
+        (a.seconds.round() as usize).max(1),
+    );
+    println!(
+        "== external: {endpoint}, {} clients, {} s per workload after {} s warm-up, {} items of {} B",
+        a.clients, a.seconds, a.warmup, a.items, a.item_size
+    );
+    let ds = Arc::new(Dataset::new(a.items, a.item_size, a.tenants));
+    if let Err(e) = http
+        .setup("bench", "events", Dataset::definition(), None)
+        .await
+    {
+        eprintln!("strata-bench: cannot create bench/events at {endpoint}: {e}");
+        return;
+    }
+    let rate = load(&http, &ds, "events", 0, a.items, 64).await;
+    println!(
+        "  loaded {} items at {rate:.0} items/s (upserts, 64 concurrent)",
+        a.items
+    );
+    r.extra
+        .insert("external_load_items_per_sec".into(), json!(rate));
+    let base = Http::new(&baseline::start(a.item_size).await);
+    let (get, post) = baseline_ops(&base, &ds);
+    let selected: Vec<&str> = match &a.workloads {
+        Some(w) => w.split(',').map(str::trim).collect(),
+        // The hot-item workloads need the server's internals; the rest need only the protocol.
+        None => WORKLOADS
+            .iter()
+            .copied()
+            .filter(|w| hot::selected(&[w]) == (false, false))
+            .collect(),
+    };
+    let mut rows = Vec::new();
+    for w in selected {
+        let Some(op) = workload(w, &http, &ds, "events") else {
+            eprintln!("unknown workload {w}");
+            continue;
+        };
+        let (basis, bname) = if w == "point-read" {
+            (&get, "baseline-get")
+        } else {
+            (&post, "baseline-post")
+        };
+        let (m, paired_base) = runner::paired(
+            w,
+            &format!("  ({bname}, paired)"),
+            a.clients,
+            warm,
+            rounds,
+            op,
+            Arc::clone(basis),
+        )
+        .await;
+        rows.push(m);
+        rows.push(paired_base);
+    }
+    print_rows(&rows);
+    r.rows.extend(rows);
+    if !a.keep {
+        match http.send(Method::DELETE, "/dbs/bench", &[], None).await {
+            Ok(o) if o.status < 300 => {}
+            Ok(o) => eprintln!(
+                "strata-bench: could not delete the bench database ({})",
+                o.status
+            ),
+            Err(e) => eprintln!("strata-bench: could not delete the bench database: {e}"),
+        }
+    }
+}
