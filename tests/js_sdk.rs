@@ -13,24 +13,7 @@ fn js_dir() -> PathBuf {
 
 /// Installs the pinned SDK with npm when it is missing (CI installs it up front).
 fn ensure_sdk() {
-    let dir = js_dir();
-    if dir.join("node_modules/@azure/cosmos").exists() {
-        return;
-    }
-    let lock = std::fs::File::create(dir.join(".install.lock")).expect("lock file");
-    lock.lock().expect("lock the install");
-    if !dir.join("node_modules/@azure/cosmos").exists() {
-        let ok = Command::new("npm")
-            .args(["ci", "--no-audit", "--no-fund"])
-            .current_dir(&dir)
-            .status()
-            .expect("npm must be installed to run the JavaScript SDK tests")
-            .success();
-        assert!(
-            ok,
-            "npm ci in tests/js failed (is the npm registry reachable?)"
-        );
-    }
+    strata_tests::npm_ci(&js_dir(), "@azure/cosmos");
 }
 
 /// Runs one of the `tests/js` programs against `url`; returns what it printed (it must exit

@@ -559,6 +559,32 @@ impl ContainerClient {
         serde_json::from_value(v["PartitionKeyRanges"].clone()).map_err(Error::serde)
     }
 
+    /// strata's partitions view (not part of the Cosmos protocol: strata servers only): each
+    /// physical partition's EPK range, split lineage, items, bytes, request units and
+    /// throttling, its largest and hottest logical partitions, and the warnings a user acts
+    /// on (`warnings`: a logical partition near its size limit, a hot range, one key taking
+    /// most of the request units). What `strata partitions` and the Data Explorer show.
+    ///
+    /// ```no_run
+    /// # async fn f(c: strata_sdk::ContainerClient) -> Result<(), strata_sdk::Error> {
+    /// let view = c.strata_partitions().await?;
+    /// for w in view["warnings"].as_array().into_iter().flatten() {
+    ///     println!("{}", w["message"]);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn strata_partitions(&self) -> Result<Value, Error> {
+        let path = self
+            .link
+            .replacen("/dbs/", "/_strata/containers/", 1)
+            .replacen("/colls/", "/", 1);
+        let r = self
+            .client
+            .send(Request::new(Method::GET, format!("{path}/partitions")))
+            .await?;
+        r.json()
+    }
+
     /// Deletes every item of one logical partition (or hierarchical prefix).
     ///
     /// ```no_run

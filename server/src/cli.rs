@@ -4,7 +4,8 @@ use crate::api::auth::EMULATOR_KEY;
 use crate::store::container::Limits;
 use crate::store::StoreConfig;
 use crate::{ServerConfig, Tls};
-use clap::{Parser, Subcommand};
+use clap::parser::ValueSource;
+use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::path::PathBuf;
 
 /// A Cosmos DB for NoSQL compatible document store: hierarchical partition keys, automatic
@@ -29,22 +30,25 @@ enum Command {
     /// Copy a container into another, online (snapshot, then its changes until caught up),
     /// e.g. into a container with a hierarchical partition key.
     Copy(crate::transfer::copy::CopyArgs),
+    /// Show a container's physical partitions: ranges, sizes, request units, split lineage,
+    /// largest and hottest logical partitions, warnings (the explorer's partitions view).
+    Partitions(crate::explorer::partitions::PartitionsArgs),
 }
 
 /// The server's flags.
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// Address to listen on.
-    #[arg(long, default_value = "127.0.0.1")]
+    #[arg(long, env = "STRATA_HOST", default_value = "127.0.0.1")]
     host: String,
     /// Port to listen on.
-    #[arg(long, default_value_t = 8081)]
+    #[arg(long, env = "STRATA_PORT", default_value_t = 8081)]
     port: u16,
     /// Folder where data is stored durably.
-    #[arg(long, default_value = "strata-data")]
+    #[arg(long, env = "STRATA_DATA_DIR", default_value = "strata-data")]
     data_dir: PathBuf,
     /// Keep everything in memory; nothing is written to disk.
-    #[arg(long)]
+    #[arg(long, env = "STRATA_IN_MEMORY")]
     in_memory: bool,
     /// Account key (base64) clients sign requests with.
     #[arg(long, env = "STRATA_KEY", default_value = EMULATOR_KEY, hide_default_value = true)]
@@ -57,44 +61,66 @@ pub struct Args {
     #[arg(long, env = "STRATA_LOG", default_value = "info")]
     log: String,
     /// Serve HTTPS with a self-signed certificate for localhost (kept in the data folder).
-    #[arg(long)]
+    #[arg(long, env = "STRATA_TLS")]
     tls: bool,
     /// PEM certificate chain for HTTPS (with --tls-key).
-    #[arg(long, requires = "tls_key")]
+    #[arg(long, env = "STRATA_TLS_CERT", requires = "tls_key")]
     tls_cert: Option<PathBuf>,
     /// PEM private key for HTTPS (with --tls-cert).
-    #[arg(long, requires = "tls_cert")]
+    #[arg(long, env = "STRATA_TLS_KEY", requires = "tls_cert")]
     tls_key: Option<PathBuf>,
     /// A physical partition splits when its data passes this size (e.g. 50GB, 64MB, 16KB).
-    #[arg(long, default_value = "50GB", value_parser = parse_size)]
+    #[arg(long, env = "STRATA_PARTITION_SPLIT_BYTES", default_value = "50GB", value_parser = parse_size)]
     partition_split_bytes: u64,
     /// The most data one logical partition (full partition key) may hold.
-    #[arg(long, default_value = "20GB", value_parser = parse_size)]
+    #[arg(long, env = "STRATA_LOGICAL_PARTITION_LIMIT_BYTES", default_value = "20GB", value_parser = parse_size)]
     logical_partition_limit_bytes: u64,
     /// Physical partitions of a new container (default: one per 10,000 RU/s).
-    #[arg(long)]
+    #[arg(long, env = "STRATA_INITIAL_PARTITIONS")]
     initial_partitions: Option<u32>,
     /// The most physical partitions one container may have; splits (by size or throughput)
     /// stop there.
-    #[arg(long, default_value_t = crate::store::container::DEFAULT_MAX_PARTITIONS,
+    #[arg(long, env = "STRATA_MAX_PARTITIONS", default_value_t = crate::store::container::DEFAULT_MAX_PARTITIONS,
           value_parser = clap::value_parser!(u32).range(1..=65_536))]
     max_partitions: u32,
     /// Answer cross-partition queries that need client-side merging with 400/1004, exactly as
     /// the Cosmos gateway does.
-    #[arg(long)]
+    #[arg(long, env = "STRATA_GATEWAY_COMPAT")]
     gateway_compat: bool,
     /// Throttle requests beyond each physical partition's share of the provisioned RU/s with
     /// 429 (off by default, like the official emulator).
-    #[arg(long)]
+    #[arg(long, env = "STRATA_ENFORCE_THROUGHPUT")]
     enforce_throughput: bool,
     /// Minutes of all-versions-and-deletes change feed history kept for containers that set
     /// no `changeFeedPolicy` (0: none, as the service; a policy's `retentionDuration` wins).
-    #[arg(long, default_value_t = 0, value_name = "MINUTES")]
+    #[arg(
+        long,
+        env = "STRATA_CHANGE_FEED_RETENTION",
+        default_value_t = 0,
+        value_name = "MINUTES"
+    )]
     change_feed_retention: u64,
     /// Milliseconds a stored procedure, trigger or UDF call may run before it is stopped (its
     /// writes rolled back, 408 to the client).
-    #[arg(long, default_value_t = 5000, value_name = "MS")]
+    #[arg(
+        long,
+        env = "STRATA_SCRIPT_TIMEOUT_MS",
+        default_value_t = 5000,
+        value_name = "MS"
+    )]
     script_timeout_ms: u64,
+    /// Do not serve the Data Explorer (`/_explorer/index.html`).
+    #[arg(long, env = "STRATA_NO_EXPLORER")]
+    no_explorer: bool,
+    /// The address clients reach this server by, when not the listen address (e.g. a
+    /// container's published address): put in the certificate and the banner.
+    #[arg(long, env = "STRATA_PUBLIC_HOST")]
+    public_host: Option<String>,
+    /// Where the generated TLS certificate is kept (default: the data folder, or with
+    /// --in-memory `$XDG_CONFIG_HOME/strata` / `~/.config/strata`), so clients that trusted it
+    /// keep working across restarts.
+    #[arg(long, env = "STRATA_CERT_DIR")]
+    cert_dir: Option<PathBuf>,
 }
 
 /// Parses a byte size: a number with an optional KB/MB/GB/TB suffix (binary units).
@@ -127,15 +153,28 @@ pub fn main() {
             std::process::exit(1);
         }
     };
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let mut cli = match Cli::from_arg_matches(&matches) {
+        Ok(c) => c,
+        Err(e) => e.exit(),
+    };
+    let from_emulator_env = match emulator_env(&mut cli.serve, &matches, &|k| std::env::var(k).ok())
+    {
+        Ok(applied) => applied,
+        Err(e) => {
+            eprintln!("strata: {e}");
+            std::process::exit(2);
+        }
+    };
     let outcome = match cli.command {
         None => {
-            runtime.block_on(run(cli.serve));
+            runtime.block_on(run(cli.serve, from_emulator_env));
             return;
         }
         Some(Command::Export(a)) => runtime.block_on(crate::transfer::export::export(a)),
         Some(Command::Import(a)) => runtime.block_on(crate::transfer::import::import(a)),
         Some(Command::Copy(a)) => runtime.block_on(crate::transfer::copy::copy(a)),
+        Some(Command::Partitions(a)) => runtime.block_on(crate::explorer::partitions::show(a)),
     };
     match outcome {
         Ok(summary) => println!("{summary}"),
@@ -146,25 +185,139 @@ pub fn main() {
     }
 }
 
+/// The official emulators' environment variables, for setups that switch to strata
+/// unchanged: each sets the flag it maps to when neither the command line nor a `STRATA_`
+/// variable did. Returns what was applied (for the log); a value that does not parse is an
+/// error, not a silent default.
+fn emulator_env(
+    a: &mut Args,
+    m: &ArgMatches,
+    var: &dyn Fn(&str) -> Option<String>,
+) -> Result<Vec<String>, String> {
+    let defaulted = |id: &str| matches!(m.value_source(id), None | Some(ValueSource::DefaultValue));
+    let mut applied = Vec::new();
+    let mut take = |name: &str, id: &str| -> Option<String> {
+        let v = var(name)
+            .map(|v| v.trim().to_string())
+            .filter(|v| !v.is_empty())?;
+        if !defaulted(id) {
+            return None;
+        }
+        applied.push(format!("{name}={v}"));
+        Some(v)
+    };
+    let boolean = |name: &str, v: &str| match v.to_ascii_lowercase().as_str() {
+        "true" | "1" | "yes" => Ok(true),
+        "false" | "0" | "no" => Ok(false),
+        _ => Err(format!("{name}='{v}' is not true or false")),
+    };
+    if let Some(v) = take("PORT", "port") {
+        a.port = v
+            .parse()
+            .map_err(|_| format!("PORT='{v}' is not a port number"))?;
+    }
+    if let Some(v) = take("PROTOCOL", "tls") {
+        a.tls = match v.to_ascii_lowercase().as_str() {
+            "http" => false,
+            "https" | "https-insecure" => true,
+            _ => return Err(format!("PROTOCOL='{v}' is not http or https")),
+        };
+    }
+    if let Some(v) = take("DATA_PATH", "data_dir") {
+        a.data_dir = PathBuf::from(v);
+    }
+    if let Some(v) = take("LOG_LEVEL", "log") {
+        a.log = match v.to_ascii_lowercase().as_str() {
+            "warning" => "warn".to_string(),
+            "information" => "info".to_string(),
+            "critical" | "fatal" => "error".to_string(),
+            other => other.to_string(),
+        };
+    }
+    if let Some(v) = take("ENABLE_EXPLORER", "no_explorer") {
+        a.no_explorer = !boolean("ENABLE_EXPLORER", &v)?;
+    }
+    if let Some(v) = take("AZURE_COSMOS_EMULATOR_PARTITION_COUNT", "max_partitions") {
+        a.max_partitions = v
+            .parse()
+            .ok()
+            .filter(|n| (1..=65_536).contains(n))
+            .ok_or_else(|| {
+                format!(
+                    "AZURE_COSMOS_EMULATOR_PARTITION_COUNT='{v}' is not a number from 1 to 65536"
+                )
+            })?;
+    }
+    if let Some(v) = take("AZURE_COSMOS_EMULATOR_ENABLE_DATA_PERSISTENCE", "in_memory") {
+        a.in_memory = !boolean("AZURE_COSMOS_EMULATOR_ENABLE_DATA_PERSISTENCE", &v)?;
+    }
+    if let Some(v) = take("AZURE_COSMOS_EMULATOR_IP_ADDRESS_OVERRIDE", "public_host") {
+        a.public_host = Some(v);
+    }
+    Ok(applied)
+}
+
+/// Where a generated certificate lives without a data folder: the user's config folder, so
+/// that it stays the same across `--in-memory` restarts.
+fn default_cert_dir() -> PathBuf {
+    let base = std::env::var_os("XDG_CONFIG_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))
+        .unwrap_or_else(std::env::temp_dir);
+    base.join("strata")
+}
+
+/// The log filter: storage-engine chatter stays below info unless asked for by name.
+fn log_filter(log: &str) -> tracing_subscriber::EnvFilter {
+    let quiet = ["fjall", "lsm_tree", "sfa", "value_log"]
+        .iter()
+        .filter(|c| !log.contains(*c))
+        .map(|c| format!(",{c}=warn"))
+        .collect::<String>();
+    tracing_subscriber::EnvFilter::try_new(format!("{log}{quiet}"))
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("info{quiet}")))
+}
+
 /// Runs the emulator with the given arguments until a shutdown signal.
-pub async fn run(args: Args) {
+pub async fn run(args: Args, from_emulator_env: Vec<String>) {
+    use std::io::IsTerminal;
+    // Logs on stderr (stdout carries the banner); colours only for a terminal.
+    let colour = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
     tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_new(&args.log)
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
+        .with_env_filter(log_filter(&args.log))
+        .with_writer(std::io::stderr)
+        .with_ansi(colour)
         .with_target(false)
         .init();
+    if !from_emulator_env.is_empty() {
+        tracing::info!(
+            "from the official emulator's environment variables: {}",
+            from_emulator_env.join(", ")
+        );
+    }
     let data_dir = (!args.in_memory).then(|| args.data_dir.clone());
+    let cert_dir = args
+        .cert_dir
+        .clone()
+        .or_else(|| data_dir.clone())
+        .unwrap_or_else(default_cert_dir);
     let tls = match (&args.tls_cert, &args.tls_key) {
         (Some(c), Some(k)) => Some(Tls::Files {
             cert: c.clone(),
             key: k.clone(),
         }),
         _ if args.tls => Some(Tls::SelfSigned {
-            dir: data_dir.clone(),
+            dir: cert_dir.clone(),
+            names: std::iter::once(args.host.clone())
+                .chain(args.public_host.clone())
+                .collect(),
         }),
         _ => None,
+    };
+    let cert_file = match &tls {
+        Some(Tls::Files { cert, .. }) => Some(cert.clone()),
+        Some(Tls::SelfSigned { dir, .. }) => Some(dir.join("tls-cert.pem")),
+        None => None,
     };
     let cfg = ServerConfig {
         host: args.host.clone(),
@@ -187,6 +340,8 @@ pub async fn run(args: Args) {
         gateway_compat: args.gateway_compat,
         enforce_throughput: args.enforce_throughput,
         connections: crate::net::Connections::default(),
+        explorer: !args.no_explorer,
+        public_host: args.public_host.clone(),
     };
     let running = match crate::start(cfg).await {
         Ok(r) => r,
@@ -199,7 +354,50 @@ pub async fn run(args: Args) {
         Some(d) => format!("data in {}", d.display()),
         None => "data in memory only".to_string(),
     };
+    // The first line is what scripts wait for; the rest is for people.
+    let url = match &args.public_host {
+        Some(h) => {
+            let scheme = if running.tls { "https" } else { "http" };
+            let host = if h.contains(':') && !h.starts_with('[') {
+                format!("[{h}]")
+            } else {
+                h.clone()
+            };
+            format!("{scheme}://{host}:{}/", running.addr.port())
+        }
+        None => running.url(),
+    };
     println!("strata listening on {} ({storage})", running.url());
+    let key = if args.key == EMULATOR_KEY {
+        format!("{} (the emulator's well-known key)", args.key)
+    } else {
+        "the key given with --key / STRATA_KEY".to_string()
+    };
+    println!("  endpoint           {url}");
+    println!("  key                {key}");
+    if args.key == EMULATOR_KEY {
+        println!(
+            "  connection string  AccountEndpoint={url};AccountKey={};",
+            args.key
+        );
+    }
+    match &cert_file {
+        Some(c) => println!(
+            "  certificate        {} (also at {url}_explorer/emulator.pem)",
+            c.display()
+        ),
+        None => {
+            println!("  certificate        none: plain HTTP (--tls or PROTOCOL=https for HTTPS)")
+        }
+    }
+    if args.no_explorer {
+        println!("  explorer           off");
+    } else {
+        println!("  explorer           {url}_explorer/index.html");
+    }
+    println!("  ready              {url}_strata/ready");
+    use std::io::Write as _;
+    let _ = std::io::stdout().flush();
     wait_for_signal().await;
     tracing::info!("shutting down: finishing in-flight requests and flushing storage");
     if let Err(e) = running.stop().await {
@@ -241,5 +439,64 @@ mod tests {
         assert_eq!(parse_size("50gb").unwrap(), 50 << 30);
         assert!(parse_size("lots").is_err());
         assert!(parse_size("0").is_err());
+    }
+}
+
+#[cfg(test)]
+mod env_tests {
+    use super::*;
+
+    fn parse(args: &[&str], env: &[(&str, &str)]) -> Result<(Args, Vec<String>), String> {
+        let m = Cli::command()
+            .try_get_matches_from(std::iter::once("strata").chain(args.iter().copied()))
+            .map_err(|e| e.to_string())?;
+        let mut cli = Cli::from_arg_matches(&m).map_err(|e| e.to_string())?;
+        let env: Vec<(String, String)> = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let applied = emulator_env(&mut cli.serve, &m, &|k| {
+            env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone())
+        })?;
+        Ok((cli.serve, applied))
+    }
+
+    #[test]
+    fn the_official_emulators_variables_map_onto_flags() {
+        let (a, applied) = parse(
+            &[],
+            &[
+                ("PORT", "9000"),
+                ("PROTOCOL", "https"),
+                ("DATA_PATH", "/data"),
+                ("LOG_LEVEL", "warning"),
+                ("ENABLE_EXPLORER", "false"),
+                ("AZURE_COSMOS_EMULATOR_PARTITION_COUNT", "25"),
+                ("AZURE_COSMOS_EMULATOR_ENABLE_DATA_PERSISTENCE", "false"),
+                ("AZURE_COSMOS_EMULATOR_IP_ADDRESS_OVERRIDE", "10.1.2.3"),
+            ],
+        )
+        .expect("parses");
+        assert_eq!((a.port, a.tls, a.log.as_str()), (9000, true, "warn"));
+        assert_eq!(a.data_dir, PathBuf::from("/data"));
+        assert!(a.no_explorer && a.in_memory);
+        assert_eq!(a.max_partitions, 25);
+        assert_eq!(a.public_host.as_deref(), Some("10.1.2.3"));
+        assert_eq!(applied.len(), 8);
+    }
+
+    #[test]
+    fn flags_win_over_the_emulators_variables_and_bad_values_are_errors() {
+        let (a, applied) = parse(&["--port", "7000"], &[("PORT", "9000")]).expect("parses");
+        assert_eq!((a.port, applied.len()), (7000, 0));
+        let e = parse(&[], &[("PROTOCOL", "ftp")]).err().unwrap_or_default();
+        assert!(e.contains("PROTOCOL='ftp'"), "{e}");
+        let e = parse(
+            &[],
+            &[("AZURE_COSMOS_EMULATOR_ENABLE_DATA_PERSISTENCE", "maybe")],
+        )
+        .err()
+        .unwrap_or_default();
+        assert!(e.contains("not true or false"), "{e}");
     }
 }

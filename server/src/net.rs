@@ -20,9 +20,10 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 /// Where the TLS certificate comes from.
 #[derive(Debug, Clone)]
 pub enum Tls {
-    /// A self-signed certificate for localhost/127.0.0.1, generated on first start and kept in
-    /// `dir` (or generated per process when there is no data directory).
-    SelfSigned { dir: Option<PathBuf> },
+    /// A self-signed certificate for localhost and loopback addresses (and `names`),
+    /// generated on first start and kept in `dir`, so clients that trusted it keep working
+    /// across restarts.
+    SelfSigned { dir: PathBuf, names: Vec<String> },
     /// PEM files given by the user.
     Files { cert: PathBuf, key: PathBuf },
 }
@@ -39,6 +40,11 @@ pub struct ServerConfig {
     pub gateway_compat: bool,
     pub enforce_throughput: bool,
     pub connections: Connections,
+    /// Serve the Data Explorer at `/_explorer/index.html`.
+    pub explorer: bool,
+    /// The address clients reach this server by when it is not the listen address (the
+    /// official emulator's IP address override): used in the certificate and the explorer.
+    pub public_host: Option<String>,
 }
 
 /// Bounds on clients, so that slow, idle or numerous connections cannot exhaust the server.
@@ -79,6 +85,8 @@ impl Default for ServerConfig {
             gateway_compat: false,
             enforce_throughput: false,
             connections: Connections::default(),
+            explorer: true,
+            public_host: None,
         }
     }
 }
@@ -182,12 +190,30 @@ pub async fn start(cfg: ServerConfig) -> Result<Running, BoxError> {
     };
     let store_cfg = cfg.store.clone();
     let store = tokio::task::spawn_blocking(move || Store::open(store_cfg)).await??;
-    let acceptor = match &cfg.tls {
-        None => None,
-        Some(t) => Some(tls_acceptor(t)?),
+    let (acceptor, cert_pem) = match &cfg.tls {
+        None => (None, None),
+        Some(t) => {
+            let (a, pem) = tls_acceptor(t)?;
+            (Some(a), Some(pem))
+        }
     };
     let token_key = token_key(cfg.store.data_dir.as_deref())?;
     let jobs = crate::transfer::jobs::Jobs::open(cfg.store.data_dir.as_deref())?;
+    let loopback_only = match cfg.host.parse::<std::net::IpAddr>() {
+        Ok(ip) => ip.is_loopback(),
+        Err(_) => cfg.host.eq_ignore_ascii_case("localhost"),
+    };
+    let explorer = crate::explorer::Explorer::new(
+        crate::explorer::ExplorerConfig {
+            enabled: cfg.explorer,
+            open: loopback_only,
+            hosts: std::iter::once(cfg.host.clone())
+                .chain(cfg.public_host.clone())
+                .collect(),
+            cert_pem,
+        },
+        &cfg.key,
+    );
     let app = App::new(
         store.clone(),
         keys,
@@ -199,6 +225,7 @@ pub async fn start(cfg: ServerConfig) -> Result<Running, BoxError> {
             body_timeout: Some(cfg.connections.body_timeout),
         },
         jobs.clone(),
+        explorer,
     );
     // Resume splits that a raised throughput still calls for (e.g. after a restart).
     for c in store.all_containers() {
@@ -323,12 +350,13 @@ pub async fn start(cfg: ServerConfig) -> Result<Running, BoxError> {
     })
 }
 
-fn tls_acceptor(t: &Tls) -> Result<tokio_rustls::TlsAcceptor, BoxError> {
+/// The TLS acceptor, and the certificate chain (PEM) clients should trust.
+fn tls_acceptor(t: &Tls) -> Result<(tokio_rustls::TlsAcceptor, Vec<u8>), BoxError> {
     use rustls_pki_types::pem::PemObject;
     use rustls_pki_types::{CertificateDer, PrivateKeyDer};
     let (cert_pem, key_pem) = match t {
         Tls::Files { cert, key } => (std::fs::read(cert)?, std::fs::read(key)?),
-        Tls::SelfSigned { dir } => self_signed(dir.as_deref())?,
+        Tls::SelfSigned { dir, names } => self_signed(dir, names)?,
     };
     let certs: Vec<CertificateDer<'static>> =
         CertificateDer::pem_slice_iter(&cert_pem).collect::<Result<_, _>>()?;
@@ -339,26 +367,38 @@ fn tls_acceptor(t: &Tls) -> Result<tokio_rustls::TlsAcceptor, BoxError> {
         .with_no_client_auth()
         .with_single_cert(certs, key)?;
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
+    Ok((tokio_rustls::TlsAcceptor::from(Arc::new(config)), cert_pem))
 }
 
-/// Loads the self-signed certificate kept in `dir`, creating it on first start.
-fn self_signed(dir: Option<&Path>) -> Result<(Vec<u8>, Vec<u8>), BoxError> {
-    if let Some(d) = dir {
-        let (c, k) = (d.join("tls-cert.pem"), d.join("tls-key.pem"));
-        if c.exists() && k.exists() {
-            return Ok((std::fs::read(c)?, std::fs::read(k)?));
+/// Loads the self-signed certificate kept in `dir`, creating it on first start (and again
+/// when it lacks one of `names`, e.g. a new IP address override).
+fn self_signed(dir: &Path, names: &[String]) -> Result<(Vec<u8>, Vec<u8>), BoxError> {
+    let (c, k, n) = (
+        dir.join("tls-cert.pem"),
+        dir.join("tls-key.pem"),
+        dir.join("tls-names.txt"),
+    );
+    let mut all: Vec<String> = ["localhost", "127.0.0.1", "::1"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    for name in names {
+        if !all.contains(name) && !name.is_empty() && name != "0.0.0.0" && name != "::" {
+            all.push(name.clone());
         }
     }
-    let ck =
-        rcgen::generate_simple_self_signed(vec!["localhost".to_string(), "127.0.0.1".to_string()])?;
+    let covered = std::fs::read_to_string(&n).unwrap_or_default();
+    let covered: Vec<&str> = covered.lines().collect();
+    if c.exists() && k.exists() && all.iter().all(|a| covered.contains(&a.as_str())) {
+        return Ok((std::fs::read(c)?, std::fs::read(k)?));
+    }
+    let ck = rcgen::generate_simple_self_signed(all.clone())?;
     let cert = ck.cert.pem().into_bytes();
     let key = ck.signing_key.serialize_pem().into_bytes();
-    if let Some(d) = dir {
-        std::fs::create_dir_all(d)?;
-        std::fs::write(d.join("tls-cert.pem"), &cert)?;
-        std::fs::write(d.join("tls-key.pem"), &key)?;
-        tracing::info!(dir = %d.display(), "generated a self-signed TLS certificate for localhost");
-    }
+    std::fs::create_dir_all(dir)?;
+    std::fs::write(&c, &cert)?;
+    std::fs::write(&k, &key)?;
+    std::fs::write(&n, all.join("\n"))?;
+    tracing::info!(dir = %dir.display(), names = %all.join(", "), "generated a self-signed TLS certificate");
     Ok((cert, key))
 }

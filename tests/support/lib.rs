@@ -131,11 +131,15 @@ impl TestServer {
                 limits: opts.limits.clone().unwrap_or_default(),
             },
             tls: opts.tls.then(|| Tls::SelfSigned {
-                dir: opts.data_dir.clone(),
+                dir: opts.data_dir.clone().unwrap_or_else(|| {
+                    std::env::temp_dir().join(format!("strata-test-tls-{}", std::process::id()))
+                }),
+                names: Vec::new(),
             }),
             gateway_compat: opts.gateway_compat,
             enforce_throughput: opts.enforce_throughput,
             connections: opts.connections.clone().unwrap_or_default(),
+            ..Default::default()
         };
         let running = strata_server::start(cfg).await.expect("server starts");
         let client = Client::new(&running.url());
@@ -389,4 +393,27 @@ pub fn spawn_server(bin: &str, dir: &std::path::Path) -> (std::process::Child, C
         .unwrap_or_else(|| panic!("no URL in banner: {line}"))
         .to_string();
     (child, Client::new(&url))
+}
+
+/// Installs a `tests/<dir>` Node package's pinned dependencies with `npm ci` when `probe` (a
+/// path inside `node_modules`) is missing; CI installs them up front. One test at a time.
+pub fn npm_ci(dir: &std::path::Path, probe: &str) {
+    if dir.join("node_modules").join(probe).exists() {
+        return;
+    }
+    let lock = std::fs::File::create(dir.join(".install.lock")).expect("lock file");
+    lock.lock().expect("lock the install");
+    if !dir.join("node_modules").join(probe).exists() {
+        let ok = std::process::Command::new("npm")
+            .args(["ci", "--no-audit", "--no-fund"])
+            .current_dir(dir)
+            .status()
+            .expect("npm must be installed to run the JavaScript tests")
+            .success();
+        assert!(
+            ok,
+            "npm ci in {} failed (is the npm registry reachable?)",
+            dir.display()
+        );
+    }
 }

@@ -62,6 +62,7 @@ pub fn partitions(app: &App, db: &str, coll: &str) -> Result<Reply, ApiError> {
             },
         }));
     }
+    let warnings = warnings(&out, c.limits.logical_partition_limit_bytes);
     let body = json!({
         "database": c.db,
         "container": c.id,
@@ -70,6 +71,127 @@ pub fn partitions(app: &App, db: &str, coll: &str) -> Result<Reply, ApiError> {
         "logicalPartitionLimitBytes": c.limits.logical_partition_limit_bytes,
         "generation": view.generation,
         "partitions": out,
+        "warnings": warnings,
     });
     Ok(Reply::json(StatusCode::OK, &body))
+}
+
+/// The warnings a user acts on, from the partitions as listed: a logical partition near its
+/// size limit (at 80%), a physical partition that throttles or takes most of the request
+/// units of several, one logical partition taking most of the request units. Each is
+/// `{"level": "warning"|"info", "kind", "message"}`.
+pub fn warnings(parts: &[Value], lp_limit: u64) -> Vec<Value> {
+    let mut out = Vec::new();
+    let num = |v: &Value| v.as_f64().unwrap_or(0.0);
+    let total_rate: f64 = parts
+        .iter()
+        .map(|p| num(&p["requestUnits"]["consumedPerSecond"]))
+        .sum();
+    let total_ru: f64 = parts
+        .iter()
+        .map(|p| num(&p["requestUnits"]["consumedTotal"]))
+        .sum();
+    for p in parts {
+        let id = p["id"].as_str().unwrap_or_default();
+        for lp in p["largestLogicalPartitions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            let bytes = num(&lp["bytes"]);
+            if lp_limit > 0 && bytes >= 0.8 * lp_limit as f64 {
+                out.push(json!({
+                    "level": "warning",
+                    "kind": "logical-partition-size",
+                    "message": format!(
+                        "logical partition {} holds {:.1} MB of its {:.1} MB limit ({:.0}%): writes fail with 403 at the limit; spread it with a deeper hierarchical key",
+                        lp["partitionKey"], bytes / 1048576.0, lp_limit as f64 / 1048576.0, 100.0 * bytes / lp_limit as f64
+                    ),
+                }));
+            }
+        }
+        let throttled = num(&p["requestUnits"]["throttledRequests"]);
+        if throttled > 0.0 {
+            out.push(json!({
+                "level": "warning",
+                "kind": "throttling",
+                "message": format!("partition {id} throttled {throttled:.0} requests (429): its share of the throughput is exhausted"),
+            }));
+        }
+        let rate = num(&p["requestUnits"]["consumedPerSecond"]);
+        if parts.len() > 1 && total_rate > 0.0 && rate > 0.5 * total_rate {
+            out.push(json!({
+                "level": "warning",
+                "kind": "hot-partition",
+                "message": format!(
+                    "partition {id} takes {:.0}% of the container's request units per second across {} partitions",
+                    100.0 * rate / total_rate, parts.len()
+                ),
+            }));
+        }
+    }
+    let hottest = parts
+        .iter()
+        .flat_map(|p| {
+            p["requestUnits"]["hottestLogicalPartitions"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .max_by(|a, b| num(&a["requestUnits"]).total_cmp(&num(&b["requestUnits"])));
+    if let Some(h) = hottest {
+        let ru = num(&h["requestUnits"]);
+        if total_ru > 0.0 && ru > 0.5 * total_ru && total_ru >= 100.0 {
+            out.push(json!({
+                "level": "warning",
+                "kind": "hot-key",
+                "message": format!(
+                    "logical partition {} took {:.0}% of all request units: one tenant dominates the load",
+                    h["partitionKey"], 100.0 * ru / total_ru
+                ),
+            }));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn part(id: &str, rate: f64, throttled: u64, lp_bytes: u64, hot_ru: f64) -> Value {
+        json!({
+            "id": id,
+            "largestLogicalPartitions": [{"partitionKey": ["t1"], "bytes": lp_bytes}],
+            "requestUnits": {"consumedPerSecond": rate, "consumedTotal": rate * 10.0, "throttledRequests": throttled,
+                             "hottestLogicalPartitions": [{"partitionKey": ["t1"], "requestUnits": hot_ru}]},
+        })
+    }
+
+    #[test]
+    fn warnings_name_what_to_act_on() {
+        let kinds = |w: Vec<Value>| -> Vec<String> {
+            w.iter()
+                .map(|x| x["kind"].as_str().unwrap_or_default().to_string())
+                .collect()
+        };
+        assert!(kinds(warnings(
+            &[part("0", 10.0, 0, 10, 1.0), part("1", 10.0, 0, 10, 1.0)],
+            1000
+        ))
+        .is_empty());
+        let w = kinds(warnings(
+            &[part("0", 90.0, 3, 900, 800.0), part("1", 10.0, 0, 10, 1.0)],
+            1000,
+        ));
+        assert_eq!(
+            w,
+            [
+                "logical-partition-size",
+                "throttling",
+                "hot-partition",
+                "hot-key"
+            ]
+        );
+    }
 }

@@ -83,6 +83,8 @@ pub struct AppInner {
     pub prepared: crate::exec::prepared::Prepared,
     /// Server-side copy jobs.
     pub jobs: crate::transfer::jobs::Jobs,
+    /// The Data Explorer and the keyless conventions (certificate, readiness).
+    pub explorer: crate::explorer::Explorer,
 }
 
 impl std::ops::Deref for App {
@@ -99,6 +101,7 @@ impl App {
         token_key: strata_query::sql::token::TokenKey,
         options: ApiOptions,
         jobs: crate::transfer::jobs::Jobs,
+        explorer: crate::explorer::Explorer,
     ) -> Self {
         Self {
             inner: Arc::new(AppInner {
@@ -106,6 +109,7 @@ impl App {
                 keys,
                 token_key,
                 jobs,
+                explorer,
                 prepared: Default::default(),
                 governor: crate::throughput::governor::Governor::new(options.enforce_throughput),
                 options,
@@ -216,14 +220,43 @@ async fn handle(State(app): State<App>, req: Request<Body>) -> Response {
 
 async fn dispatch(app: &App, req: Request<Body>, activity_id: &str) -> Result<Reply, ApiError> {
     let (parts, body) = req.into_parts();
+    // The explorer's files, the certificate and readiness need no key.
+    let small_body =
+        if parts.method == axum::http::Method::POST && parts.uri.path() == "/_explorer/session" {
+            axum::body::to_bytes(body, 16 * 1024)
+                .await
+                .map_err(|_| ApiError::too_large("The session request is too large."))?
+        } else {
+            if let Some(r) = app
+                .explorer
+                .serve(&parts.method, &parts.uri, &parts.headers, &[])
+            {
+                return r;
+            }
+            return dispatch_api(app, parts, body, activity_id).await;
+        };
+    app.explorer
+        .serve(&parts.method, &parts.uri, &parts.headers, &small_body)
+        .unwrap_or_else(|| Err(ApiError::not_found("Not found.")))
+}
+
+async fn dispatch_api(
+    app: &App,
+    parts: axum::http::request::Parts,
+    body: Body,
+    activity_id: &str,
+) -> Result<Reply, ApiError> {
     let segs = endpoint::path_segments(parts.uri.path())?;
-    let principal = auth::verify(
-        &app.keys,
-        &app.token_key,
-        &parts.method,
-        &endpoint::auth_scope(&segs),
-        &parts.headers,
-    )?;
+    let principal = match app.explorer.principal(&parts.headers, &parts.uri) {
+        Some(p) => p?,
+        None => auth::verify(
+            &app.keys,
+            &app.token_key,
+            &parts.method,
+            &endpoint::auth_scope(&segs),
+            &parts.headers,
+        )?,
+    };
     let ep = Endpoint::decode(&parts.method, &segs, &parts.headers)?;
     let too_large = || {
         ApiError::too_large(format!(

@@ -161,7 +161,10 @@ pub async fn query_items(app: &App, req: &Req, c: &Arc<Container>) -> Result<Rep
     // WHERE clause pins one full key: the SDKs learn the routing map from the query plan they
     // then fetch (test_partition_split_query.py), and a plan a client cannot run is refused
     // (test_aggregate.py expects a non-VALUE aggregate to fail for the Python SDK).
-    if !scoped && app.options.gateway_compat && needs_client_merge(&p) {
+    // strata's own explorer wants the server's evaluation whatever the gateway would do.
+    let gateway_compat =
+        app.options.gateway_compat && req.header(crate::explorer::TOKEN_HEADER).is_none();
+    if !scoped && gateway_compat && needs_client_merge(&p) {
         check_client_features(req, &p)?;
         let ranges = if target.ranges.is_empty() {
             vec![EpkRange::full()]
@@ -202,7 +205,7 @@ pub async fn query_items(app: &App, req: &Req, c: &Arc<Container>) -> Result<Rep
             page_size,
             // A plain cross-partition query is paged by physical partition, as the gateway
             // pages it (an SDK's response hook sees one response per partition).
-            !scoped && app.options.gateway_compat && range_ids.len() > 1,
+            !scoped && gateway_compat && range_ids.len() > 1,
         ),
         token,
     )

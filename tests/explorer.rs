@@ -1,0 +1,203 @@
+//! The built-in Data Explorer in a real browser: headless Chromium (Debian's `chromium`
+//! package, which CI installs) driven by `tests/explorer/explorer.mjs` through playwright-core.
+//! It creates a MultiHash container, inserts and edits items, walks tenant → user → session,
+//! runs a prefix query and reads `targeted` with its ranges, opens the partitions view after
+//! splits, and checks that another origin cannot use the page's secret. Screenshots of each
+//! page are kept in `target/explorer-screens/`.
+//!
+//! Also, without a browser: the keyless conventions (readiness, certificate, the redirect)
+//! and the API's refusal of the secret from elsewhere.
+
+use reqwest::StatusCode;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use strata_server::store::container::Limits;
+use strata_tests::{Options, TestServer};
+
+fn chromium() -> PathBuf {
+    let p = std::env::var_os("STRATA_CHROMIUM")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/usr/bin/chromium"));
+    assert!(
+        p.exists(),
+        "the explorer test needs Chromium at {} (apt-get install chromium, or set STRATA_CHROMIUM)",
+        p.display()
+    );
+    p
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_explorer_in_a_browser() {
+    let browser = chromium();
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("explorer");
+    strata_tests::npm_ci(&dir, "playwright-core");
+    // A small split threshold: the 361 items the page writes split the container.
+    let s = TestServer::start_with(Options {
+        limits: Some(Limits {
+            partition_split_bytes: 64 * 1024,
+            ..Limits::default()
+        }),
+        ..Default::default()
+    })
+    .await;
+    let shots = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../target/explorer-screens")
+        .to_path_buf();
+    let url = s.url.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new("node")
+            .arg("explorer.mjs")
+            .current_dir(&dir)
+            .env("STRATA_URL", &url)
+            .env("SCREENSHOTS", &shots)
+            .env("CHROMIUM", &browser)
+            .output()
+            .expect("node must be installed to run the explorer test")
+    })
+    .await
+    .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success() && text.lines().any(|l| l == "ok"),
+        "{text}"
+    );
+    let line = |prefix: &str| -> String {
+        text.lines()
+            .find_map(|l| l.strip_prefix(prefix))
+            .unwrap_or_else(|| panic!("no '{prefix}' in {text}"))
+            .to_string()
+    };
+    assert_eq!(
+        line("container: "),
+        "MultiHash /TenantId,/UserId,/SessionId"
+    );
+    assert_eq!(line("items written: "), "361");
+    assert_eq!(
+        line("navigated: "),
+        "t1 has 4 users; opened first (typed in the explorer)"
+    );
+    assert_eq!(line("edited: "), "edited in the explorer");
+    let q = line("query route: ");
+    assert!(q.starts_with("targeted; ranges: "), "{q}");
+    let visited = q["targeted; ranges: ".len()..]
+        .split(';')
+        .next()
+        .unwrap_or_default();
+    let parts: usize = line("partitions: ")
+        .split(';')
+        .next()
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0);
+    assert!(parts >= 4, "the container split: {parts} partitions");
+    let visited = visited.split(',').count();
+    assert!(
+        visited >= 1 && visited < parts,
+        "a prefix visits some ranges, not all: {q}"
+    );
+    assert!(line("partitions: ").ends_with("lineage shown: true"));
+    assert_eq!(line("count query: "), "[361]");
+    assert_eq!(line("cross-origin: "), "api blocked, page blocked");
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn keyless_conventions_and_the_secret_from_elsewhere() {
+    let s = TestServer::start().await;
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let get = |path: &str| http.get(format!("{}{}", s.url, path.trim_start_matches('/')));
+    let r = get("/_strata/ready").send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(
+        r.json::<serde_json::Value>().await.unwrap()["status"],
+        "ready"
+    );
+    let r = get("/").send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::FOUND);
+    assert_eq!(r.headers()["location"], "/_explorer/index.html");
+    // Plain HTTP has no certificate: a clear 404 in Cosmos's shape.
+    let r = get("/_explorer/emulator.pem").send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+    let body: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(body["code"], "NotFound");
+    assert!(body["message"].as_str().unwrap().contains("--tls"));
+    // The page carries the secret; the API takes it from this origin only.
+    let html = get("/_explorer/index.html")
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let token = html
+        .split("name=\"strata-token\" content=\"")
+        .nth(1)
+        .and_then(|r| r.split('"').next())
+        .unwrap()
+        .to_string();
+    assert_eq!(token.len(), 48);
+    let with = |origin: Option<&str>| {
+        let mut b = get("/dbs").header("x-strata-explorer-token", &token);
+        if let Some(o) = origin {
+            b = b.header("origin", o);
+        }
+        b
+    };
+    assert_eq!(with(None).send().await.unwrap().status(), StatusCode::OK);
+    let same = s.url.trim_end_matches('/').to_string();
+    assert_eq!(
+        with(Some(&same)).send().await.unwrap().status(),
+        StatusCode::OK
+    );
+    let r = with(Some("https://evil.example")).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+    let r = get("/dbs")
+        .header("x-strata-explorer-token", "0".repeat(48))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    // Without the secret or a signature nothing is served.
+    assert_eq!(
+        get("/dbs").send().await.unwrap().status(),
+        StatusCode::UNAUTHORIZED
+    );
+    s.stop().await;
+}
+
+/// With TLS the certificate is served and the same across restarts (kept in the data
+/// folder), so a client that trusted it once keeps working.
+#[tokio::test]
+async fn the_certificate_is_served_and_stable() {
+    let dir = strata_tests::TempDir::new("cert");
+    let mut pems = Vec::new();
+    for _ in 0..2 {
+        let s = TestServer::start_with(Options {
+            tls: true,
+            data_dir: Some(dir.0.clone()),
+            ..Default::default()
+        })
+        .await;
+        let http = reqwest::Client::builder()
+            .danger_accept_invalid_certs(true)
+            .build()
+            .unwrap();
+        let r = http
+            .get(format!("{}_explorer/emulator.pem", s.url))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::OK);
+        let pem = r.text().await.unwrap();
+        assert!(pem.starts_with("-----BEGIN CERTIFICATE-----"), "{pem}");
+        pems.push(pem);
+        s.stop().await;
+    }
+    assert_eq!(pems[0], pems[1]);
+}

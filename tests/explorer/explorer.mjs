@@ -1,0 +1,155 @@
+// Drives the Data Explorer in headless Chromium as a user would: create a MultiHash container,
+// insert and edit items, walk tenant → user → session, run a prefix query and read its route,
+// open the partitions view after splits; checks that another origin cannot use the page's
+// secret. Prints facts for tests/explorer.rs and "ok"; screenshots go to $SCREENSHOTS.
+import { chromium } from 'playwright-core';
+import { mkdirSync } from 'node:fs';
+
+const url = process.env.STRATA_URL; // e.g. http://127.0.0.1:1234/
+const shots = process.env.SCREENSHOTS;
+mkdirSync(shots, { recursive: true });
+const other = url.replace('127.0.0.1', 'localhost'); // the same server, another origin
+
+const browser = await chromium.launch({
+  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+  headless: true,
+  args: ['--no-sandbox', '--disable-gpu'],
+});
+const fail = async (msg) => {
+  console.log('FAILED: ' + msg);
+  await browser.close();
+  process.exit(1);
+};
+try {
+  const page = await browser.newPage({ viewport: { width: 1360, height: 900 } });
+  const errors = [];
+  page.on('pageerror', (e) => errors.push(e.message));
+  page.on('console', (m) => { if (m.type() === 'error') errors.push(m.text()); });
+  const shot = (name) => page.screenshot({ path: `${shots}/${name}.png`, fullPage: true });
+  const byTest = (id) => page.locator(`[data-testid="${id}"]`);
+
+  await page.goto(url);
+  await page.waitForURL(/_explorer\/index\.html$/);
+  await byTest('tree').waitFor();
+  await shot('01-home');
+
+  // A database and a three-level MultiHash container, through the dialogs.
+  await byTest('new-database').click();
+  await byTest('db-id').fill('app');
+  await byTest('dialog-ok').click();
+  await byTest('db-app').waitFor();
+  await byTest('new-coll-app').click();
+  await byTest('coll-id').fill('events');
+  await byTest('pk-path-1').fill('/TenantId');
+  await byTest('pk-path-2').fill('/UserId');
+  await byTest('pk-path-3').fill('/SessionId');
+  await byTest('dialog-ok').click();
+  await byTest('tab-items').waitFor();
+  const def = await page.evaluate(async () => {
+    const token = document.querySelector('meta[name="strata-token"]').content;
+    const r = await fetch('/dbs/app/colls/events', { headers: { 'x-strata-explorer-token': token } });
+    return r.json();
+  });
+  console.log(`container: ${def.partitionKey.kind} ${def.partitionKey.paths.join(',')}`);
+
+  // One item through the item editor, at the root (the editor pre-fills the key paths).
+  await byTest('new-item').click();
+  await byTest('item-json').fill(JSON.stringify({ id: 'first', TenantId: 't1', UserId: 'u1', SessionId: 's1', note: 'typed in the explorer' }));
+  await byTest('save-item').click();
+  await byTest('key-0-t1').waitFor();
+
+  // Many more from the page's own session, enough to split the container's partitions.
+  const written = await page.evaluate(async () => {
+    const token = document.querySelector('meta[name="strata-token"]').content;
+    let n = 0;
+    const pad = 'x'.repeat(1500);
+    const jobs = [];
+    for (let i = 0; i < 360; i++) {
+      const doc = { id: `i${i}`, TenantId: `t${i % 3 + 1}`, UserId: `u${i % 4 + 1}`, SessionId: `s${i % 5 + 1}`, n: i, pad };
+      jobs.push(fetch('/dbs/app/colls/events/docs', {
+        method: 'POST',
+        headers: { 'x-strata-explorer-token': token, 'content-type': 'application/json', 'x-ms-documentdb-partitionkey': JSON.stringify([doc.TenantId, doc.UserId, doc.SessionId]) },
+        body: JSON.stringify(doc),
+      }).then((r) => { if (r.ok) n++; }));
+      if (jobs.length === 20) { await Promise.all(jobs.splice(0)); }
+    }
+    await Promise.all(jobs);
+    return n;
+  });
+  console.log(`items written: ${written + 1}`);
+
+  // Navigate tenant → user → session → items, with counts at each level.
+  await byTest('tab-query').click();
+  await byTest('tab-items').click();
+  await byTest('key-0-t1').click();
+  await byTest('level-1').waitFor();
+  const users = await byTest('level-1').locator('button').count();
+  await byTest('key-1-u1').click();
+  await byTest('level-2').waitFor();
+  await shot('02-tree-user');
+  await byTest('key-2-s1').click();
+  await byTest('items').waitFor();
+  await byTest('item-first').click();
+  await byTest('item-json').waitFor();
+  const shown = JSON.parse(await byTest('item-json').inputValue());
+  console.log(`navigated: t1 has ${users} users; opened ${shown.id} (${shown.note})`);
+  await shot('03-items');
+
+  // Edit with the ETag check.
+  shown.note = 'edited in the explorer';
+  await byTest('item-json').fill(JSON.stringify(shown));
+  await byTest('save-item').click();
+  await byTest('item-first').click();
+  const edited = JSON.parse(await byTest('item-json').inputValue());
+  console.log(`edited: ${edited.note}`);
+
+  // A prefix query: targeted, with the ranges it visits.
+  await byTest('tab-query').click();
+  await byTest('query-text').fill("SELECT c.id, c.UserId FROM c WHERE c.TenantId = 't2' ORDER BY c.n");
+  await byTest('query-scope').selectOption('key');
+  await byTest('query-key').fill('["t2"]');
+  await byTest('run-query').click();
+  await byTest('query-route').waitFor();
+  const route = await byTest('query-route').textContent();
+  const ranges = await byTest('query-ranges').textContent();
+  const plan = await byTest('query-plan').textContent();
+  console.log(`query route: ${route}; ranges: ${ranges}; plan lines: ${plan.split('\n').length}`);
+  await shot('04-query');
+  await byTest('query-scope').selectOption('all');
+  await byTest('query-text').fill('SELECT VALUE COUNT(1) FROM c');
+  await byTest('run-query').click();
+  await page.waitForFunction(() => document.querySelector('[data-testid="query-route"]')?.textContent === 'fanout');
+  console.log(`count query: ${(await byTest('query-json').textContent()).replace(/\s+/g, '')}`);
+
+  // The partitions view after the splits.
+  await byTest('tab-partitions').click();
+  await byTest('partition-bar').waitFor();
+  await page.waitForTimeout(2500); // one live refresh
+  const segs = await byTest('partition-bar').locator('.seg').count();
+  const lineage = await byTest('range-table').textContent();
+  console.log(`partitions: ${segs}; lineage shown: ${lineage.includes('split from')}`);
+  await shot('05-partitions');
+
+  // Another origin (the same server as http://localhost) can use neither the secret nor the API.
+  const token = await page.evaluate(() => document.querySelector('meta[name="strata-token"]').content);
+  const page2 = await browser.newPage();
+  await page2.goto(other + '_strata/ready');
+  const stolen = await page2.evaluate(async ([target, t]) => {
+    const out = {};
+    try {
+      const r = await fetch(target + 'dbs', { headers: { 'x-strata-explorer-token': t } });
+      out.api = r.status;
+    } catch (e) { out.api = 'blocked'; }
+    try {
+      const r = await fetch(target + '_explorer/index.html');
+      out.page = (await r.text()).includes(t) ? 'read' : r.status;
+    } catch (e) { out.page = 'blocked'; }
+    return out;
+  }, [url, token]);
+  console.log(`cross-origin: api ${stolen.api}, page ${stolen.page}`);
+  if (errors.length) await fail('errors in the page: ' + errors.join(' | '));
+  console.log('ok');
+} catch (e) {
+  await fail(e.stack || String(e));
+}
+await browser.close();
