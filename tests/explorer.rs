@@ -118,9 +118,18 @@ async fn keyless_conventions_and_the_secret_from_elsewhere() {
         r.json::<serde_json::Value>().await.unwrap()["status"],
         "ready"
     );
-    let r = get("/").send().await.unwrap();
+    // A browser at the root lands in the explorer; an API client gets Cosmos's 401.
+    let r = get("/")
+        .header("accept", "text/html,*/*")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), StatusCode::FOUND);
     assert_eq!(r.headers()["location"], "/_explorer/index.html");
+    assert_eq!(
+        get("/").send().await.unwrap().status(),
+        StatusCode::UNAUTHORIZED
+    );
     // Plain HTTP has no certificate: a clear 404 in Cosmos's shape.
     let r = get("/_explorer/emulator.pem").send().await.unwrap();
     assert_eq!(r.status(), StatusCode::NOT_FOUND);

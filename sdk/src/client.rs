@@ -431,6 +431,23 @@ impl CosmosClient {
         }
     }
 
+    /// Whether a strata server answers its readiness probe (`/_strata/ready`, strata only):
+    /// for scripts and tests that start strata and wait for it.
+    ///
+    /// ```no_run
+    /// # async fn f() -> Result<(), strata_sdk::Error> {
+    /// let client = strata_sdk::CosmosClient::new("http://127.0.0.1:8081/", strata_sdk::EMULATOR_KEY)?;
+    /// while client.strata_ready().await.is_err() {
+    ///     tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn strata_ready(&self) -> Result<Value, Error> {
+        self.send(Request::new(Method::GET, "/_strata/ready"))
+            .await?
+            .json()
+    }
+
     /// Lists the databases of the account.
     ///
     /// ```no_run

@@ -33,6 +33,50 @@ enum Command {
     /// Show a container's physical partitions: ranges, sizes, request units, split lineage,
     /// largest and hottest logical partitions, warnings (the explorer's partitions view).
     Partitions(crate::explorer::partitions::PartitionsArgs),
+    /// Exit 0 once a strata server answers its readiness probe (for health checks and CI
+    /// scripts); exit 1 if it does not within --wait seconds.
+    Ready(ReadyArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct ReadyArgs {
+    /// The server (an endpoint URL or a connection string). Default: this machine, with the
+    /// port and protocol the server's own variables give (STRATA_PORT or PORT, STRATA_TLS or
+    /// PROTOCOL), so a container's health check follows its configuration.
+    #[arg(long, env = "STRATA_ENDPOINT")]
+    endpoint: Option<String>,
+    /// Keep asking this many seconds before giving up.
+    #[arg(long, default_value_t = 0, value_name = "SECONDS")]
+    wait: u64,
+}
+
+/// Asks `/_strata/ready` until it answers or `wait` seconds pass.
+async fn ready(a: ReadyArgs) -> Result<String, String> {
+    let var = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
+    let endpoint = a.endpoint.clone().unwrap_or_else(|| {
+        let port = var("STRATA_PORT")
+            .or_else(|| var("PORT"))
+            .unwrap_or_else(|| "8081".into());
+        let tls = var("STRATA_TLS").is_some_and(|v| v != "false" && v != "0")
+            || var("PROTOCOL").is_some_and(|p| p.to_ascii_lowercase().starts_with("https"));
+        format!("{}://127.0.0.1:{port}/", if tls { "https" } else { "http" })
+    });
+    let client = crate::transfer::connect(&endpoint)?;
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(a.wait);
+    loop {
+        match client.strata_ready().await {
+            Ok(v) => {
+                return Ok(format!(
+                    "ready: {}",
+                    v["status"].as_str().unwrap_or("ready")
+                ))
+            }
+            Err(e) if std::time::Instant::now() >= until => {
+                return Err(format!("{endpoint} is not ready: {e}"))
+            }
+            Err(_) => tokio::time::sleep(std::time::Duration::from_millis(200)).await,
+        }
+    }
 }
 
 /// The server's flags.
@@ -175,6 +219,7 @@ pub fn main() {
         Some(Command::Import(a)) => runtime.block_on(crate::transfer::import::import(a)),
         Some(Command::Copy(a)) => runtime.block_on(crate::transfer::copy::copy(a)),
         Some(Command::Partitions(a)) => runtime.block_on(crate::explorer::partitions::show(a)),
+        Some(Command::Ready(a)) => runtime.block_on(ready(a)),
     };
     match outcome {
         Ok(summary) => println!("{summary}"),
@@ -367,37 +412,43 @@ pub async fn run(args: Args, from_emulator_env: Vec<String>) {
         }
         None => running.url(),
     };
-    println!("strata listening on {} ({storage})", running.url());
     let key = if args.key == EMULATOR_KEY {
         format!("{} (the emulator's well-known key)", args.key)
     } else {
         "the key given with --key / STRATA_KEY".to_string()
     };
-    println!("  endpoint           {url}");
-    println!("  key                {key}");
+    let mut banner = vec![
+        format!("strata listening on {} ({storage})", running.url()),
+        format!("  endpoint           {url}"),
+        format!("  key                {key}"),
+    ];
     if args.key == EMULATOR_KEY {
-        println!(
+        banner.push(format!(
             "  connection string  AccountEndpoint={url};AccountKey={};",
             args.key
-        );
+        ));
     }
-    match &cert_file {
-        Some(c) => println!(
+    banner.push(match &cert_file {
+        Some(c) => format!(
             "  certificate        {} (also at {url}_explorer/emulator.pem)",
             c.display()
         ),
-        None => {
-            println!("  certificate        none: plain HTTP (--tls or PROTOCOL=https for HTTPS)")
+        None => "  certificate        none: plain HTTP (--tls or PROTOCOL=https for HTTPS)".into(),
+    });
+    banner.push(match args.no_explorer {
+        true => "  explorer           off".into(),
+        false => format!("  explorer           {url}_explorer/index.html"),
+    });
+    banner.push(format!("  ready              {url}_strata/ready"));
+    // A closed stdout (a parent that read the first line and left) must not stop the server.
+    {
+        use std::io::Write as _;
+        let mut out = std::io::stdout().lock();
+        for line in banner {
+            let _ = writeln!(out, "{line}");
         }
+        let _ = out.flush();
     }
-    if args.no_explorer {
-        println!("  explorer           off");
-    } else {
-        println!("  explorer           {url}_explorer/index.html");
-    }
-    println!("  ready              {url}_strata/ready");
-    use std::io::Write as _;
-    let _ = std::io::stdout().flush();
     wait_for_signal().await;
     tracing::info!("shutting down: finishing in-flight requests and flushing storage");
     if let Err(e) = running.stop().await {

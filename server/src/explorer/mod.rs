@@ -188,7 +188,8 @@ impl Explorer {
                 }
             },
             _ if !self.enabled => return None,
-            ("/", true) if !signed => redirect(),
+            // A browser (asking for HTML) without a signature; API clients keep their 401.
+            ("/", true) if !signed && wants_html(headers) => redirect(),
             ("/_explorer" | "/_explorer/" | "/explorer" | "/explorer/", true) => redirect(),
             ("/_explorer/index.html", true) => {
                 // The secret goes only into a page asked for by one of this server's names.
@@ -240,6 +241,10 @@ impl Explorer {
         }
         Ok(Reply::json(StatusCode::OK, &json!({"token": self.secret})))
     }
+}
+
+fn wants_html(headers: &HeaderMap) -> bool {
+    header(headers, "accept").is_some_and(|a| a.contains("text/html"))
 }
 
 fn redirect() -> Reply {
