@@ -10,7 +10,6 @@
 
 use reqwest::StatusCode;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use strata_server::store::container::Limits;
 use strata_tests::{Options, TestServer};
 
@@ -43,28 +42,20 @@ async fn the_explorer_in_a_browser() {
     let shots = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../target/explorer-screens")
         .to_path_buf();
-    let url = s.url.clone();
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new("node")
-            .arg("explorer.mjs")
-            .current_dir(&dir)
-            .env("STRATA_URL", &url)
-            .env("SCREENSHOTS", &shots)
-            .env("CHROMIUM", &browser)
-            .output()
-            .expect("node must be installed to run the explorer test")
-    })
-    .await
-    .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        out.status.success() && text.lines().any(|l| l == "ok"),
-        "{text}"
-    );
+    let env = [
+        ("STRATA_URL", s.url.clone()),
+        ("SCREENSHOTS", shots.display().to_string()),
+        ("CHROMIUM", browser.display().to_string()),
+    ];
+    let (ok, text) = strata_tests::run_node(
+        dir,
+        "explorer.mjs",
+        env.iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect(),
+    )
+    .await;
+    assert!(ok, "{text}");
     let line = |prefix: &str| -> String {
         text.lines()
             .find_map(|l| l.strip_prefix(prefix))

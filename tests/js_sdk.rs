@@ -3,7 +3,6 @@
 //! script API (stored procedures, triggers, UDFs).
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use strata_server::store::container::Limits;
 use strata_tests::{Options, TestServer};
 
@@ -19,27 +18,15 @@ fn ensure_sdk() {
 /// Runs one of the `tests/js` programs against `url`; returns what it printed (it must exit
 /// successfully and print "ok").
 async fn run_node(script: &'static str, url: &str) -> String {
-    let url = url.to_string();
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new("node")
-            .arg(script)
-            .current_dir(js_dir())
-            .env("STRATA_ENDPOINT", &url)
-            .env("STRATA_KEY", strata_query::protocol::EMULATOR_KEY)
-            .output()
-            .expect("node must be installed to run the JavaScript SDK tests")
-    })
-    .await
-    .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        out.status.success() && text.contains("ok"),
-        "{script}: {text}"
-    );
+    let env = vec![
+        ("STRATA_ENDPOINT".to_string(), url.to_string()),
+        (
+            "STRATA_KEY".to_string(),
+            strata_query::protocol::EMULATOR_KEY.to_string(),
+        ),
+    ];
+    let (ok, text) = strata_tests::run_node(js_dir(), script, env).await;
+    assert!(ok, "{script}: {text}");
     text
 }
 

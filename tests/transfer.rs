@@ -276,6 +276,65 @@ async fn import_reports_item_failures_and_goes_on() {
 /// `strata copy` into a three-level key, filling the level old items lack, while a writer
 /// keeps writing to the source; run again, it resumes from its checkpoint and catches up;
 /// both sides then hold the same items, compared one by one.
+/// Runs `strata` off the async workers.
+async fn strata_async(args: Vec<String>) -> (bool, String) {
+    tokio::task::spawn_blocking(move || {
+        strata(&args.iter().map(String::as_str).collect::<Vec<_>>())
+    })
+    .await
+    .unwrap()
+}
+
+/// `strata copy` of `app/old` into a new `/TenantId/UserId/SessionId` container `app/new`,
+/// filling `SessionId` from the id.
+fn hpk_copy_args(url: &str, checkpoint: &std::path::Path) -> Vec<String> {
+    [
+        "copy",
+        "--from",
+        url,
+        "--source",
+        "app/old",
+        "--dest",
+        "app/new",
+        "--partition-key",
+        "/TenantId,/UserId,/SessionId",
+        "--fill",
+        "/SessionId=/id",
+        "--checkpoint",
+        checkpoint.to_str().unwrap(),
+    ]
+    .iter()
+    .map(|x| x.to_string())
+    .collect()
+}
+
+/// Both sides item by item: `app/new` holds exactly the `n` items of `app/old`, each with
+/// `SessionId` filled from its id.
+async fn assert_copied_with_session(s: &TestServer, n: usize) {
+    let (src, _) = s
+        .query_all("app", "old", "SELECT * FROM c", json!([]), &[])
+        .await;
+    let (dst, _) = s
+        .query_all("app", "new", "SELECT * FROM c", json!([]), &[])
+        .await;
+    let by_id = |rows: Vec<Value>| -> BTreeMap<String, Value> {
+        rows.into_iter()
+            .map(|r| (r["id"].as_str().unwrap().to_string(), user_part(r)))
+            .collect()
+    };
+    let (src, dst) = (by_id(src), by_id(dst));
+    assert_eq!(src.len(), n);
+    assert_eq!(
+        dst.len(),
+        n,
+        "nothing more or less in the destination (deletes too)"
+    );
+    for (id, mut v) in src {
+        v["SessionId"] = json!(id.clone());
+        assert_eq!(dst.get(&id), Some(&v), "{id}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn copy_into_a_hierarchical_key_loses_no_concurrent_write() {
     let s = TestServer::start_with(strata_tests::Options {
@@ -312,41 +371,13 @@ async fn copy_into_a_hierarchical_key_loses_no_concurrent_write() {
     };
     write(0, 2000).await;
     let dir = TempDir::new("copy");
-    let checkpoint = dir.0.join("cp.json");
-    let args: Vec<String> = [
-        "copy",
-        "--from",
-        s.url.as_str(),
-        "--source",
-        "app/old",
-        "--dest",
-        "app/new",
-        "--partition-key",
-        "/TenantId,/UserId,/SessionId",
-        "--fill",
-        "/SessionId=/id",
-        "--checkpoint",
-        checkpoint.to_str().unwrap(),
-    ]
-    .iter()
-    .map(|x| x.to_string())
-    .collect();
+    let args = hpk_copy_args(&s.url, &dir.0.join("cp.json"));
     let writer = tokio::spawn(write(2000, 2400));
-    let a = args.clone();
-    let (_, first) = tokio::task::spawn_blocking(move || {
-        strata(&a.iter().map(String::as_str).collect::<Vec<_>>())
-    })
-    .await
-    .unwrap();
+    let (_, first) = strata_async(args.clone()).await;
     assert!(first.contains("copied"), "{first}");
     writer.await.unwrap();
     // Whatever the first run missed, the second (resumed) run copies.
-    let a = args.clone();
-    let (ok_, second) = tokio::task::spawn_blocking(move || {
-        strata(&a.iter().map(String::as_str).collect::<Vec<_>>())
-    })
-    .await
-    .unwrap();
+    let (ok_, second) = strata_async(args).await;
     assert!(ok_, "{second}");
     assert!(
         second.contains("(resumed)")
@@ -358,24 +389,7 @@ async fn copy_into_a_hierarchical_key_loses_no_concurrent_write() {
         def["partitionKey"]["paths"],
         json!(["/TenantId", "/UserId", "/SessionId"])
     );
-    let (src, _) = s
-        .query_all("app", "old", "SELECT * FROM c", json!([]), &[])
-        .await;
-    let (dst, _) = s
-        .query_all("app", "new", "SELECT * FROM c", json!([]), &[])
-        .await;
-    let by_id = |rows: Vec<Value>| -> BTreeMap<String, Value> {
-        rows.into_iter()
-            .map(|r| (r["id"].as_str().unwrap().to_string(), user_part(r)))
-            .collect()
-    };
-    let (src, dst) = (by_id(src), by_id(dst));
-    assert_eq!(src.len(), 2400);
-    assert_eq!(dst.len(), 2400);
-    for (id, mut v) in src {
-        v["SessionId"] = json!(id.clone());
-        assert_eq!(dst.get(&id), Some(&v), "{id}");
-    }
+    assert_copied_with_session(&s, 2400).await;
     s.stop().await;
 }
 
@@ -448,12 +462,7 @@ async fn a_killed_copy_resumes_and_verifies() {
         copied_before < 6000,
         "killed mid-copy: {copied_before} copied"
     );
-    let a: Vec<String> = args.iter().map(|x| x.to_string()).collect();
-    let (ok_, text) = tokio::task::spawn_blocking(move || {
-        strata(&a.iter().map(String::as_str).collect::<Vec<_>>())
-    })
-    .await
-    .unwrap();
+    let (ok_, text) = strata_async(args.iter().map(|x| x.to_string()).collect()).await;
     assert!(ok_, "{text}");
     assert!(
         text.contains("(resumed)") && text.contains("verified: 6000 items"),
@@ -546,63 +555,15 @@ async fn copy_carries_deletes_and_replaces_made_during_the_copy() {
         }
     });
     let dir = TempDir::new("copy-deletes");
-    let checkpoint = dir.0.join("cp.json");
-    let args: Vec<String> = [
-        "copy",
-        "--from",
-        s.url.as_str(),
-        "--source",
-        "app/old",
-        "--dest",
-        "app/new",
-        "--partition-key",
-        "/TenantId,/UserId,/SessionId",
-        "--fill",
-        "/SessionId=/id",
-        "--checkpoint",
-        checkpoint.to_str().unwrap(),
-    ]
-    .iter()
-    .map(|x| x.to_string())
-    .collect();
-    let a = args.clone();
-    let (_, first) = tokio::task::spawn_blocking(move || {
-        strata(&a.iter().map(String::as_str).collect::<Vec<_>>())
-    })
-    .await
-    .unwrap();
+    let args = hpk_copy_args(&s.url, &dir.0.join("cp.json"));
+    let (_, first) = strata_async(args.clone()).await;
     assert!(first.contains("copied"), "{first}");
     writer.await.unwrap();
-    let (ok_, second) = tokio::task::spawn_blocking(move || {
-        strata(&args.iter().map(String::as_str).collect::<Vec<_>>())
-    })
-    .await
-    .unwrap();
+    let (ok_, second) = strata_async(args).await;
     assert!(ok_, "{second}");
     assert!(second.contains("verified: 1300 items"), "{second}");
     assert!(!second.contains("not carried over"), "{second}");
-    let (src, _) = s
-        .query_all("app", "old", "SELECT * FROM c", json!([]), &[])
-        .await;
-    let (dst, _) = s
-        .query_all("app", "new", "SELECT * FROM c", json!([]), &[])
-        .await;
-    let by_id = |rows: Vec<Value>| -> BTreeMap<String, Value> {
-        rows.into_iter()
-            .map(|r| (r["id"].as_str().unwrap().to_string(), user_part(r)))
-            .collect()
-    };
-    let (src, dst) = (by_id(src), by_id(dst));
-    assert_eq!(src.len(), 1300);
-    assert_eq!(
-        dst.len(),
-        1300,
-        "deleted items are gone from the destination too"
-    );
-    for (id, mut v) in src {
-        v["SessionId"] = json!(id.clone());
-        assert_eq!(dst.get(&id), Some(&v), "{id}");
-    }
+    assert_copied_with_session(&s, 1300).await;
     s.stop().await;
 }
 

@@ -417,3 +417,32 @@ pub fn npm_ci(dir: &std::path::Path, probe: &str) {
         );
     }
 }
+
+/// Runs `node SCRIPT` in `dir` with `env` (off the async workers); returns whether it
+/// succeeded and printed a line "ok", and everything it printed.
+pub async fn run_node(
+    dir: std::path::PathBuf,
+    script: &str,
+    env: Vec<(String, String)>,
+) -> (bool, String) {
+    let script = script.to_string();
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new("node")
+            .arg(&script)
+            .current_dir(&dir)
+            .envs(env)
+            .output()
+            .expect("node must be installed to run the JavaScript tests")
+    })
+    .await
+    .expect("node runs");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (
+        out.status.success() && text.lines().any(|l| l.trim() == "ok"),
+        text,
+    )
+}

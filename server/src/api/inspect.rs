@@ -76,6 +76,19 @@ pub fn partitions(app: &App, db: &str, coll: &str) -> Result<Reply, ApiError> {
     Ok(Reply::json(StatusCode::OK, &body))
 }
 
+/// Every partition's hottest logical partitions, in one list.
+pub fn hottest_logical_partitions(parts: &[Value]) -> Vec<Value> {
+    parts
+        .iter()
+        .flat_map(|p| {
+            p["requestUnits"]["hottestLogicalPartitions"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
 /// The warnings a user acts on, from the partitions as listed: a logical partition near its
 /// size limit (at 80%), a physical partition that throttles or takes most of the request
 /// units of several, one logical partition taking most of the request units. Each is
@@ -130,14 +143,8 @@ pub fn warnings(parts: &[Value], lp_limit: u64) -> Vec<Value> {
             }));
         }
     }
-    let hottest = parts
-        .iter()
-        .flat_map(|p| {
-            p["requestUnits"]["hottestLogicalPartitions"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default()
-        })
+    let hottest = hottest_logical_partitions(parts)
+        .into_iter()
         .max_by(|a, b| num(&a["requestUnits"]).total_cmp(&num(&b["requestUnits"])));
     if let Some(h) = hottest {
         let ru = num(&h["requestUnits"]);

@@ -118,14 +118,8 @@ pub fn render(v: &Value) -> String {
             let _ = writeln!(out, "  {k:<40} {:>10} {n:>9} items", bytes(*b));
         }
     }
-    let mut hot: Vec<(Value, f64)> = parts
-        .iter()
-        .flat_map(|p| {
-            p["requestUnits"]["hottestLogicalPartitions"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default()
-        })
+    let mut hot: Vec<(Value, f64)> = crate::api::inspect::hottest_logical_partitions(&parts)
+        .into_iter()
         .map(|lp| (lp["partitionKey"].clone(), num(&lp["requestUnits"])))
         .collect();
     hot.sort_by(|a, b| b.1.total_cmp(&a.1));

@@ -49,6 +49,17 @@ struct Job {
     task: Option<tokio::task::AbortHandle>,
 }
 
+impl Job {
+    /// A job not (yet) running, its progress kept quietly for the API.
+    fn new(record: Record) -> Self {
+        Self {
+            record,
+            progress: Arc::new(Mutex::new(Progress::quiet("copied"))),
+            task: None,
+        }
+    }
+}
+
 /// The jobs of a server: one cheap handle.
 #[derive(Clone)]
 pub struct Jobs {
@@ -141,14 +152,7 @@ impl Jobs {
             let resume = rec.state == State::Running;
             let id = rec.id.clone();
             if let Ok(mut jobs) = self.inner.jobs.lock() {
-                jobs.insert(
-                    id.clone(),
-                    Job {
-                        record: rec,
-                        progress: Arc::new(Mutex::new(Progress::quiet("copied"))),
-                        task: None,
-                    },
-                );
+                jobs.insert(id.clone(), Job::new(rec));
             }
             if resume {
                 tracing::info!(job = %id, "resuming a copy job");
@@ -263,14 +267,7 @@ impl Jobs {
             error: None,
         };
         self.save(&rec)?;
-        jobs.insert(
-            id.clone(),
-            Job {
-                record: rec,
-                progress: Arc::new(Mutex::new(Progress::quiet("copied"))),
-                task: None,
-            },
-        );
+        jobs.insert(id.clone(), Job::new(rec));
         drop(jobs);
         self.spawn(&id);
         self.get(&id)

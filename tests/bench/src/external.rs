@@ -9,11 +9,10 @@
 use crate::client::Http;
 use crate::dataset::Dataset;
 use crate::workloads::{workload, WORKLOADS};
-use crate::{baseline, baseline_ops, hot, load, print_rows, runner, Args, Report};
+use crate::{baseline, baseline_ops, hot, load, paired_with_baseline, print_rows, Args, Report};
 use reqwest::Method;
 use serde_json::json;
 use std::sync::Arc;
-use std::time::Duration;
 
 pub async fn external(a: &Args, r: &mut Report) {
     let Some(endpoint) = a.endpoint.as_deref() else {
@@ -26,10 +25,6 @@ pub async fn external(a: &Args, r: &mut Report) {
             return;
         }
     };
-    let (warm, rounds) = (
-        Duration::from_secs_f64(a.warmup),
-        (a.seconds.round() as usize).max(1),
-    );
     println!(
         "== external: {endpoint}, {} clients, {} s per workload after {} s warm-up, {} items of {} B",
         a.clients, a.seconds, a.warmup, a.items, a.item_size
@@ -66,21 +61,7 @@ pub async fn external(a: &Args, r: &mut Report) {
             eprintln!("unknown workload {w}");
             continue;
         };
-        let (basis, bname) = if w == "point-read" {
-            (&get, "baseline-get")
-        } else {
-            (&post, "baseline-post")
-        };
-        let (m, paired_base) = runner::paired(
-            w,
-            &format!("  ({bname}, paired)"),
-            a.clients,
-            warm,
-            rounds,
-            op,
-            Arc::clone(basis),
-        )
-        .await;
+        let (m, paired_base) = paired_with_baseline(a, w, op, &get, &post).await;
         rows.push(m);
         rows.push(paired_base);
     }

@@ -329,6 +329,32 @@ fn baseline_ops(base: &Http, ds: &Arc<Dataset>) -> (Op, Op) {
     (get, post)
 }
 
+/// Runs workload `w` in slices alternating with the baseline it compares with (GET for point
+/// reads, POST for the rest).
+async fn paired_with_baseline(
+    a: &Args,
+    w: &str,
+    op: Op,
+    get: &Op,
+    post: &Op,
+) -> (Measured, Measured) {
+    let (basis, bname) = if w == "point-read" {
+        (get, "baseline-get")
+    } else {
+        (post, "baseline-post")
+    };
+    runner::paired(
+        w,
+        &format!("  ({bname}, paired)"),
+        a.clients,
+        Duration::from_secs_f64(a.warmup),
+        (a.seconds.round() as usize).max(1),
+        op,
+        Arc::clone(basis),
+    )
+    .await
+}
+
 async fn throughput(a: &Args, r: &mut Report) {
     let warm = Duration::from_secs_f64(a.warmup);
     let dur = Duration::from_secs_f64(a.seconds);
@@ -368,21 +394,7 @@ async fn throughput(a: &Args, r: &mut Report) {
             continue;
         };
         let before = running.store.engine().commit_stats();
-        let (basis, bname) = if *w == "point-read" {
-            (&get, "baseline-get")
-        } else {
-            (&post, "baseline-post")
-        };
-        let (m, paired_base) = runner::paired(
-            w,
-            &format!("  ({bname}, paired)"),
-            a.clients,
-            warm,
-            rounds,
-            op,
-            Arc::clone(basis),
-        )
-        .await;
+        let (m, paired_base) = paired_with_baseline(a, w, op, &get, &post).await;
         let after = running.store.engine().commit_stats();
         let (writes, syncs, micros) = (after.0 - before.0, after.1 - before.1, after.2 - before.2);
         if syncs > 0 {
