@@ -2,7 +2,8 @@
 //! package, which CI installs) driven by `tests/explorer/explorer.mjs` through playwright-core.
 //! It creates a MultiHash container, inserts and edits items, walks tenant → user → session,
 //! runs a prefix query and reads `targeted` with its ranges, opens the partitions view after
-//! splits, and checks that another origin cannot use the page's secret. Screenshots of each
+//! splits, and checks that another origin cannot use the page's secret; on a server that
+//! listens beyond loopback, the page asks for the account key first. Screenshots of each
 //! page are kept in `target/explorer-screens/`.
 //!
 //! Also, without a browser: the keyless conventions (readiness, certificate, the redirect)
@@ -42,8 +43,20 @@ async fn the_explorer_in_a_browser() {
     let shots = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../target/explorer-screens")
         .to_path_buf();
+    // The same explorer on a server that listens beyond loopback asks for the key.
+    let closed = TestServer::start_with(Options {
+        host: Some("0.0.0.0".into()),
+        ..Default::default()
+    })
+    .await;
+    let closed_url = closed.url.replace("0.0.0.0", "127.0.0.1");
     let env = [
         ("STRATA_URL", s.url.clone()),
+        ("STRATA_URL_CLOSED", closed_url),
+        (
+            "STRATA_KEY",
+            strata_query::protocol::EMULATOR_KEY.to_string(),
+        ),
         ("SCREENSHOTS", shots.display().to_string()),
         ("CHROMIUM", browser.display().to_string()),
     ];
@@ -72,6 +85,11 @@ async fn the_explorer_in_a_browser() {
         "t1 has 4 users; opened first (typed in the explorer)"
     );
     assert_eq!(line("edited: "), "edited in the explorer");
+    assert!(line("deleted: ").starts_with("i0 gone"), "{text}");
+    assert_eq!(
+        line("closed explorer: "),
+        "data hidden before the key true, wrong key refused, right key opens true"
+    );
     let q = line("query route: ");
     assert!(q.starts_with("targeted; ranges: "), "{q}");
     let visited = q["targeted; ranges: ".len()..]
@@ -90,9 +108,10 @@ async fn the_explorer_in_a_browser() {
         "a prefix visits some ranges, not all: {q}"
     );
     assert!(line("partitions: ").ends_with("lineage shown: true"));
-    assert_eq!(line("count query: "), "[361]");
+    assert_eq!(line("count query: "), "[360]");
     assert_eq!(line("cross-origin: "), "api blocked, page blocked");
     s.stop().await;
+    closed.stop().await;
 }
 
 #[tokio::test]

@@ -103,6 +103,13 @@ try {
   const edited = JSON.parse(await byTest('item-json').inputValue());
   console.log(`edited: ${edited.note}`);
 
+  // Delete another item of the same session.
+  await byTest('item-i0').click();
+  await byTest('delete-item').click();
+  await byTest('items').waitFor();
+  await page.waitForFunction(() => !document.querySelector('[data-testid="item-i0"]'));
+  console.log(`deleted: i0 gone, ${await byTest('items').locator('.item').count()} items left in t1/u1/s1`);
+
   // A prefix query: targeted, with the ranges it visits.
   await byTest('tab-query').click();
   await byTest('query-text').fill("SELECT c.id, c.UserId FROM c WHERE c.TenantId = 't2' ORDER BY c.n");
@@ -147,6 +154,23 @@ try {
     return out;
   }, [url, token]);
   console.log(`cross-origin: api ${stolen.api}, page ${stolen.page}`);
+
+  // A server listening beyond loopback: the page asks for the key before anything else.
+  if (process.env.STRATA_URL_CLOSED) {
+    const p3 = await browser.newPage({ viewport: { width: 1360, height: 700 } });
+    p3.on('pageerror', (e) => errors.push(e.message));
+    await p3.goto(process.env.STRATA_URL_CLOSED + '_explorer/index.html');
+    await p3.locator('#login-key').waitFor();
+    const treeHidden = await p3.locator('#app').isHidden();
+    await p3.fill('#login-key', 'not-the-key');
+    await p3.click('#login-form button');
+    await p3.locator('#login-error', { hasText: "not this account's key" }).waitFor();
+    await p3.screenshot({ path: `${shots}/06-login.png` });
+    await p3.fill('#login-key', process.env.STRATA_KEY);
+    await p3.click('#login-form button');
+    await p3.locator('[data-testid="tree"] li').first().waitFor();
+    console.log(`closed explorer: data hidden before the key ${treeHidden}, wrong key refused, right key opens ${await p3.locator('#app').isVisible()}`);
+  }
   if (errors.length) await fail('errors in the page: ' + errors.join(' | '));
   console.log('ok');
 } catch (e) {

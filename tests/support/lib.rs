@@ -30,6 +30,8 @@ pub struct Options {
     pub connections: Option<strata_server::Connections>,
     /// A read-only account key (base64) beside the emulator key.
     pub read_only_key: Option<String>,
+    /// Listen on this address instead of 127.0.0.1 (e.g. `0.0.0.0`: not loopback only).
+    pub host: Option<String>,
 }
 
 /// A strata server running inside the test process on an ephemeral port.
@@ -122,7 +124,7 @@ impl TestServer {
     pub async fn start_with(opts: Options) -> Self {
         crypto();
         let cfg = ServerConfig {
-            host: "127.0.0.1".into(),
+            host: opts.host.clone().unwrap_or_else(|| "127.0.0.1".into()),
             port: 0,
             key: EMULATOR_KEY.into(),
             read_only_key: opts.read_only_key.clone(),

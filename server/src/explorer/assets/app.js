@@ -62,6 +62,11 @@ function shortEpk(e) {
   return e.length > 12 ? e.slice(0, 10) + '…' : e;
 }
 
+/** The service's message without its trailing activity id (kept in the response headers). */
+function cleanMessage(m) {
+  return String(m).split(/\r?\nActivityId:/)[0];
+}
+
 /** A call to the REST API; throws an Error with the service's message on failure. */
 async function api(method, path, opts = {}) {
   const headers = Object.assign({
@@ -78,7 +83,7 @@ async function api(method, path, opts = {}) {
   let json = null;
   try { json = text ? JSON.parse(text) : null; } catch (_) { json = null; }
   if (!r.ok) {
-    const e = new Error((json && json.message) || text || r.statusText);
+    const e = new Error(cleanMessage((json && json.message) || text || r.statusText));
     e.status = r.status;
     throw e;
   }
@@ -631,7 +636,7 @@ function login() {
         body: JSON.stringify({ key: $('login-key').value }),
       });
       const v = await r.json();
-      if (!r.ok) throw new Error(v.message || r.statusText);
+      if (!r.ok) throw new Error(cleanMessage(v.message || r.statusText));
       state.token = v.token;
       sessionStorage.setItem('strata-explorer-token', v.token);
       await start();
