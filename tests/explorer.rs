@@ -11,6 +11,7 @@
 
 use reqwest::StatusCode;
 use std::path::{Path, PathBuf};
+use std::process::Command;
 use strata_server::store::container::Limits;
 use strata_tests::{Options, TestServer};
 
@@ -110,6 +111,26 @@ async fn the_explorer_in_a_browser() {
     assert!(line("partitions: ").ends_with("lineage shown: true"));
     assert_eq!(line("count query: "), "[360]");
     assert_eq!(line("cross-origin: "), "api blocked, page blocked");
+    assert_eq!(line("paged: "), "20 then 20, 0 repeated");
+    // The same partitions view on the command line.
+    let out = Command::new(env!("CARGO_BIN_EXE_strata-test-server"))
+        .args(["partitions", "app/events", "--endpoint", s.url.as_str()])
+        .output()
+        .expect("run strata partitions");
+    let cli = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "{cli}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        cli.contains(&format!("{parts} physical partition(s)")) && cli.contains("split from 0"),
+        "{cli}"
+    );
+    assert!(
+        cli.contains("largest logical partitions:") && cli.contains("no warnings"),
+        "{cli}"
+    );
     s.stop().await;
     closed.stop().await;
 }

@@ -122,6 +122,13 @@ try {
   const plan = await byTest('query-plan').textContent();
   console.log(`query route: ${route}; ranges: ${ranges}; plan lines: ${plan.split('\n').length}`);
   await shot('04-query');
+  // Page on with the continuation: the next 20 rows, in order after the first 20.
+  const firstPage = JSON.parse(await byTest('query-json').textContent());
+  await byTest('query-next').click();
+  await page.waitForFunction(() => document.querySelector('[data-testid="query-meta"]')?.textContent.includes('page 2'));
+  const secondPage = JSON.parse(await byTest('query-json').textContent());
+  const overlap = secondPage.filter((r) => firstPage.some((f) => f.id === r.id)).length;
+  console.log(`paged: ${firstPage.length} then ${secondPage.length}, ${overlap} repeated`);
   await byTest('query-scope').selectOption('all');
   await byTest('query-text').fill('SELECT VALUE COUNT(1) FROM c');
   await byTest('run-query').click();
