@@ -108,10 +108,13 @@ impl Jobs {
     pub fn open(data_dir: Option<&std::path::Path>) -> std::io::Result<Self> {
         let (dir, durable) = match data_dir {
             Some(d) => (d.join("jobs"), true),
-            None => (
-                std::env::temp_dir().join(format!("strata-jobs-{}", std::process::id())),
-                false,
-            ),
+            None => {
+                // One folder per server, also for several servers in one process (tests).
+                static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+                let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let name = format!("strata-jobs-{}-{n}", std::process::id());
+                (std::env::temp_dir().join(name), false)
+            }
         };
         std::fs::create_dir_all(&dir)?;
         Ok(Self {
