@@ -74,6 +74,18 @@ pub struct CopySpec {
     #[arg(long)]
     #[serde(default)]
     pub follow: bool,
+    /// Source feed ranges copied at once: each page is read and written under one of these
+    /// turns, so a container of many partitions does not flood the destination; followers
+    /// wait for changes without holding one.
+    #[arg(long, default_value_t = DEFAULT_PARALLEL, value_parser = clap::value_parser!(u16).range(1..=256))]
+    #[serde(default = "default_parallel")]
+    pub parallel: u16,
+}
+
+const DEFAULT_PARALLEL: u16 = 8;
+
+fn default_parallel() -> u16 {
+    DEFAULT_PARALLEL
 }
 
 fn split(what: &str, s: &str) -> Result<(String, String), String> {
@@ -211,6 +223,8 @@ struct Ctx {
     progress: Arc<Mutex<Progress>>,
     /// Changes behind, per range, while following.
     lag: Mutex<HashMap<String, u64>>,
+    /// Turns: how many ranges read and write at once.
+    turns: tokio::sync::Semaphore,
 }
 
 /// Pages per feed request.
@@ -219,6 +233,11 @@ const PAGE: u32 = 500;
 const POLL: std::time::Duration = std::time::Duration::from_millis(500);
 
 impl Ctx {
+    /// Waits for a turn to read and write a page.
+    async fn turn(&self) -> Result<tokio::sync::SemaphorePermit<'_>, String> {
+        self.turns.acquire().await.map_err(|e| e.to_string())
+    }
+
     fn state(&self, key: &str) -> Result<RangeState, String> {
         let c = self.checkpoint.lock().map_err(|e| e.to_string())?;
         Ok(c.get(key).cloned().unwrap_or_default())
@@ -442,7 +461,10 @@ async fn copy_range(ctx: Arc<Ctx>, r: FeedRange) -> Result<(), String> {
             ChangeFeedStart::Now,
             None,
         ));
-        match h.pin_start().await {
+        let turn = ctx.turn().await?;
+        let pinned = h.pin_start().await;
+        drop(turn);
+        match pinned {
             Ok(()) => st.history = Some(h.continuation()),
             Err(e) if e.status() == Some(400) => st.no_history = true,
             Err(e) => return Err(format!("the source's change feed: {e}")),
@@ -459,8 +481,10 @@ async fn copy_range(ctx: Arc<Ctx>, r: FeedRange) -> Result<(), String> {
             st.snapshot.clone(),
         ));
         loop {
+            let turn = ctx.turn().await?;
             let page = feed.next_page().await.map_err(|e| e.to_string())?;
             if page.items.is_empty() {
+                drop(turn);
                 if st.no_history && ctx.follow {
                     ctx.idle(&key).await;
                     continue;
@@ -470,6 +494,7 @@ async fn copy_range(ctx: Arc<Ctx>, r: FeedRange) -> Result<(), String> {
             ctx.upsert_all(page.items).await?;
             st.snapshot = Some(feed.continuation());
             ctx.save(&key, &st)?;
+            drop(turn);
             if st.no_history && ctx.follow {
                 ctx.estimate(&key, &mut feed, &mut estimated).await;
             }
@@ -486,8 +511,10 @@ async fn copy_range(ctx: Arc<Ctx>, r: FeedRange) -> Result<(), String> {
         st.history.clone(),
     ));
     loop {
+        let turn = ctx.turn().await?;
         let page = feed.next_page().await.map_err(|e| e.to_string())?;
         if page.items.is_empty() {
+            drop(turn);
             if ctx.follow {
                 ctx.idle(&key).await;
                 continue;
@@ -497,6 +524,7 @@ async fn copy_range(ctx: Arc<Ctx>, r: FeedRange) -> Result<(), String> {
         ctx.apply(page.items).await?;
         st.history = Some(feed.continuation());
         ctx.save(&key, &st)?;
+        drop(turn);
         if ctx.follow {
             ctx.estimate(&key, &mut feed, &mut estimated).await;
         }
@@ -588,6 +616,7 @@ pub async fn run(
         checkpoint: Mutex::new(saved),
         progress: Arc::clone(&progress),
         lag: Mutex::new(HashMap::new()),
+        turns: tokio::sync::Semaphore::new(usize::from(a.parallel.max(1))),
     });
     let ranges = source.feed_ranges().await.map_err(|e| e.to_string())?;
     // Dropping the set (a cancelled job) stops every worker.

@@ -39,6 +39,7 @@ pub async fn copy_suite(a: &Args, r: &mut Report) {
             partition_key: Some("/TenantId,/UserId,/SessionId".into()),
             fill: Vec::new(),
             follow: false,
+            parallel: 8,
         },
         checkpoint,
     })
