@@ -144,6 +144,20 @@ try {
   console.log(`partitions: ${segs}; lineage shown: ${lineage.includes('split from')}`);
   await shot('05-partitions');
 
+  // A server-side copy into a two-level key, started from the container and watched in Jobs.
+  await byTest('copy-container').click();
+  await byTest('copy-dest').fill('app/by-user');
+  await byTest('copy-pk-3').fill('');
+  await byTest('dialog-ok').click();
+  await byTest('jobs').waitFor();
+  await page.waitForFunction(() => {
+    const s = document.querySelector('[data-testid^="job-state-"]');
+    return s && s.textContent !== 'running';
+  }, null, { timeout: 60000 });
+  const jobRow = await byTest('jobs').locator('tbody tr').first().textContent();
+  console.log(`copy job: ${/succeeded/.test(jobRow) ? 'succeeded' : jobRow}; ${(jobRow.match(/verified: \d+ items/) || ['?'])[0]}`);
+  await shot('07-jobs');
+
   // Another origin (the same server as http://localhost) can use neither the secret nor the API.
   const token = await page.evaluate(() => document.querySelector('meta[name="strata-token"]').content);
   const page2 = await browser.newPage();

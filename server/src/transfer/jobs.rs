@@ -208,10 +208,15 @@ impl Jobs {
             }
         }
         let id = match body.remove("id") {
-            None => format!(
-                "copy-{:x}",
-                now_secs() * 1000 + (std::process::id() as u64 % 1000)
-            ),
+            // Random: two jobs started in the same second get different ids.
+            None => {
+                let mut b = [0u8; 4];
+                getrandom::fill(&mut b).map_err(|e| JobError::Internal(e.to_string()))?;
+                format!(
+                    "copy-{}",
+                    b.iter().map(|x| format!("{x:02x}")).collect::<String>()
+                )
+            }
             Some(Value::String(s)) => s,
             Some(other) => return Err(bad(format!("The job id must be a string, not {other}."))),
         };

@@ -311,7 +311,8 @@ function renderContainer() {
     el('div', { class: 'row' },
       el('h1', {}, `${state.db} / ${state.coll}`),
       el('span', { class: 'pk', text: `partition key ${def.partitionKey.paths.join(' › ')}${def.partitionKey.kind === 'MultiHash' ? ' (hierarchical)' : ''}` }),
-      el('button', { class: 'danger', style: 'margin-left:auto', onclick: () => confirmDelete(`container ${state.coll}`, async () => {
+      el('button', { style: 'margin-left:auto', 'data-testid': 'copy-container', onclick: () => copyDialog() }, 'Copy into…'),
+      el('button', { class: 'danger', onclick: () => confirmDelete(`container ${state.coll}`, async () => {
         await api('DELETE', collPath());
         closeContainer();
         await renderTree();
@@ -320,6 +321,67 @@ function renderContainer() {
   stopTimer();
   const render = { items: renderItems, query: renderQuery, partitions: renderPartitions, settings: renderSettings }[state.tab];
   render(body).catch((e) => body.append(el('p', { class: 'error', text: e.message })));
+}
+
+// ---------- copy jobs (run by the server: /_strata/jobs) ----------
+
+function copyDialog() {
+  const dest = el('input', { type: 'text', 'data-testid': 'copy-dest', value: `${state.db}/${state.coll}-copy` });
+  const paths = [1, 2, 3].map((n) => el('input', {
+    type: 'text', 'data-testid': `copy-pk-${n}`,
+    value: state.def.partitionKey.paths[n - 1] || '',
+    placeholder: n === 1 ? '/TenantId' : 'optional level',
+  }));
+  const fill = el('input', { type: 'text', 'data-testid': 'copy-fill', placeholder: '/SessionId=/id (comma-separated, optional)' });
+  const follow = el('input', { type: 'checkbox' });
+  dialog(`Copy ${state.db}/${state.coll}`, [
+    el('p', { class: 'muted', text: 'The server copies the items online — a snapshot, then every change made meanwhile — into a new or existing container, e.g. one with a deeper hierarchical key. The job survives a restart.' }),
+    field('Destination (DB/CONTAINER; created when missing)', dest),
+    field('Partition key of a new destination', el('div', { class: 'row' }, paths)),
+    field('Fill key properties old items lack', fill),
+    el('label', {}, follow, ' keep following changes after catching up'),
+  ], async () => {
+    const body = {
+      source: `${state.db}/${state.coll}`,
+      dest: dest.value.trim(),
+      partitionKey: paths.map((p) => p.value.trim()).filter(Boolean),
+      fill: fill.value.split(',').map((f) => f.trim()).filter(Boolean),
+      follow: follow.checked,
+    };
+    const job = (await api('POST', '/_strata/jobs', { body })).json;
+    toast(`Copy job ${job.id} started`);
+    await renderJobs();
+  }, 'Start copy');
+}
+
+async function renderJobs() {
+  stopTimer();
+  state.db = state.coll = state.def = null;
+  await renderTree();
+  const box = el('div', { 'data-testid': 'jobs' });
+  $('content').replaceChildren(el('h1', { text: 'Copy jobs' }), box);
+  async function draw() {
+    const jobs = (await api('GET', '/_strata/jobs')).json.Jobs || [];
+    if (!jobs.length) {
+      box.replaceChildren(el('p', { class: 'muted', text: 'No copy jobs. Start one with "Copy into…" on a container.' }));
+      return;
+    }
+    box.replaceChildren(el('table', {},
+      el('thead', {}, el('tr', {}, ['job', 'source → destination', 'state', 'progress', ''].map((h) => el('th', { text: h })))),
+      el('tbody', {}, jobs.map((j) => el('tr', { 'data-testid': `job-${j.id}` },
+        el('td', { text: j.id }),
+        el('td', { text: `${j.source} → ${j.dest}${j.partitionKey ? ' (' + j.partitionKey.join(', ') + ')' : ''}` }),
+        el('td', { 'data-testid': `job-state-${j.id}`, text: j.state }),
+        el('td', { text: j.summary || j.error || (j.progress && j.progress.line) || '' }),
+        el('td', {}, el('button', { class: 'danger', onclick: async () => {
+          await api('DELETE', `/_strata/jobs/${enc(j.id)}`);
+          await draw();
+        } }, j.state === 'running' ? 'Stop' : 'Remove')))))));
+  }
+  await draw();
+  state.timer = setInterval(() => {
+    if (document.visibilityState === 'visible') draw().catch(() => {});
+  }, 1000);
 }
 
 // ---------- items: the key tree, level by level ----------
@@ -622,6 +684,7 @@ async function start() {
   $('app').hidden = false;
   $('login').hidden = true;
   $('new-db').addEventListener('click', newDatabase);
+  $('jobs').addEventListener('click', () => renderJobs().catch((e) => toast(e.message, true)));
   $('refresh').addEventListener('click', () => renderTree().then(() => state.coll && openContainer(state.db, state.coll)));
   await renderTree();
 }
