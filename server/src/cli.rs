@@ -104,7 +104,8 @@ pub struct Args {
     /// Log filter (tracing syntax), e.g. `info` or `strata_server=debug`.
     #[arg(long, env = "STRATA_LOG", default_value = "info")]
     log: String,
-    /// Serve HTTPS with a self-signed certificate for localhost (kept in the data folder).
+    /// Serve HTTPS with a self-signed certificate for localhost (generated once, kept in the
+    /// data folder or --cert-dir).
     #[arg(long, env = "STRATA_TLS")]
     tls: bool,
     /// PEM certificate chain for HTTPS (with --tls-key).
