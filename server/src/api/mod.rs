@@ -220,24 +220,22 @@ async fn handle(State(app): State<App>, req: Request<Body>) -> Response {
 
 async fn dispatch(app: &App, req: Request<Body>, activity_id: &str) -> Result<Reply, ApiError> {
     let (parts, body) = req.into_parts();
-    // The explorer's files, the certificate and readiness need no key.
-    let small_body =
-        if parts.method == axum::http::Method::POST && parts.uri.path() == "/_explorer/session" {
-            axum::body::to_bytes(body, 16 * 1024)
-                .await
-                .map_err(|_| ApiError::too_large("The session request is too large."))?
-        } else {
-            if let Some(r) = app
-                .explorer
-                .serve(&parts.method, &parts.uri, &parts.headers, &[])
-            {
-                return r;
-            }
-            return dispatch_api(app, parts, body, activity_id).await;
-        };
-    app.explorer
-        .serve(&parts.method, &parts.uri, &parts.headers, &small_body)
-        .unwrap_or_else(|| Err(ApiError::not_found("Not found.")))
+    // The explorer's files, the certificate and readiness need no key. Only the explorer's
+    // session request has a body, read here under a small limit.
+    let (method, uri, headers) = (&parts.method, &parts.uri, &parts.headers);
+    if method == axum::http::Method::POST && uri.path() == "/_explorer/session" {
+        let body = axum::body::to_bytes(body, 16 * 1024)
+            .await
+            .map_err(|_| ApiError::too_large("The session request is too large."))?;
+        return app
+            .explorer
+            .serve(method, uri, headers, &body)
+            .unwrap_or_else(|| Err(ApiError::not_found("The Data Explorer is off.")));
+    }
+    if let Some(r) = app.explorer.serve(method, uri, headers, &[]) {
+        return r;
+    }
+    dispatch_api(app, parts, body, activity_id).await
 }
 
 async fn dispatch_api(
