@@ -693,3 +693,101 @@ async fn a_copy_job_survives_a_server_kill() {
     child.kill().expect("SIGKILL");
     child.wait().expect("reap");
 }
+
+/// A following job: it reports "following" and no lag once caught up, copies what is written
+/// afterwards, and stops copying when deleted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_following_job_keeps_copying_until_deleted() {
+    let s = TestServer::start().await;
+    ok(&s, Method::POST, "/dbs", &[], Some(json!({"id": "app"}))).await;
+    ok(&s, Method::POST, "/dbs/app/colls", &[], Some(json!({"id": "old", "partitionKey": {"paths": ["/TenantId"], "kind": "Hash", "version": 2}}))).await;
+    load_tenants(&s.client, 200).await;
+    let r = s
+        .post(
+            "/_strata/jobs",
+            &[],
+            json!({"id": "live", "source": "app/old", "dest": "app/new", "follow": true}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{r:?}");
+    let count = || async {
+        let (rows, _) = s
+            .query_all("app", "new", "SELECT VALUE COUNT(1) FROM c", json!([]), &[])
+            .await;
+        rows.iter().filter_map(Value::as_u64).sum::<u64>()
+    };
+    let until = |what: &'static str| {
+        let started = std::time::Instant::now();
+        move || {
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(60),
+                "never: {what}"
+            )
+        }
+    };
+    let check = until("caught up");
+    loop {
+        let j = ok(&s, Method::GET, "/_strata/jobs/live", &[], None).await;
+        assert_eq!(j["state"], "running", "{j}");
+        if j["progress"]["phase"] == "following"
+            && j["progress"]["lag"] == 0
+            && count().await == 200
+        {
+            assert!(
+                j["progress"]["line"]
+                    .as_str()
+                    .unwrap()
+                    .ends_with("following, caught up"),
+                "{j}"
+            );
+            break;
+        }
+        check();
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    // Written after the catch-up: copied while following.
+    let mut batch = Vec::new();
+    for i in 1000..1300 {
+        let t = format!("t{}", i % 5);
+        batch.push(
+            json!({"operationType": "Create", "partitionKey": json!([t]).to_string(),
+                          "resourceBody": {"id": format!("i{i}"), "TenantId": t}}),
+        );
+    }
+    for chunk in batch.chunks(100) {
+        let r = s
+            .request(
+                Method::POST,
+                "/dbs/app/colls/old/docs",
+                &[
+                    ("x-ms-cosmos-is-batch-request", "True"),
+                    ("x-ms-cosmos-batch-atomic", "False"),
+                ],
+                Some(Value::Array(chunk.to_vec())),
+            )
+            .await;
+        assert!(r.status.is_success(), "{r:?}");
+    }
+    let check = until("the new items copied");
+    while count().await < 500 {
+        check();
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    // Deleted: it stops; later writes stay in the source.
+    let r = s
+        .request(Method::DELETE, "/_strata/jobs/live", &[], None)
+        .await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT, "{r:?}");
+    let r = s
+        .create(
+            "app",
+            "old",
+            &json!(["t0"]),
+            json!({"id": "after", "TenantId": "t0"}),
+        )
+        .await;
+    assert!(r.status.is_success(), "{r:?}");
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    assert_eq!(count().await, 500, "a deleted job copies nothing more");
+    s.stop().await;
+}
