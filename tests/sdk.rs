@@ -9,8 +9,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use strata_sdk::{
-    ChangeFeedOptions, ChangeFeedStart, ContainerProperties, CosmosClient, ItemOptions,
-    PartitionKey, PartitionKeyBuilder, PartitionKeyDefinition, PatchOperations, Query,
+    ChangeFeedMode, ChangeFeedOptions, ChangeFeedStart, ContainerProperties, CosmosClient,
+    ItemOptions, PartitionKey, PartitionKeyBuilder, PartitionKeyDefinition, PatchOperations, Query,
     QueryOptions, RetryOptions, Throughput, TransactionalBatch, EMULATOR_KEY,
 };
 use strata_server::store::container::Limits;
@@ -1467,4 +1467,78 @@ async fn change_feed_as_a_stream() {
         .unwrap();
     assert_eq!(got, ["a0", "a1", "a2"]);
     assert_eq!(next.id, "late");
+}
+
+/// The change feed's all-versions mode, a pinned "now" and the lag estimate: a reader started
+/// now and pinned sees writes made before its first read; the all-versions feed shows deletes;
+/// the estimate counts unread changes and is 0 once caught up.
+#[tokio::test]
+async fn change_feed_modes_pins_and_lag() {
+    let s = TestServer::start_with(Options {
+        limits: Some(Limits {
+            initial_partitions: Some(2),
+            ..Limits::default()
+        }),
+        ..Default::default()
+    })
+    .await;
+    let client = CosmosClient::new(&s.url, EMULATOR_KEY).unwrap();
+    let db = client.create_database("cf").await.unwrap();
+    let mut props = ContainerProperties::new("c", PartitionKeyDefinition::new("/pk"));
+    props.other.insert(
+        "changeFeedPolicy".into(),
+        serde_json::json!({"retentionDuration": 10}),
+    );
+    let c = db.create_container(props).await.unwrap();
+    let opts = |mode| ChangeFeedOptions {
+        mode,
+        start: ChangeFeedStart::Now,
+        ..Default::default()
+    };
+    let mut pinned = c.change_feed::<serde_json::Value>(opts(ChangeFeedMode::LatestVersion));
+    pinned.pin_start().await.unwrap();
+    let mut all = c.change_feed::<serde_json::Value>(opts(ChangeFeedMode::AllVersionsAndDeletes));
+    all.pin_start().await.unwrap();
+    for i in 0..30 {
+        c.create_item(&serde_json::json!({"id": format!("i{i}"), "pk": format!("p{}", i % 6)}))
+            .await
+            .unwrap();
+    }
+    c.delete_item("i0", "p0", Default::default()).await.unwrap();
+    let lag = pinned.estimate_lag().await.unwrap();
+    assert!(lag >= 29, "29 live items unread: {lag}");
+    let mut ids = std::collections::BTreeSet::new();
+    loop {
+        let page = pinned.next_page().await.unwrap();
+        if page.items.is_empty() {
+            break;
+        }
+        ids.extend(
+            page.items
+                .iter()
+                .map(|d| d["id"].as_str().unwrap().to_string()),
+        );
+    }
+    assert_eq!(
+        ids.len(),
+        29,
+        "written after the pin, before the first read: {ids:?}"
+    );
+    assert_eq!(pinned.estimate_lag().await.unwrap(), 0, "caught up");
+    let mut ops = Vec::new();
+    loop {
+        let page = all.next_page().await.unwrap();
+        if page.items.is_empty() {
+            break;
+        }
+        ops.extend(
+            page.items
+                .iter()
+                .map(|d| d["metadata"]["operationType"].as_str().unwrap().to_string()),
+        );
+    }
+    assert_eq!(ops.iter().filter(|o| *o == "create").count(), 30);
+    assert_eq!(ops.iter().filter(|o| *o == "delete").count(), 1);
+    assert_eq!(all.estimate_lag().await.unwrap(), 0);
+    s.stop().await;
 }

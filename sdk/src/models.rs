@@ -46,7 +46,7 @@ pub struct ContainerProperties {
     pub partition_key: PartitionKeyDefinition,
     /// Time to live: `None` off, `-1` on without default, `N` seconds.
     pub default_ttl: Option<i64>,
-    /// Indexing policy, as JSON (kept and echoed; strata evaluates without an index).
+    /// Indexing policy, as JSON (which paths are indexed; the service and strata use it).
     pub indexing_policy: Option<Value>,
     /// Resource id (set on properties read from the service).
     pub rid: Option<String>,
