@@ -276,6 +276,26 @@ async fn import_reports_item_failures_and_goes_on() {
 /// `strata copy` into a three-level key, filling the level old items lack, while a writer
 /// keeps writing to the source; run again, it resumes from its checkpoint and catches up;
 /// both sides then hold the same items, compared one by one.
+/// A server with database `app` and its source container `old` (`/TenantId`, plus `extra`
+/// properties), over `partitions` physical partitions when given.
+async fn source(partitions: Option<u32>, extra: Value) -> TestServer {
+    let s = TestServer::start_with(strata_tests::Options {
+        limits: partitions.map(|n| strata_server::store::container::Limits {
+            initial_partitions: Some(n),
+            ..Default::default()
+        }),
+        ..Default::default()
+    })
+    .await;
+    ok(&s, Method::POST, "/dbs", &[], Some(json!({"id": "app"}))).await;
+    let mut def = json!({"id": "old", "partitionKey": {"paths": ["/TenantId"], "kind": "Hash", "version": 2}});
+    if let (Some(d), Some(e)) = (def.as_object_mut(), extra.as_object()) {
+        d.extend(e.clone());
+    }
+    ok(&s, Method::POST, "/dbs/app/colls", &[], Some(def)).await;
+    s
+}
+
 /// Runs `strata` off the async workers.
 async fn strata_async(args: Vec<String>) -> (bool, String) {
     tokio::task::spawn_blocking(move || {
@@ -337,16 +357,7 @@ async fn assert_copied_with_session(s: &TestServer, n: usize) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn copy_into_a_hierarchical_key_loses_no_concurrent_write() {
-    let s = TestServer::start_with(strata_tests::Options {
-        limits: Some(strata_server::store::container::Limits {
-            initial_partitions: Some(3),
-            ..Default::default()
-        }),
-        ..Default::default()
-    })
-    .await;
-    ok(&s, Method::POST, "/dbs", &[], Some(json!({"id": "app"}))).await;
-    ok(&s, Method::POST, "/dbs/app/colls", &[], Some(json!({"id": "old", "partitionKey": {"paths": ["/TenantId"], "kind": "Hash", "version": 2}}))).await;
+    let s = source(Some(3), json!({})).await;
     let write = |from: usize, to: usize| {
         let client = s.client.clone();
         async move {
@@ -421,9 +432,7 @@ async fn load_tenants(c: &Client, n: usize) {
 /// verification passes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_killed_copy_resumes_and_verifies() {
-    let s = TestServer::start().await;
-    ok(&s, Method::POST, "/dbs", &[], Some(json!({"id": "app"}))).await;
-    ok(&s, Method::POST, "/dbs/app/colls", &[], Some(json!({"id": "old", "partitionKey": {"paths": ["/TenantId"], "kind": "Hash", "version": 2}}))).await;
+    let s = source(None, json!({})).await;
     load_tenants(&s.client, 6000).await;
     let dir = TempDir::new("copy-kill");
     let checkpoint = dir.0.join("cp.json");
@@ -476,16 +485,11 @@ async fn a_killed_copy_resumes_and_verifies() {
 /// the same items, and the deleted ones are gone from the destination too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn copy_carries_deletes_and_replaces_made_during_the_copy() {
-    let s = TestServer::start_with(strata_tests::Options {
-        limits: Some(strata_server::store::container::Limits {
-            initial_partitions: Some(3),
-            ..Default::default()
-        }),
-        ..Default::default()
-    })
+    let s = source(
+        Some(3),
+        json!({"changeFeedPolicy": {"retentionDuration": 60}}),
+    )
     .await;
-    ok(&s, Method::POST, "/dbs", &[], Some(json!({"id": "app"}))).await;
-    ok(&s, Method::POST, "/dbs/app/colls", &[], Some(json!({"id": "old", "partitionKey": {"paths": ["/TenantId"], "kind": "Hash", "version": 2}, "changeFeedPolicy": {"retentionDuration": 60}}))).await;
     let doc = |i: usize, n: usize| {
         let t = format!("t{}", i % 7);
         (
@@ -589,9 +593,7 @@ async fn wait_job(c: &Client, id: &str) -> Value {
 /// and ends verified; bad jobs get Cosmos-shaped errors; a job is listed, and deleted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_server_side_copy_job_copies_and_reports() {
-    let s = TestServer::start().await;
-    ok(&s, Method::POST, "/dbs", &[], Some(json!({"id": "app"}))).await;
-    ok(&s, Method::POST, "/dbs/app/colls", &[], Some(json!({"id": "old", "partitionKey": {"paths": ["/TenantId"], "kind": "Hash", "version": 2}}))).await;
+    let s = source(None, json!({})).await;
     load_tenants(&s.client, 1000).await;
     for (body, code) in [
         (json!({"source": "app/old"}), 400),
@@ -698,9 +700,7 @@ async fn a_copy_job_survives_a_server_kill() {
 /// afterwards, and stops copying when deleted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_following_job_keeps_copying_until_deleted() {
-    let s = TestServer::start().await;
-    ok(&s, Method::POST, "/dbs", &[], Some(json!({"id": "app"}))).await;
-    ok(&s, Method::POST, "/dbs/app/colls", &[], Some(json!({"id": "old", "partitionKey": {"paths": ["/TenantId"], "kind": "Hash", "version": 2}}))).await;
+    let s = source(None, json!({})).await;
     load_tenants(&s.client, 200).await;
     let r = s
         .post(
