@@ -89,9 +89,62 @@ fn default_parallel() -> u16 {
 }
 
 fn split(what: &str, s: &str) -> Result<(String, String), String> {
-    s.split_once('/')
-        .map(|(d, c)| (d.to_string(), c.to_string()))
-        .ok_or_else(|| format!("--{what} must be DB/CONTAINER, not '{s}'"))
+    match s.split_once('/') {
+        Some((d, c)) if !d.is_empty() && !c.is_empty() && !c.contains('/') => {
+            Ok((d.to_string(), c.to_string()))
+        }
+        _ => Err(format!("'{what}' must be DB/CONTAINER, not '{s}'")),
+    }
+}
+
+/// A spec's parts, parsed: what `run` works from.
+struct Checked {
+    source: (String, String),
+    dest: (String, String),
+    fills: Vec<Fill>,
+    /// The partition key of a destination to create, when one was asked for.
+    key: Option<PartitionKeyDefinition>,
+}
+
+impl CopySpec {
+    /// Checks the spec before anything is read or created (the job API answers 400 with the
+    /// reason instead of starting a job bound to fail).
+    pub fn validate(&self) -> Result<(), String> {
+        self.checked().map(|_| ())
+    }
+
+    fn checked(&self) -> Result<Checked, String> {
+        let fills = self
+            .fill
+            .iter()
+            .map(|f| parse_fill(f))
+            .collect::<Result<Vec<_>, _>>()?;
+        let key = match &self.partition_key {
+            None => None,
+            Some(pk) => {
+                let paths: Vec<&str> = pk.split(',').map(str::trim).collect();
+                if paths.is_empty()
+                    || paths.len() > 3
+                    || paths.iter().any(|p| !p.starts_with('/') || p.len() < 2)
+                {
+                    return Err(format!(
+                        "the partition key '{pk}' must be one to three paths such as /TenantId,/UserId,/SessionId"
+                    ));
+                }
+                Some(if paths.len() == 1 {
+                    PartitionKeyDefinition::new(paths[0])
+                } else {
+                    PartitionKeyDefinition::hierarchical(paths).map_err(|e| e.to_string())?
+                })
+            }
+        };
+        Ok(Checked {
+            source: split("source", &self.source)?,
+            dest: split("dest", &self.dest)?,
+            fills,
+            key,
+        })
+    }
 }
 
 /// A property rule of `--fill`.
@@ -544,15 +597,14 @@ pub async fn run(
     checkpoint: &std::path::Path,
     progress: Arc<Mutex<Progress>>,
 ) -> Result<String, String> {
-    let fills = a
-        .fill
-        .iter()
-        .map(|f| parse_fill(f))
-        .collect::<Result<Vec<_>, _>>()?;
+    let Checked {
+        source: (sdb, scoll),
+        dest: (ddb, dcoll),
+        fills,
+        key,
+    } = a.checked()?;
     let source_client = connect(&a.from)?;
     let dest_client = connect(a.to.as_deref().unwrap_or(&a.from))?;
-    let (sdb, scoll) = split("source", &a.source)?;
-    let (ddb, dcoll) = split("dest", &a.dest)?;
     let source = source_client.database(&sdb).container(&scoll);
     let sprops = source
         .read()
@@ -568,13 +620,8 @@ pub async fn run(
         Err(e) if e.is_not_found() => {
             let mut props = sprops.clone();
             props.id = dcoll.clone();
-            if let Some(pk) = &a.partition_key {
-                let paths: Vec<&str> = pk.split(',').map(str::trim).collect();
-                props.partition_key = if paths.len() == 1 {
-                    PartitionKeyDefinition::new(paths[0])
-                } else {
-                    PartitionKeyDefinition::hierarchical(paths).map_err(|e| e.to_string())?
-                };
+            if let Some(k) = key {
+                props.partition_key = k;
             }
             let props = ContainerProperties {
                 rid: None,

@@ -242,12 +242,8 @@ impl Jobs {
                 "The job is not valid: {e}. Expected {{\"source\": \"DB/CONTAINER\", \"dest\": \"DB/CONTAINER\", \"partitionKey\": [\"/a\", \"/b\"], \"fill\": [\"/b=/id\"], \"follow\": false, \"from\": CONNECTION STRING (default: this server), \"to\": ...}}."
             ))
         })?;
-        for (what, v) in [("source", &spec.source), ("dest", &spec.dest)] {
-            match v.split_once('/') {
-                Some((d, c)) if !d.is_empty() && !c.is_empty() && !c.contains('/') => {}
-                _ => return Err(bad(format!("'{what}' must be DB/CONTAINER, not '{v}'."))),
-            }
-        }
+        spec.validate()
+            .map_err(|e| bad(format!("The job is not valid: {e}.")))?;
         let mut jobs = self
             .inner
             .jobs
