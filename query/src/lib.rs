@@ -7,6 +7,7 @@
 //! * [`protocol`]: master-key signing, signature scopes, header names: what clients and the
 //!   server must agree on.
 
+pub mod binary;
 pub mod index;
 pub mod patch;
 pub mod pk;

@@ -27,6 +27,8 @@ pub mod header {
     pub const RETRY_AFTER_MS: &str = "x-ms-retry-after-ms";
     pub const SUB_STATUS: &str = "x-ms-substatus";
     pub const SESSION_TOKEN: &str = "x-ms-session-token";
+    /// The body formats a client accepts in answers (`JsonText`, `CosmosBinary`).
+    pub const SUPPORTED_SERIALIZATION_FORMATS: &str = "x-ms-cosmos-supported-serialization-formats";
     /// strata's own: how a query page was routed (see [`super::QueryRoute`]).
     pub const QUERY_ROUTE: &str = "x-strata-query-route";
     /// strata's own: `true` on a query asks for its plan in [`QUERY_PLAN`].
