@@ -31,6 +31,7 @@ pub mod sprocs;
 pub mod tokens;
 pub mod triggers;
 pub mod users;
+pub mod wire;
 
 use crate::store::container::Container;
 use crate::store::Store;
@@ -281,6 +282,7 @@ async fn dispatch_api(
         None => read.await,
     }
     .map_err(|_| too_large())?;
+    let body = wire::request_body(body)?;
     let host = parts
         .headers
         .get("host")
@@ -298,7 +300,13 @@ async fn dispatch_api(
         epk_limit: None,
     };
     req.epk_limit = access::authorize(app, &principal, &ep, &req)?;
-    route(app, &req, ep).await
+    let binary = wire::wants_binary(&req.headers) && wire::answers_in_binary(&ep);
+    let reply = route(app, &req, ep).await?;
+    Ok(if binary {
+        wire::encode_reply(reply)
+    } else {
+        reply
+    })
 }
 
 async fn route(app: &App, req: &Req, ep: Endpoint) -> Result<Reply, ApiError> {
