@@ -215,7 +215,15 @@ async fn handle(State(app): State<App>, req: Request<Body>) -> Response {
             e.into_response_with(&activity_id)
         }
     };
-    tracing::debug!(%method, %path, status = resp.status().as_u16(), micros = started.elapsed().as_micros() as u64, "request");
+    let mut resp = resp;
+    let elapsed = started.elapsed();
+    // The server-side duration the SDKs report in their diagnostics, on every answer.
+    if let Ok(v) =
+        axum::http::HeaderValue::from_str(&format!("{:.3}", elapsed.as_secs_f64() * 1000.0))
+    {
+        resp.headers_mut().insert("x-ms-request-duration-ms", v);
+    }
+    tracing::debug!(%method, %path, status = resp.status().as_u16(), micros = elapsed.as_micros() as u64, "request");
     resp
 }
 
