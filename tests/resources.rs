@@ -184,7 +184,8 @@ async fn container_validation() {
             "the message names the problem: {r:?}"
         );
     }
-    // A missing version is V1 and is echoed with kind and version filled in.
+    // A missing version is V1; the service echoes the kind filled in and no version (the
+    // official SDKs read a version-less definition as V1). A given version is echoed.
     let r = s
         .post(
             "/dbs/d/colls",
@@ -195,8 +196,28 @@ async fn container_validation() {
     assert_eq!(r.status, StatusCode::CREATED);
     assert_eq!(
         r.json["partitionKey"],
+        json!({"paths": ["/pk"], "kind": "Hash"})
+    );
+    let read = s.get("/dbs/d/colls/v1", &[]).await;
+    assert_eq!(
+        read.json["partitionKey"],
+        json!({"paths": ["/pk"], "kind": "Hash"})
+    );
+    let named = s
+        .post(
+            "/dbs/d/colls",
+            &[],
+            json!({"id": "v1-named", "partitionKey": {"paths": ["/pk"], "version": 1}}),
+        )
+        .await;
+    assert_eq!(
+        named.json["partitionKey"],
         json!({"paths": ["/pk"], "kind": "Hash", "version": 1})
     );
+    let deleted = s
+        .request(Method::DELETE, "/dbs/d/colls/v1-named", &[], None)
+        .await;
+    assert_eq!(deleted.status, StatusCode::NO_CONTENT);
     assert!(r.json["indexingPolicy"].is_object());
     for k in [
         "_rid",

@@ -54,6 +54,9 @@ pub struct PartitionKeyDefinition {
     /// Set for containers created without a partition key: Cosmos gives those a hidden
     /// `/_partitionKey` path and clients address their only logical partition with `[]`.
     pub system_key: bool,
+    /// Whether the definition named its version: the service echoes `version` only then (a
+    /// definition without one is version 1, or 2 for `MultiHash`).
+    pub version_given: bool,
 }
 
 impl PartitionKeyDefinition {
@@ -105,6 +108,7 @@ impl PartitionKeyDefinition {
             kind,
             version,
             system_key: false,
+            version_given: true,
         })
     }
 
@@ -178,10 +182,12 @@ impl PartitionKeyDefinition {
         };
         let mut def = Self::new(&paths, kind, version)?;
         def.system_key = matches!(obj.get("systemKey"), Some(Value::Bool(true)));
+        def.version_given = !matches!(obj.get("version"), None | Some(Value::Null));
         Ok(def)
     }
 
-    /// The `partitionKey` property as the service echoes it, with kind and version filled in.
+    /// The `partitionKey` property as the service echoes it: kind filled in, version when the
+    /// definition named one.
     pub fn to_json(&self) -> Value {
         let mut m = Map::new();
         m.insert(
@@ -189,7 +195,9 @@ impl PartitionKeyDefinition {
             Value::Array(self.paths.iter().cloned().map(Value::String).collect()),
         );
         m.insert("kind".into(), Value::String(self.kind.as_str().into()));
-        m.insert("version".into(), Value::from(self.version));
+        if self.version_given {
+            m.insert("version".into(), Value::from(self.version));
+        }
         if self.system_key {
             m.insert("systemKey".into(), Value::Bool(true));
         }

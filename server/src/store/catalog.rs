@@ -211,6 +211,21 @@ pub fn default_container_props(props: &mut Map<String, Value>) {
         ip.entry("indexingMode")
             .or_insert_with(|| json!("consistent"));
         ip.entry("automatic").or_insert(Value::Bool(true));
+        let mode = ip
+            .get("indexingMode")
+            .and_then(Value::as_str)
+            .map(str::to_ascii_lowercase);
+        // A container that indexes nothing has no paths: the service leaves both lists empty.
+        if mode.as_deref() == Some("none") {
+            ip.entry("includedPaths").or_insert_with(|| json!([]));
+            ip.entry("excludedPaths").or_insert_with(|| json!([]));
+            return finish_container_props(props);
+        }
+        // The service indexes a consistent container automatically whatever the body says
+        // (clients whose models default the flag to false send `"automatic": false`).
+        if mode.as_deref() == Some("consistent") {
+            ip.insert("automatic".into(), Value::Bool(true));
+        }
         ip.entry("includedPaths")
             .or_insert_with(|| json!([{"path": "/*"}]));
         ip.entry("excludedPaths")
@@ -229,6 +244,11 @@ pub fn default_container_props(props: &mut Map<String, Value>) {
             }
         }
     }
+    finish_container_props(props);
+}
+
+/// The defaults beside the indexing policy.
+fn finish_container_props(props: &mut Map<String, Value>) {
     props.entry("conflictResolutionPolicy").or_insert_with(|| {
         json!({"mode": "LastWriterWins", "conflictResolutionPath": "/_ts", "conflictResolutionProcedure": ""})
     });
