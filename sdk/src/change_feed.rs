@@ -32,7 +32,7 @@ pub enum ChangeFeedStart {
 ///
 /// ```
 /// use strata_sdk::{ChangeFeedMode, ChangeFeedOptions, ChangeFeedStart};
-/// // Every create, replace and delete since now, as `{"current", "metadata", "previous"}`.
+/// // Every create, replace and delete since now, as `{"current", "metadata"}`.
 /// let opts = ChangeFeedOptions {
 ///     mode: ChangeFeedMode::AllVersionsAndDeletes,
 ///     start: ChangeFeedStart::Now,
@@ -45,8 +45,10 @@ pub enum ChangeFeedMode {
     /// The latest version of each changed item (no deletes).
     #[default]
     LatestVersion,
-    /// Every version and every delete, each as `{"current", "metadata", "previous"}`
-    /// (`metadata.operationType` is `create`, `replace` or `delete`). The container must keep
+    /// Every version and every delete, each as `{"current", "metadata"}`
+    /// (`metadata.operationType` is `create`, `replace` or `delete`; a replace names the
+    /// version it replaced in `previousImageLSN`, a delete names the item in `metadata.id`
+    /// and `metadata.partitionKey`). The container must keep
     /// history (`changeFeedPolicy`), and the feed starts from now or a continuation.
     AllVersionsAndDeletes,
 }

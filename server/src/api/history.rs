@@ -1,10 +1,12 @@
 //! The all-versions-and-deletes change feed: `GET .../docs` with `A-IM: Full-Fidelity Feed`
 //! (the SDKs' `ChangeFeedMode.AllVersionsAndDeletes`).
 //!
-//! Each change is `{"current", "metadata", "previous"}` as the service sends it (wire format
+//! Each change is `{"current", "metadata"}` as the service sends it (wire format
 //! `x-ms-cosmos-changefeed-wire-format-version: 2021-09-15`): `metadata` carries
 //! `operationType` (create, replace, delete), `lsn`, `crts`, `previousImageLSN`, and for
-//! deletes the deleted item's `id`, `partitionKey` and `timeToLiveExpired`. Positions are LSN
+//! deletes the deleted item's `id`, `partitionKey` and `timeToLiveExpired`. Like the service
+//! with a retention policy alone, no `previous` image is sent: a replace names the version it
+//! replaced by `previousImageLSN`, a delete has an empty `current`. Positions are LSN
 //! etags shared with the latest-version feed; the feed starts from now (`If-None-Match: *`) or
 //! a continuation, as the service allows, and needs the container to keep history.
 
@@ -80,20 +82,16 @@ fn render(c: &Container, change: &Change) -> Result<Bytes, ApiError> {
         metadata.insert("previousImageLSN".into(), json!(change.previous_lsn));
     }
     let out = match change.op {
-        Operation::Create => json!({"current": parse(&change.doc)?, "metadata": metadata}),
-        Operation::Replace => {
-            let mut v = json!({"current": parse(&change.doc)?, "metadata": metadata});
-            if let Some(prev) = c.history_at(change.previous_lsn, change.previous_sub)? {
-                v["previous"] = parse(&prev.doc)?;
-            }
-            v
+        Operation::Create | Operation::Replace => {
+            json!({"current": parse(&change.doc)?, "metadata": metadata})
         }
         Operation::Delete => {
-            let previous = parse(&change.doc)?;
+            // The stored change keeps the deleted version: its key names the item.
+            let deleted = parse(&change.doc)?;
             metadata.insert("id".into(), json!(change.id));
-            metadata.insert("partitionKey".into(), partition_key_of(c, &previous));
+            metadata.insert("partitionKey".into(), partition_key_of(c, &deleted));
             metadata.insert("timeToLiveExpired".into(), json!(change.ttl_expired));
-            json!({"current": {}, "metadata": metadata, "previous": previous})
+            json!({"current": {}, "metadata": metadata})
         }
     };
     Ok(Bytes::from(out.to_string()))

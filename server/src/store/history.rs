@@ -211,16 +211,6 @@ impl Container {
         Ok(out)
     }
 
-    /// The stored change at (`lsn`, `sub`), if still retained (the `previous` image of a later
-    /// one).
-    pub fn history_at(&self, lsn: u64, sub: u32) -> Result<Option<Change>, StoreError> {
-        let key = keys::change_key(self.cid, lsn, sub);
-        let Some(v) = self.engine.get(Space::History, &key)? else {
-            return Ok(None);
-        };
-        Ok(Change::decode(&key, &v))
-    }
-
     /// Deletes history older than the retention (or all of it, once history is off), in
     /// bounded chunks; records how far it purged. Returns the entries removed.
     pub fn purge_history(&self) -> Result<u64, StoreError> {
