@@ -586,3 +586,77 @@ async fn upsert_if_match_applies_only_to_an_existing_item() {
     assert_error(&r, 412, "PreconditionFailed");
     s.stop().await;
 }
+
+/// The partition metadata the SDKs keep session consistency with travels on failures too,
+/// and a read names the LSN of the write that produced the version it returns.
+#[tokio::test]
+async fn point_operations_report_their_partition_and_lsns() {
+    let s = hpk_server().await;
+    let pkh = json!(["t1", "u1", "s1"]).to_string();
+    let h = [("x-ms-documentdb-partitionkey", pkh.as_str())];
+    let lsn = |r: &strata_tests::Resp| r.header("lsn").and_then(|v| v.parse::<u64>().ok());
+
+    // A read of a missing item: 404 with the session token, the partition's LSN and range.
+    let missing = s.get(&format!("{DOCS}/a"), &h).await;
+    assert_error(&missing, 404, "NotFound");
+    assert!(
+        missing.header("x-ms-session-token").is_some(),
+        "{missing:?}"
+    );
+    assert_eq!(
+        missing.header("x-ms-documentdb-partitionkeyrangeid"),
+        Some("0")
+    );
+    let before = lsn(&missing).expect("lsn on a 404");
+
+    // A create answers with its own LSN; a read of it names that LSN as the item's.
+    let created = s
+        .create(
+            "db",
+            "hpk",
+            &json!(["t1", "u1", "s1"]),
+            doc("a", "t1", "u1", "s1"),
+        )
+        .await;
+    assert_eq!(created.status, StatusCode::CREATED);
+    let written = lsn(&created).expect("lsn on a create");
+    assert!(written > before);
+    assert!(created.header("x-ms-item-lsn").is_none());
+    s.create(
+        "db",
+        "hpk",
+        &json!(["t1", "u1", "s1"]),
+        doc("b", "t1", "u1", "s1"),
+    )
+    .await;
+    let read = s.get(&format!("{DOCS}/a"), &h).await;
+    assert_eq!(
+        read.header("x-ms-item-lsn"),
+        Some(written.to_string().as_str())
+    );
+    assert!(lsn(&read).expect("lsn on a read") > written);
+    assert!(read.json.get("_lsn").is_none());
+
+    // A refused write (409, 412) carries them as well.
+    let again = s
+        .create(
+            "db",
+            "hpk",
+            &json!(["t1", "u1", "s1"]),
+            doc("a", "t1", "u1", "s1"),
+        )
+        .await;
+    assert_error(&again, 409, "Conflict");
+    assert!(again.header("x-ms-session-token").is_some(), "{again:?}");
+    let stale = s
+        .request(
+            Method::PUT,
+            &format!("{DOCS}/a"),
+            &[h[0], ("if-match", "\"stale\"")],
+            Some(doc("a", "t1", "u1", "s1")),
+        )
+        .await;
+    assert_error(&stale, 412, "PreconditionFailed");
+    assert!(stale.header("lsn").is_some(), "{stale:?}");
+    s.stop().await;
+}

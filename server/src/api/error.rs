@@ -3,7 +3,7 @@
 
 use crate::store::kv::KvError;
 use crate::store::StoreError;
-use axum::http::{HeaderValue, StatusCode};
+use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 
 /// Cosmos sub-status codes we emit.
@@ -25,6 +25,8 @@ pub struct ApiError {
     pub retry_after_ms: Option<u64>,
     /// Extra top-level body fields (e.g. `additionalErrorInfo` for 400/1004).
     pub extra: Option<Box<serde_json::Map<String, serde_json::Value>>>,
+    /// Further headers, e.g. the session token of a point operation that failed.
+    pub headers: Vec<(HeaderName, HeaderValue)>,
 }
 
 impl ApiError {
@@ -36,11 +38,20 @@ impl ApiError {
             message: message.into(),
             retry_after_ms: None,
             extra: None,
+            headers: Vec::new(),
         }
     }
 
     pub fn with_sub_status(mut self, s: u32) -> Self {
         self.sub_status = Some(s);
+        self
+    }
+
+    /// The session token and LSN of the partition a failed point operation reached, as the
+    /// service sends them with a 404, 409 or 412 (the SDKs keep session consistency with them).
+    pub fn with_session(mut self, ranges: &[u32], lsn: u64) -> Self {
+        self.headers
+            .extend(super::response::session_headers(ranges, lsn));
         self
     }
 
@@ -144,6 +155,9 @@ impl ApiError {
             h.insert("x-ms-activity-id", v);
         }
         h.insert("x-ms-request-charge", HeaderValue::from_static("1"));
+        for (k, v) in self.headers {
+            h.insert(k, v);
+        }
         resp
     }
 }

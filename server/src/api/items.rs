@@ -357,17 +357,27 @@ pub fn apply(
 
 /// The response to a successful point operation.
 fn reply(c: &Container, req: &Req, o: &Outcome, range_id: u32) -> Reply {
-    let lsn = c.current_lsn();
+    let write = req.method != axum::http::Method::GET;
+    // A write answers with its own LSN (not one a later write reached meanwhile); a read with
+    // the partition's, and the item's own in `x-ms-item-lsn`.
+    let lsn = match &o.item {
+        Some(item) if write => item.lsn,
+        _ => c.current_lsn(),
+    };
     let mut r = match &o.item {
         Some(item) => {
-            let write = req.method != axum::http::Method::GET;
             let body = if (write && req.minimal_response()) || o.status == StatusCode::NOT_MODIFIED
             {
                 bytes::Bytes::new()
             } else {
                 item.json.clone()
             };
-            Reply::new(o.status, body).header("etag", item.etag(c.cid))
+            let r = Reply::new(o.status, body).header("etag", item.etag(c.cid));
+            if write {
+                r
+            } else {
+                r.header("x-ms-item-lsn", item.lsn.to_string())
+            }
         }
         None => Reply::empty(o.status),
     };
@@ -399,9 +409,17 @@ async fn write_one(
     let cond = conditions(req);
     let triggers = super::triggers::requested(c, req, &op)?;
     let mut commit = Commit::admit(app, c, &epk, charge::write(req.body.len()))?;
+    let range = commit.range();
+    // A write refused by the item's state still tells the client where the partition is.
+    let located = |e: ApiError| match e.status.as_u16() {
+        404 | 409 | 412 => e.with_session(&[range], c.current_lsn()),
+        _ => e,
+    };
     let (outcome, script_ru) = if triggers.is_empty() {
         (
-            commit.transact(|t| apply(t, &epk, &pk, id, op, &cond))?,
+            commit
+                .transact(|t| apply(t, &epk, &pk, id, op, &cond))
+                .map_err(located)?,
             0.0,
         )
     } else {
@@ -410,7 +428,8 @@ async fn write_one(
             .transact_blocking(move |t| {
                 super::triggers::run(t, &triggers, &pk, &epk, &id, op, &cond)
             })
-            .await?
+            .await
+            .map_err(located)?
     };
     commit.durable().await?;
     let mut r = reply(c, req, &outcome, commit.range());
@@ -447,7 +466,7 @@ pub fn read(
     let id = item_id(c, db, &epk, id)?;
     let admitted = Admission::point(app, c, &epk, charge::read(0))?;
     let Some((item, range_id)) = c.read_item(&epk, &id)? else {
-        return Err(not_found(&id, &pk));
+        return Err(not_found(&id, &pk).with_session(&[c.range_id_of(&epk)], c.current_lsn()));
     };
     let mut status = StatusCode::OK;
     if let Some(inm) = req.if_none_match() {

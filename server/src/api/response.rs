@@ -53,22 +53,9 @@ impl Reply {
     }
 
     /// Session token and LSN headers for a response that touched `ranges`.
-    pub fn session(self, ranges: &[u32], lsn: u64) -> Self {
-        use std::fmt::Write as _;
-        let (mut token, mut ids) = (String::with_capacity(24), String::with_capacity(8));
-        for (i, r) in ranges.iter().enumerate() {
-            if i > 0 {
-                token.push(',');
-                ids.push(',');
-            }
-            let _ = write!(token, "{r}:-1#{lsn}");
-            let _ = write!(ids, "{r}");
-        }
-        let lsn = lsn.to_string();
-        self.header("x-ms-session-token", token)
-            .header("lsn", &lsn)
-            .header("x-ms-global-committed-lsn", lsn)
-            .header("x-ms-documentdb-partitionkeyrangeid", ids)
+    pub fn session(mut self, ranges: &[u32], lsn: u64) -> Self {
+        self.headers.extend(session_headers(ranges, lsn));
+        self
     }
 
     pub fn into_response_with(self, activity_id: &str) -> Response {
@@ -94,6 +81,31 @@ impl Reply {
         h.insert("x-ms-gatewayversion", HeaderValue::from_static("2.14.0"));
         resp
     }
+}
+
+/// `x-ms-session-token`, `lsn`, `x-ms-global-committed-lsn` and the partition key range ids
+/// of an answer (success or error) that touched `ranges` at `lsn`.
+pub fn session_headers(ranges: &[u32], lsn: u64) -> Vec<(HeaderName, HeaderValue)> {
+    use std::fmt::Write as _;
+    let (mut token, mut ids) = (String::with_capacity(24), String::with_capacity(8));
+    for (i, r) in ranges.iter().enumerate() {
+        if i > 0 {
+            token.push(',');
+            ids.push(',');
+        }
+        let _ = write!(token, "{r}:-1#{lsn}");
+        let _ = write!(ids, "{r}");
+    }
+    let lsn = lsn.to_string();
+    [
+        ("x-ms-session-token", token),
+        ("lsn", lsn.clone()),
+        ("x-ms-global-committed-lsn", lsn),
+        ("x-ms-documentdb-partitionkeyrangeid", ids),
+    ]
+    .into_iter()
+    .filter_map(|(k, v)| Some((HeaderName::from_static(k), HeaderValue::from_str(&v).ok()?)))
+    .collect()
 }
 
 fn format_charge(ru: f64) -> String {
