@@ -5,6 +5,7 @@
 
 use futures::TryStreamExt;
 use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -1540,5 +1541,123 @@ async fn change_feed_modes_pins_and_lag() {
     assert_eq!(ops.iter().filter(|o| *o == "create").count(), 30);
     assert_eq!(ops.iter().filter(|o| *o == "delete").count(), 1);
     assert_eq!(all.estimate_lag().await.unwrap(), 0);
+    s.stop().await;
+}
+
+/// `binary_encoding(true)`: what reaches the server is binary (checked on a stand-in that
+/// records requests and answers in binary), and against strata every operation returns what
+/// a text client gets.
+#[tokio::test]
+async fn binary_encoding_sends_and_reads_cosmos_binary_json() {
+    use axum::http::{HeaderMap, Method as M, StatusCode as S, Uri};
+    use strata_query::binary;
+    type Seen = Arc<std::sync::Mutex<Vec<(M, String, Option<String>, Vec<u8>)>>>;
+    let seen: Seen = Default::default();
+    let app = {
+        let seen = seen.clone();
+        axum::Router::new().fallback(
+            move |method: M, uri: Uri, headers: HeaderMap, body: bytes::Bytes| {
+                let seen = seen.clone();
+                async move {
+                    let formats = headers
+                        .get("x-ms-cosmos-supported-serialization-formats")
+                        .and_then(|v| v.to_str().ok())
+                        .map(str::to_string);
+                    let path = uri.path().to_string();
+                    seen.lock().unwrap().push((method.clone(), path.clone(), formats, body.to_vec()));
+                    if path.ends_with("/colls/c") {
+                        let props = json!({"id": "c", "partitionKey": {"paths": ["/TenantId"], "kind": "Hash", "version": 2}});
+                        return (S::OK, [("etag", "\"c\"")], props.to_string().into_bytes());
+                    }
+                    let mut doc = if method == M::GET {
+                        json!({"id": "1", "TenantId": "t", "n": 7})
+                    } else {
+                        binary::decode(&body).unwrap_or(Value::Null)
+                    };
+                    doc["_etag"] = json!("\"e1\"");
+                    (S::CREATED, [("etag", "\"e1\"")], binary::encode(&doc))
+                }
+            },
+        )
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+
+    let client = CosmosClient::builder(&url, EMULATOR_KEY)
+        .binary_encoding(true)
+        .build()
+        .unwrap();
+    let c = client.database("db").container("c");
+    let item = json!({"id": "1", "TenantId": "t", "n": 7, "big": u64::MAX, "x": 0.25});
+    let created = c.create_item(&item).await.expect("create");
+    assert_eq!(
+        created.item.as_ref().map(|v| v["big"].clone()),
+        Some(json!(u64::MAX))
+    );
+    assert_eq!(created.etag.as_deref(), Some("\"e1\""));
+    let read: Value = c.read_item("1", "t").await.expect("read").item.unwrap();
+    assert_eq!(read["n"], json!(7));
+    {
+        let seen = seen.lock().unwrap();
+        let post = seen.iter().find(|r| r.0 == M::POST).expect("the create");
+        assert!(binary::is_binary(&post.3), "the item body goes in binary");
+        assert_eq!(binary::decode(&post.3).unwrap(), item);
+        assert_eq!(post.2.as_deref(), Some("CosmosBinary"));
+        let get = seen
+            .iter()
+            .find(|r| r.0 == M::GET && r.1.ends_with("/docs/1"))
+            .unwrap();
+        assert_eq!(get.2.as_deref(), Some("CosmosBinary"));
+        // The container read is not an item operation: no negotiation.
+        let props = seen.iter().find(|r| r.1.ends_with("/colls/c")).unwrap();
+        assert_eq!(props.2, None);
+    }
+
+    // Against strata: the binary client and a text client see the same items everywhere.
+    let s = TestServer::start().await;
+    let binary_client = CosmosClient::builder(&s.url, EMULATOR_KEY)
+        .binary_encoding(true)
+        .build()
+        .unwrap();
+    let text_client = CosmosClient::new(&s.url, EMULATOR_KEY).unwrap();
+    let db = binary_client.create_database("db").await.unwrap();
+    let def = PartitionKeyDefinition::hierarchical(["/TenantId", "/UserId", "/SessionId"]).unwrap();
+    let b = db
+        .create_container(ContainerProperties::new("events", def))
+        .await
+        .unwrap();
+    let t = text_client.database("db").container("events");
+    for i in 0..20 {
+        let e = ev(&format!("e{i}"), &format!("t{}", i % 3), "u", "s", i);
+        b.create_item(&e).await.unwrap();
+    }
+    let mut e = ev("e1", "t1", "u", "s", 100);
+    b.upsert_item(&e, ItemOptions::default()).await.unwrap();
+    e.n = 101;
+    let replaced = b
+        .replace_item("e1", &e, ItemOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(replaced.item, Some(e.clone()));
+    let key = PartitionKeyBuilder::new()
+        .add("t1")
+        .add("u")
+        .add("s")
+        .build();
+    let via_binary: Event = b.read_item("e1", key.clone()).await.unwrap().item.unwrap();
+    let via_text: Event = t.read_item("e1", key).await.unwrap().item.unwrap();
+    assert_eq!(via_binary, e);
+    assert_eq!(via_text, e);
+    for sql in [
+        "SELECT * FROM c ORDER BY c.n DESC",
+        "SELECT VALUE COUNT(1) FROM c",
+    ] {
+        let q = || Query::new(sql);
+        let rows_b: Vec<Value> = b.query_all(q(), QueryOptions::default()).await.unwrap();
+        let rows_t: Vec<Value> = t.query_all(q(), QueryOptions::default()).await.unwrap();
+        assert_eq!(rows_b, rows_t, "{sql}");
+        assert!(!rows_b.is_empty());
+    }
     s.stop().await;
 }

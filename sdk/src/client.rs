@@ -42,6 +42,8 @@ pub(crate) struct Inner {
     pub(crate) pk_cache: Mutex<HashMap<String, crate::PartitionKeyDefinition>>,
     /// Session tokens to send back on reads (see [`crate::session`]).
     pub(crate) sessions: crate::session::Sessions,
+    /// Cosmos binary JSON on the wire for item bodies and answers.
+    binary: bool,
 }
 
 /// Options for [`CosmosClient`].
@@ -69,9 +71,27 @@ pub struct CosmosClientBuilder {
     max_idle: usize,
     accept_invalid_certs: Option<bool>,
     user_agent: Option<String>,
+    binary: bool,
 }
 
 impl CosmosClientBuilder {
+    /// Cosmos binary JSON on the wire (default off): item bodies of creates, upserts and
+    /// replaces are sent in the binary format, and point operations and queries ask for
+    /// binary answers (`x-ms-cosmos-supported-serialization-formats`), as the official Rust
+    /// SDK does by default. Bodies are about a fifth smaller; against strata, which keeps JSON
+    /// text, each side spends a little CPU converting (`strata-bench --suite wire` measures
+    /// both). Items come back to your code the same either way.
+    ///
+    /// ```
+    /// # let b = strata_sdk::CosmosClient::builder("http://127.0.0.1:8081/", strata_sdk::EMULATOR_KEY);
+    /// let client = b.binary_encoding(true).build().unwrap();
+    /// # let _ = client;
+    /// ```
+    pub fn binary_encoding(mut self, on: bool) -> Self {
+        self.binary = on;
+        self
+    }
+
     /// Retry policy (default: 9 retries within 30 s, as the official SDKs).
     ///
     /// ```
@@ -193,6 +213,7 @@ impl CosmosClientBuilder {
                 user_agent: ua,
                 pk_cache: Mutex::new(HashMap::new()),
                 sessions: Default::default(),
+                binary: self.binary,
             }),
         })
     }
@@ -230,6 +251,20 @@ pub(crate) struct Request {
     pub path: String,
     pub headers: Vec<(&'static str, String)>,
     pub body: Option<Vec<u8>>,
+    /// What the request may carry in Cosmos binary JSON when the client has it on.
+    pub wire: Wire,
+}
+
+/// The operations the service speaks Cosmos binary JSON for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum Wire {
+    /// Text only.
+    #[default]
+    Text,
+    /// A point operation on an item: its body (if any) is a document, its answer may be binary.
+    Item,
+    /// A query: the body is a query spec (text), the pages may come back binary.
+    Query,
 }
 
 impl Request {
@@ -239,7 +274,31 @@ impl Request {
             path: path.into(),
             headers: Vec::new(),
             body: None,
+            wire: Wire::Text,
         }
+    }
+
+    pub fn wire(mut self, w: Wire) -> Self {
+        self.wire = w;
+        self
+    }
+
+    /// The request as sent with binary encoding on: the negotiation header, and a document
+    /// body in binary.
+    fn binary(mut self) -> Result<Self, Error> {
+        use strata_query::binary;
+        use strata_query::protocol::header::SUPPORTED_SERIALIZATION_FORMATS as FORMATS;
+        match self.wire {
+            Wire::Text => {}
+            Wire::Item => {
+                if let Some(b) = self.body.as_mut().filter(|b| !binary::is_binary(b)) {
+                    *b = binary::from_text(b).map_err(Error::serde)?;
+                }
+                self.headers.push((FORMATS, binary::FORMAT_NAME.into()));
+            }
+            Wire::Query => self.headers.push((FORMATS, "JsonText,CosmosBinary".into())),
+        }
+        Ok(self)
     }
 
     pub fn header(mut self, k: &'static str, v: impl Into<String>) -> Self {
@@ -262,6 +321,9 @@ impl Request {
                 .any(|(k, v)| *k == "x-ms-documentdb-isquery" && v == "true")
     }
 }
+
+/// The most JSON text a binary answer may expand to.
+const MAX_ANSWER: usize = 256 << 20;
 
 /// Percent-encodes one path segment (ids may contain spaces, unicode, ...).
 pub(crate) fn seg(s: &str) -> String {
@@ -301,6 +363,7 @@ impl CosmosClient {
             max_idle: 64,
             accept_invalid_certs: None,
             user_agent: None,
+            binary: false,
         }
     }
 
@@ -463,6 +526,11 @@ impl CosmosClient {
 
     /// Sends a request through the pipeline: sign, send, map errors, retry.
     pub(crate) async fn send(&self, req: Request) -> Result<RawResponse, Error> {
+        let req = if self.inner.binary {
+            req.binary()?
+        } else {
+            req
+        };
         let retry = &self.inner.retry;
         let mut attempt = 0u32;
         let mut waited = Duration::ZERO;
@@ -535,7 +603,11 @@ impl CosmosClient {
         let resp = rb.send().await.map_err(Error::transport)?;
         let status = resp.status().as_u16();
         let headers = resp.headers().clone();
-        let body = resp.bytes().await.map_err(Error::transport)?.to_vec();
+        let mut body = resp.bytes().await.map_err(Error::transport)?.to_vec();
+        // A binary answer (it starts with 0x80) is turned into text once, here.
+        if strata_query::binary::is_binary(&body) {
+            body = strata_query::binary::to_text(&body, MAX_ANSWER).map_err(Error::binary)?;
+        }
         if let Some(t) = headers
             .get("x-ms-session-token")
             .and_then(|v| v.to_str().ok())

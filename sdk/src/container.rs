@@ -1,6 +1,6 @@
 //! Items in a container: point operations, queries, batches, patch, change feed, throughput.
 
-use crate::client::{RawResponse, Request, seg};
+use crate::client::{RawResponse, Request, Wire, seg};
 use crate::{
     ChangeFeedOptions, ChangeFeedReader, ContainerProperties, CosmosClient, Error, ItemResponse,
     PartitionKey, PartitionKeyDefinition, PartitionKeyRange, PatchOperations, Query, QueryOptions,
@@ -236,6 +236,7 @@ impl ContainerClient {
         self.full_key(&pk).await?;
         let mut req = Request::new(method, path)
             .json(&body)
+            .wire(Wire::Item)
             .header("x-ms-documentdb-partitionkey", pk.to_header());
         if upsert {
             req = req.header("x-ms-documentdb-is-upsert", "True");
@@ -371,6 +372,7 @@ impl ContainerClient {
         let pk = pk.into();
         self.full_key(&pk).await?;
         let req = Request::new(Method::GET, self.doc(id))
+            .wire(Wire::Item)
             .header("x-ms-documentdb-partitionkey", pk.to_header());
         item_response(self.client.send(req).await?)
     }

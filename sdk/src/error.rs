@@ -85,6 +85,19 @@ impl Error {
         }
     }
 
+    /// An answer in Cosmos binary JSON that could not be read.
+    pub(crate) fn binary(e: strata_query::binary::BinaryError) -> Self {
+        Self {
+            status: None,
+            sub_status: None,
+            code: "Serialization".into(),
+            message: e.to_string(),
+            activity_id: None,
+            retry_after: None,
+            source: Some(Box::new(e)),
+        }
+    }
+
     fn describe(&self) -> String {
         match (self.status, self.sub_status) {
             (Some(s), Some(ss)) => format!("{s}/{ss} {}: {}", self.code, self.message),

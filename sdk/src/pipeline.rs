@@ -8,7 +8,7 @@
 //! A continuation (`strata-client:<rows already returned>`) re-runs the query and skips
 //! what was returned, so it survives splits (410s refresh the ranges and start over).
 
-use crate::client::Request;
+use crate::client::{Request, Wire};
 use crate::{ContainerClient, Error, FeedRange, PartitionKey};
 use futures::{StreamExt, TryStreamExt};
 use reqwest::Method;
@@ -117,6 +117,7 @@ async fn all_pages(
     loop {
         let mut req = Request::new(Method::POST, format!("{}/docs", c.link))
             .json(body)
+            .wire(Wire::Query)
             .header("content-type", "application/query+json")
             .header("x-ms-documentdb-isquery", "true")
             .header("x-ms-documentdb-query-enablecrosspartition", "true")

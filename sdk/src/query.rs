@@ -1,6 +1,6 @@
 //! Queries: text with typed parameters, options, and pages that report how strata routed them.
 
-use crate::client::Request;
+use crate::client::{Request, Wire};
 use crate::{ContainerClient, Error, PartitionKey};
 use futures::Stream;
 use reqwest::Method;
@@ -227,6 +227,7 @@ pub(crate) fn pages<T: DeserializeOwned + Send + 'static>(
         }
         let mut req = Request::new(Method::POST, format!("{}/docs", st.container.link))
             .json(&body)
+            .wire(Wire::Query)
             .header("content-type", "application/query+json")
             .header("x-ms-documentdb-isquery", "true")
             .header("x-ms-documentdb-query-enablecrosspartition", "true");
