@@ -10,7 +10,8 @@
 //! disk, restart time), `indexing` (selective lookups and ORDER BY over 1M items, the write and
 //! space cost of the index), `scripts` (a UDF filter vs the same filter in SQL, a stored
 //! procedure vs a plain upsert), `bulk` (strata-sdk's execute_bulk vs concurrent durable upserts), `copy`
-//! (`strata copy` into a hierarchical key vs the durable upsert rate).
+//! (`strata copy` into a hierarchical key vs the durable upsert rate), `wire` (strata-sdk
+//! with Cosmos binary JSON vs JSON text: ops/s and bytes on the wire).
 //! `--smoke` runs everything tiny and quickly (CI).
 
 mod baseline;
@@ -24,6 +25,7 @@ mod indexing;
 mod runner;
 mod scale;
 mod scripts;
+mod wire;
 mod workloads;
 
 use clap::Parser;
@@ -43,7 +45,8 @@ use workloads::{workload, WORKLOADS};
     about = "Benchmarks strata against an in-process HTTP baseline."
 )]
 struct Args {
-    /// all, throughput, queries, split, scale or indexing (comma-separated).
+    /// all, throughput, queries, split, scale, indexing, scripts, bulk, copy or wire
+    /// (comma-separated).
     #[arg(long, default_value = "all")]
     suite: String,
     /// Tiny data and short runs: checks that everything works (CI), not speed.
@@ -772,6 +775,7 @@ fn main() {
             "scripts".into(),
             "bulk".into(),
             "copy".into(),
+            "wire".into(),
         ]
     } else {
         a.suite.split(',').map(|s| s.trim().to_string()).collect()
@@ -797,6 +801,7 @@ fn main() {
                 "scripts" => scripts::scripts(&a, &mut report).await,
                 "bulk" => bulk::bulk(&a, &mut report).await,
                 "copy" => copy::copy_suite(&a, &mut report).await,
+                "wire" => wire::wire(&a, &mut report).await,
                 "external" => external::external(&a, &mut report).await,
                 other => eprintln!("unknown suite {other}"),
             }
