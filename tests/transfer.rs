@@ -791,3 +791,73 @@ async fn a_following_job_keeps_copying_until_deleted() {
     assert_eq!(count().await, 500, "a deleted job copies nothing more");
     s.stop().await;
 }
+
+/// Copy jobs that could never end or could leak: a copy into its own source is refused (job
+/// API and command line, whatever the spelling of the account); no account key shows in a
+/// job's answer, whichever way the copy failed; a source that accepts connections but never
+/// answers fails the job within its timeout, with the reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn copy_jobs_refuse_themselves_keep_keys_secret_and_give_up_on_silent_sources() {
+    let s = source(None, json!({})).await;
+    load_tenants(&s.client, 50).await;
+    let local = s.url.replace("127.0.0.1", "localhost");
+    for body in [
+        json!({"source": "app/old", "dest": "app/old"}),
+        json!({"from": s.url, "to": local, "source": "app/old", "dest": "app/old"}),
+    ] {
+        let r = s.post("/_strata/jobs", &[], body).await;
+        strata_tests::assert_error(&r, 400, "BadRequest");
+        assert!(r.message().contains("same container"), "{r:?}");
+    }
+    let (ok, out) = strata_async(
+        [
+            "copy", "--from", &s.url, "--source", "app/old", "--dest", "app/old",
+        ]
+        .map(String::from)
+        .to_vec(),
+    )
+    .await;
+    assert!(!ok && out.contains("same container"), "{out}");
+
+    // Keys that are not base64, and valid keys of an account that does not answer.
+    const SECRETS: [&str; 2] = ["SECRET-KEY-not-base64!", "U0VDUkVUU0VDUkVUU0VDUkVU"];
+    for (i, secret) in SECRETS.iter().enumerate() {
+        let conn = format!("AccountEndpoint=http://127.0.0.1:9/;AccountKey={secret};");
+        let body = json!({"id": format!("leak{i}"), "from": conn, "source": "app/old", "dest": "app/x", "timeout": 5});
+        let r = s.post("/_strata/jobs", &[], body).await;
+        assert_eq!(r.status, StatusCode::CREATED, "{r:?}");
+        let job = wait_job(&s.client, &format!("leak{i}")).await;
+        assert_eq!(job["state"], "failed", "{job}");
+        assert!(
+            job["error"].as_str().is_some_and(|e| !e.is_empty()),
+            "{job}"
+        );
+    }
+    let list = s.get("/_strata/jobs", &[]).await;
+    let text = String::from_utf8_lossy(&list.bytes).to_string();
+    for secret in SECRETS {
+        assert!(!text.contains(secret), "a key leaked: {text}");
+    }
+    assert!(text.contains("AccountKey=***"), "{text}");
+
+    // A source that accepts the connection and then says nothing.
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let silent_url = format!("http://{}/", silent.local_addr().unwrap());
+    let held = tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((conn, _)) = silent.accept().await {
+            open.push(conn);
+        }
+    });
+    let started = std::time::Instant::now();
+    let body = json!({"id": "silent", "from": silent_url, "to": s.url, "source": "app/old", "dest": "app/y", "timeout": 2});
+    let r = s.post("/_strata/jobs", &[], body).await;
+    assert_eq!(r.status, StatusCode::CREATED, "{r:?}");
+    let job = wait_job(&s.client, "silent").await;
+    assert_eq!(job["state"], "failed", "{job}");
+    let error = job["error"].as_str().unwrap_or_default();
+    assert!(error.contains("no answer within 2 s"), "{job}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(30));
+    held.abort();
+    s.stop().await;
+}

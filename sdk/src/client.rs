@@ -44,6 +44,8 @@ pub(crate) struct Inner {
     pub(crate) sessions: crate::session::Sessions,
     /// Cosmos binary JSON on the wire for item bodies and answers.
     binary: bool,
+    /// Longest one operation may take, retries included.
+    operation_timeout: Option<Duration>,
 }
 
 /// Options for [`CosmosClient`].
@@ -72,9 +74,25 @@ pub struct CosmosClientBuilder {
     accept_invalid_certs: Option<bool>,
     user_agent: Option<String>,
     binary: bool,
+    operation_timeout: Option<Duration>,
 }
 
 impl CosmosClientBuilder {
+    /// Longest one operation may take from start to answer, retries and their waits
+    /// included (default: none; each attempt is still bound by [`Self::timeout`]). Past it
+    /// the operation fails with a transport error that names the request and the limit: for
+    /// jobs that must not hang on a server that accepts connections but never answers.
+    ///
+    /// ```
+    /// # let b = strata_sdk::CosmosClient::builder("http://127.0.0.1:8081/", strata_sdk::EMULATOR_KEY);
+    /// let b = b.operation_timeout(std::time::Duration::from_secs(120));
+    /// # let _ = b;
+    /// ```
+    pub fn operation_timeout(mut self, t: Duration) -> Self {
+        self.operation_timeout = Some(t);
+        self
+    }
+
     /// Cosmos binary JSON on the wire (default off): item bodies of creates, upserts and
     /// replaces are sent in the binary format, and point operations and queries ask for
     /// binary answers (`x-ms-cosmos-supported-serialization-formats`), as the official Rust
@@ -214,6 +232,7 @@ impl CosmosClientBuilder {
                 pk_cache: Mutex::new(HashMap::new()),
                 sessions: Default::default(),
                 binary: self.binary,
+                operation_timeout: self.operation_timeout,
             }),
         })
     }
@@ -364,6 +383,7 @@ impl CosmosClient {
             accept_invalid_certs: None,
             user_agent: None,
             binary: false,
+            operation_timeout: None,
         }
     }
 
@@ -531,11 +551,28 @@ impl CosmosClient {
         } else {
             req
         };
+        let Some(limit) = self.inner.operation_timeout else {
+            return self.send_with_retries(&req).await;
+        };
+        tokio::time::timeout(limit, self.send_with_retries(&req))
+            .await
+            .unwrap_or_else(|_| {
+                Err(Error::timed_out(format!(
+                    "{} {}{} got no answer within {} s",
+                    req.method,
+                    self.inner.endpoint,
+                    req.path.trim_start_matches('/'),
+                    limit.as_secs_f64()
+                )))
+            })
+    }
+
+    async fn send_with_retries(&self, req: &Request) -> Result<RawResponse, Error> {
         let retry = &self.inner.retry;
         let mut attempt = 0u32;
         let mut waited = Duration::ZERO;
         loop {
-            let result = self.attempt(&req).await;
+            let result = self.attempt(req).await;
             let wait = match &result {
                 Ok(_) => return result,
                 Err(e) => {

@@ -85,6 +85,19 @@ impl Error {
         }
     }
 
+    /// An operation that did not finish within the client's operation timeout.
+    pub(crate) fn timed_out(what: String) -> Self {
+        Self {
+            status: None,
+            sub_status: None,
+            code: "Transport".into(),
+            message: what,
+            activity_id: None,
+            retry_after: None,
+            source: None,
+        }
+    }
+
     /// An answer in Cosmos binary JSON that could not be read.
     pub(crate) fn binary(e: strata_query::binary::BinaryError) -> Self {
         Self {

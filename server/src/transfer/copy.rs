@@ -18,7 +18,7 @@
 //! checksum of every item's content. The same engine runs server-side jobs
 //! ([`super::jobs`]), reporting through the same [`Progress`].
 
-use super::connect;
+use super::connect_with;
 use super::progress::Progress;
 use super::strip_item;
 use serde::{Deserialize, Serialize};
@@ -80,6 +80,17 @@ pub struct CopySpec {
     #[arg(long, default_value_t = DEFAULT_PARALLEL, value_parser = clap::value_parser!(u16).range(1..=256))]
     #[serde(default = "default_parallel")]
     pub parallel: u16,
+    /// Seconds one request may take, retries included, before the copy fails with the
+    /// reason (a server that accepts connections but never answers).
+    #[arg(long, default_value_t = DEFAULT_TIMEOUT, value_parser = clap::value_parser!(u32).range(1..=3600))]
+    #[serde(default = "default_timeout")]
+    pub timeout: u32,
+}
+
+const DEFAULT_TIMEOUT: u32 = super::OPERATION_TIMEOUT.as_secs() as u32;
+
+fn default_timeout() -> u32 {
+    DEFAULT_TIMEOUT
 }
 
 const DEFAULT_PARALLEL: u16 = 8;
@@ -138,13 +149,42 @@ impl CopySpec {
                 })
             }
         };
+        let (source, dest) = (split("source", &self.source)?, split("dest", &self.dest)?);
+        let to = self.to.as_deref().filter(|t| !t.trim().is_empty());
+        if source == dest && account(to.unwrap_or(&self.from)) == account(&self.from) {
+            return Err(format!(
+                "the source and the destination are the same container ({}): a copy into itself would read back its own writes and never end",
+                self.source
+            ));
+        }
         Ok(Checked {
-            source: split("source", &self.source)?,
-            dest: split("dest", &self.dest)?,
+            source,
+            dest,
             fills,
             key,
         })
     }
+}
+
+/// Which account a connection string or endpoint names: its endpoint, lowercased, without a
+/// trailing slash, with the loopback names made one (`localhost`, `127.0.0.1`, `[::1]`). An
+/// empty one is the server a job runs on.
+fn account(conn: &str) -> String {
+    let conn = conn.trim();
+    let endpoint = conn
+        .split(';')
+        .find_map(|p| {
+            p.split_once('=')
+                .filter(|(k, _)| k.trim().eq_ignore_ascii_case("accountendpoint"))
+                .map(|(_, v)| v)
+        })
+        .unwrap_or(conn)
+        .trim()
+        .trim_end_matches('/')
+        .to_ascii_lowercase();
+    ["localhost", "[::1]"]
+        .iter()
+        .fold(endpoint, |e, name| e.replace(name, "127.0.0.1"))
 }
 
 /// A property rule of `--fill`.
@@ -587,7 +627,14 @@ async fn copy_range(ctx: Arc<Ctx>, r: FeedRange) -> Result<(), String> {
 /// Runs a copy from the command line (progress on stderr); returns its summary.
 pub async fn copy(a: CopyArgs) -> Result<String, String> {
     let progress = Arc::new(Mutex::new(Progress::new("copied", None)));
-    run(&a.spec, &a.checkpoint, progress).await
+    let conns = [
+        a.spec.from.as_str(),
+        a.spec.to.as_deref().unwrap_or_default(),
+    ];
+    run(&a.spec, &a.checkpoint, progress)
+        .await
+        .map(|s| super::scrub(&s, &conns))
+        .map_err(|e| super::scrub(&e, &conns))
 }
 
 /// Runs a copy, reporting through `progress`, saving positions in `checkpoint`; returns its
@@ -603,8 +650,9 @@ pub async fn run(
         fills,
         key,
     } = a.checked()?;
-    let source_client = connect(&a.from)?;
-    let dest_client = connect(a.to.as_deref().unwrap_or(&a.from))?;
+    let limit = std::time::Duration::from_secs(a.timeout.clamp(1, 3600).into());
+    let source_client = connect_with(&a.from, limit)?;
+    let dest_client = connect_with(a.to.as_deref().unwrap_or(&a.from), limit)?;
     let source = source_client.database(&sdb).container(&scoll);
     let sprops = source
         .read()

@@ -12,6 +12,7 @@
 
 use super::copy::{self, CopySpec};
 use super::progress::Progress;
+use super::{redact, scrub};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -89,18 +90,6 @@ fn now_secs() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0)
-}
-
-/// A connection string with its key hidden (job records and answers never show keys).
-fn redact(conn: &str) -> String {
-    conn.split(';')
-        .filter(|p| !p.trim().is_empty())
-        .map(|p| match p.split_once('=') {
-            Some((k, _)) if k.trim().eq_ignore_ascii_case("accountkey") => format!("{k}=***"),
-            _ => p.to_string(),
-        })
-        .collect::<Vec<_>>()
-        .join(";")
 }
 
 impl Jobs {
@@ -310,10 +299,15 @@ impl Jobs {
         let Some(job) = jobs.get_mut(id) else { return };
         let r = &mut job.record;
         r.finished = Some(now_secs());
-        match outcome {
+        // Whatever produced the text, no key of either account leaves the job.
+        let conns = [
+            r.spec.from.as_str(),
+            r.spec.to.as_deref().unwrap_or_default(),
+        ];
+        match outcome.map_err(|e| scrub(&e, &conns)) {
             Ok(summary) => {
                 r.state = State::Succeeded;
-                r.summary = Some(summary);
+                r.summary = Some(scrub(&summary, &conns));
                 r.error = None;
             }
             Err(e) => {

@@ -14,18 +14,66 @@ pub mod import;
 pub mod jobs;
 pub mod progress;
 
+use std::time::Duration;
 use strata_sdk::{CosmosClient, EMULATOR_KEY};
 
+/// Longest one request of a transfer may wait for an answer (connect, headers, body), and one
+/// operation with its retries: a server that accepts connections but never answers fails the
+/// transfer with a reason instead of holding it forever.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+pub const OPERATION_TIMEOUT: Duration = Duration::from_secs(120);
+
 /// A Cosmos account to talk to: a connection string (`AccountEndpoint=…;AccountKey=…;`) or an
-/// endpoint URL (with the emulator's well-known key).
+/// endpoint URL (with the emulator's well-known key). Errors never show the key.
 pub fn connect(conn: &str) -> Result<CosmosClient, String> {
+    connect_with(conn, OPERATION_TIMEOUT)
+}
+
+/// [`connect`] with another bound on each operation, retries included.
+pub fn connect_with(conn: &str, operation_timeout: Duration) -> Result<CosmosClient, String> {
     let conn = conn.trim();
-    let client = if conn.to_ascii_lowercase().contains("accountendpoint=") {
-        CosmosClient::from_connection_string(conn)
+    let builder = if conn.to_ascii_lowercase().contains("accountendpoint=") {
+        CosmosClient::builder_from_connection_string(conn)
     } else {
-        CosmosClient::new(conn, EMULATOR_KEY)
+        Ok(CosmosClient::builder(conn, EMULATOR_KEY))
     };
-    client.map_err(|e| format!("cannot use '{conn}': {e}"))
+    builder
+        .and_then(|b| {
+            b.timeout(REQUEST_TIMEOUT.min(operation_timeout))
+                .connect_timeout(Duration::from_secs(5).min(operation_timeout))
+                .operation_timeout(operation_timeout)
+                .build()
+        })
+        .map_err(|e| scrub(&format!("cannot use '{}': {e}", redact(conn)), &[conn]))
+}
+
+/// A connection string with its key hidden (`AccountKey=***`).
+pub fn redact(conn: &str) -> String {
+    conn.split(';')
+        .filter(|p| !p.trim().is_empty())
+        .map(|p| match p.split_once('=') {
+            Some((k, _)) if k.trim().eq_ignore_ascii_case("accountkey") => format!("{k}=***"),
+            _ => p.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join(";")
+}
+
+/// `text` with every account key of the connection strings `conns` replaced by `***`: applied
+/// to whatever a transfer reports (errors, summaries, logs), however the text was made.
+pub fn scrub(text: &str, conns: &[&str]) -> String {
+    let mut out = text.to_string();
+    for conn in conns {
+        for part in conn.split(';') {
+            if let Some((k, v)) = part.split_once('=') {
+                let v = v.trim();
+                if k.trim().eq_ignore_ascii_case("accountkey") && v.len() >= 4 {
+                    out = out.replace(v, "***");
+                }
+            }
+        }
+    }
+    out
 }
 
 /// One line of an export file.

@@ -40,6 +40,7 @@ pub async fn copy_suite(a: &Args, r: &mut Report) {
             fill: Vec::new(),
             follow: false,
             parallel: 8,
+            timeout: 120,
         },
         checkpoint,
     })
