@@ -198,7 +198,10 @@ pub async fn start(cfg: ServerConfig) -> Result<Running, BoxError> {
         }
     };
     let token_key = token_key(cfg.store.data_dir.as_deref())?;
-    let jobs = crate::transfer::jobs::Jobs::open(cfg.store.data_dir.as_deref())?;
+    let jobs = crate::transfer::jobs::Jobs::open(
+        cfg.store.data_dir.as_deref(),
+        crate::transfer::sealed::Sealer::new(token_key.derive("copy job account keys")),
+    )?;
     let loopback_only = match cfg.host.parse::<std::net::IpAddr>() {
         Ok(ip) => ip.is_loopback(),
         Err(_) => cfg.host.eq_ignore_ascii_case("localhost"),

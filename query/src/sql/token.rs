@@ -78,6 +78,17 @@ impl TokenKey {
         TokenKey(bytes)
     }
 
+    /// A key for another purpose, derived from this one (HMAC-SHA256 of `purpose`): one
+    /// secret on disk, independent keys per use.
+    pub fn derive(&self, purpose: &str) -> [u8; 32] {
+        use hmac::Mac as _;
+        let mut m = <hmac::Hmac<sha2::Sha256> as hmac::Mac>::new_from_slice(&self.0)
+            .expect("HMAC accepts any key length");
+        m.update(b"derive:");
+        m.update(purpose.as_bytes());
+        m.finalize().into_bytes().into()
+    }
+
     /// The MAC of `body` within `scope` (what the token may be used for), hex.
     pub fn mac(&self, scope: &str, body: &[u8]) -> String {
         use hmac::Mac as _;

@@ -12,6 +12,7 @@
 
 use super::copy::{self, CopySpec};
 use super::progress::Progress;
+use super::sealed::Sealer;
 use super::{redact, scrub};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -73,6 +74,8 @@ struct Inner {
     durable: bool,
     /// This server as a connection string, once it listens.
     this_server: OnceLock<String>,
+    /// Seals the account keys in records on disk.
+    sealer: Sealer,
     jobs: Mutex<BTreeMap<String, Job>>,
 }
 
@@ -94,7 +97,7 @@ fn now_secs() -> u64 {
 
 impl Jobs {
     /// Jobs kept in `<data_dir>/jobs` (or in memory without a data folder).
-    pub fn open(data_dir: Option<&std::path::Path>) -> std::io::Result<Self> {
+    pub fn open(data_dir: Option<&std::path::Path>, sealer: Sealer) -> std::io::Result<Self> {
         let (dir, durable) = match data_dir {
             Some(d) => (d.join("jobs"), true),
             None => {
@@ -111,6 +114,7 @@ impl Jobs {
                 dir,
                 durable,
                 this_server: OnceLock::new(),
+                sealer,
                 jobs: Mutex::new(BTreeMap::new()),
             }),
         })
@@ -134,13 +138,18 @@ impl Jobs {
             if !name.ends_with(".json") || name.ends_with(".checkpoint.json") {
                 continue;
             }
-            let Some(rec) = std::fs::read(e.path())
+            let Some(mut rec) = std::fs::read(e.path())
                 .ok()
                 .and_then(|b| serde_json::from_slice::<Record>(&b).ok())
             else {
                 tracing::warn!(file = %e.path().display(), "a copy job record is unreadable; skipped");
                 continue;
             };
+            if let Err(why) = self.open_keys(&mut rec.spec) {
+                tracing::warn!(job = %rec.id, "a copy job cannot resume: {why}");
+                rec.state = State::Failed;
+                rec.error = Some(format!("The job cannot resume: {why}."));
+            }
             let resume = rec.state == State::Running;
             let id = rec.id.clone();
             if let Ok(mut jobs) = self.inner.jobs.lock() {
@@ -161,13 +170,31 @@ impl Jobs {
         self.inner.dir.join(format!("{id}.checkpoint.json"))
     }
 
-    /// Writes a record durably (temporary file, fsync, rename).
+    /// The spec's connection strings with their keys opened (see [`super::sealed`]).
+    fn open_keys(&self, spec: &mut CopySpec) -> Result<(), String> {
+        let s = &self.inner.sealer;
+        spec.from = s.open(&spec.from)?;
+        spec.to = spec.to.as_deref().map(|t| s.open(t)).transpose()?;
+        Ok(())
+    }
+
+    /// Writes a record durably (temporary file, fsync, rename), its account keys sealed.
     fn save(&self, rec: &Record) -> Result<(), JobError> {
         use std::io::Write;
         let path = self.record_path(&rec.id);
         let tmp = path.with_extension("tmp");
+        let s = &self.inner.sealer;
+        let mut sealed = rec.clone();
+        sealed.spec.from = s.seal(&rec.spec.from).map_err(JobError::Internal)?;
+        sealed.spec.to = rec
+            .spec
+            .to
+            .as_deref()
+            .map(|t| s.seal(t))
+            .transpose()
+            .map_err(JobError::Internal)?;
         let bytes =
-            serde_json::to_vec_pretty(rec).map_err(|e| JobError::Internal(e.to_string()))?;
+            serde_json::to_vec_pretty(&sealed).map_err(|e| JobError::Internal(e.to_string()))?;
         let write = || -> std::io::Result<()> {
             let mut f = std::fs::File::create(&tmp)?;
             f.write_all(&bytes)?;
@@ -426,9 +453,39 @@ mod tests {
         );
     }
 
+    /// A record on disk keeps the accounts it copies between, but their keys only sealed.
+    #[test]
+    fn records_keep_account_keys_sealed() {
+        let dir = std::env::temp_dir().join(format!("strata-jobs-sealed-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let jobs = Jobs::open(Some(&dir), Sealer::new([2; 32])).expect("jobs");
+        let from = "AccountEndpoint=https://acct.example:443/;AccountKey=c2VjcmV0LWtleS1vbmU=;";
+        let to = "AccountEndpoint=https://other.example:443/;AccountKey=c2VjcmV0LWtleS10d28=;";
+        let body = json!({"id": "j", "from": from, "to": to, "source": "a/b", "dest": "a/c"});
+        jobs.create(body.as_object().cloned().expect("object"))
+            .expect("created");
+        let text = std::fs::read_to_string(dir.join("jobs/j.json")).expect("record");
+        assert!(!text.contains("c2VjcmV0LWtleS1vbmU=") && !text.contains("c2VjcmV0LWtleS10d28="));
+        assert_eq!(text.matches("AccountKey=sealed:").count(), 2, "{text}");
+        let mut rec: Record = serde_json::from_str(&text).expect("a record");
+        jobs.open_keys(&mut rec.spec).expect("opens");
+        assert_eq!(
+            (rec.spec.from.as_str(), rec.spec.to.as_deref()),
+            (from, Some(to))
+        );
+        let other = Jobs::open(Some(&dir), Sealer::new([3; 32])).expect("jobs");
+        assert!(
+            other.open_keys(&mut rec.spec.clone()).is_ok(),
+            "clear keys pass"
+        );
+        let mut sealed: Record = serde_json::from_str(&text).expect("a record");
+        assert!(other.open_keys(&mut sealed.spec).is_err());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     #[test]
     fn bad_jobs_are_refused_with_the_reason() {
-        let jobs = Jobs::open(None).expect("jobs");
+        let jobs = Jobs::open(None, Sealer::new([1; 32])).expect("jobs");
         let body = |v: Value| v.as_object().cloned().expect("object");
         let cases = [
             (json!({"source": "a/b"}), "missing field `dest`"),

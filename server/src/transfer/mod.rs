@@ -13,6 +13,7 @@ pub mod export;
 pub mod import;
 pub mod jobs;
 pub mod progress;
+pub mod sealed;
 
 use std::time::Duration;
 use strata_sdk::{CosmosClient, EMULATOR_KEY};
