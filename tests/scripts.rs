@@ -729,3 +729,60 @@ async fn scripts_see_nothing_outside_their_sandbox() {
     assert_eq!(r.json["found"], json!([]), "{r:?}");
     assert_eq!(r.json["now"], json!("number"));
 }
+
+/// A stored procedure's response body is capped at the service's 2 MB: `setBody` past it
+/// throws 413 where the script can catch it; uncaught, the call answers 413 and its writes
+/// roll back. A body just under the cap is answered in full.
+#[tokio::test]
+async fn stored_procedure_responses_are_capped() {
+    let s = server(5_000).await;
+    // 40 references to one 1 MB string: 40 MB as JSON.
+    sproc(
+        &s,
+        "huge",
+        r#"function () {
+            var c = getContext().getCollection();
+            c.createDocument(c.getSelfLink(), {id: "written", pk: "p"});
+            var big = new Array(1024 * 1024 + 1).join("x");
+            var refs = [];
+            for (var i = 0; i < 40; i++) refs.push(big);
+            getContext().getResponse().setBody(refs);
+        }"#,
+    )
+    .await;
+    let r = exec(&s, "huge", "p", json!([])).await;
+    assert_error(&r, 413, "RequestEntityTooLarge");
+    assert!(r.message().contains("at most 2097152 bytes"), "{r:?}");
+    assert_eq!(read(&s, "written", "p").await.status, StatusCode::NOT_FOUND);
+
+    sproc(
+        &s,
+        "caught",
+        r#"function () {
+            var res = getContext().getResponse();
+            try { res.setBody(new Array(3 * 1024 * 1024).join("y")); }
+            catch (e) { res.setBody({caught: e.number, max: res.getMaxResponseBodySize()}); }
+        }"#,
+    )
+    .await;
+    let r = exec(&s, "caught", "p", json!([])).await;
+    assert_eq!(r.status, StatusCode::OK, "{r:?}");
+    assert_eq!(r.json, json!({"caught": 413, "max": 2097152}));
+
+    // appendBody in a loop reaches the cap the same way.
+    sproc(
+        &s,
+        "append",
+        r#"function (n) {
+            var res = getContext().getResponse(), chunk = new Array(64 * 1024 + 1).join("z");
+            for (var i = 0; i < n; i++) res.appendBody(chunk);
+        }"#,
+    )
+    .await;
+    let r = exec(&s, "append", "p", json!([31])).await;
+    assert_eq!(r.status, StatusCode::OK, "{r:?}");
+    assert_eq!(r.bytes.len(), 31 * 64 * 1024 + 2);
+    let r = exec(&s, "append", "p", json!([40])).await;
+    assert_error(&r, 413, "RequestEntityTooLarge");
+    s.stop().await;
+}

@@ -376,6 +376,10 @@ fn document_id(t: &Txn<'_>, link: &str, epk: &str) -> Result<String, ApiError> {
     }
 }
 
+/// The largest response body a stored procedure may set (the service's limit, and what its
+/// `getMaxResponseBodySize()` says).
+pub const MAX_RESPONSE_BYTES: usize = 2 * 1024 * 1024;
+
 /// A script failure in the service's shape.
 pub fn failure(kind: &str, timeout: Duration, f: Failure) -> ApiError {
     match f {
@@ -470,23 +474,28 @@ pub async fn execute(
     let started = Instant::now();
     let mut commit = Commit::admit(app, c, &epk, charge::write(0))?;
     let mut host = Host::new(c, pk, epk);
-    let (finished, ru) = commit
+    let (body, log, ru) = commit
         .transact_blocking(move |t| {
             let out = script::run(job, &mut |op, args| host.serve(t, op, args));
-            match out {
-                Ok(f) => Ok((f, host.charge)),
-                Err(e) => Err(failure("stored procedure", timeout, e)),
+            let Finished { response, log, .. } =
+                out.map_err(|e| failure("stored procedure", timeout, e))?;
+            // Checked before the commit: a response too large fails the script, writes and all.
+            let body = match &response {
+                Some(v) => serde_json::to_vec(v).unwrap_or_default(),
+                None => Vec::new(),
+            };
+            if body.len() > MAX_RESPONSE_BYTES {
+                return Err(ApiError::too_large(format!(
+                    "Encountered exception while executing function. Exception = the response body is {} bytes; a stored procedure may answer at most {MAX_RESPONSE_BYTES} bytes (getMaxResponseBodySize()). Its writes were rolled back.",
+                    body.len()
+                )));
             }
+            Ok((bytes::Bytes::from(body), log, host.charge))
         })
         .await?;
     commit.durable().await?;
     // Work done, plus the script's own running time (about 1 RU per 10 ms).
     let ru = (ru + 1.0 + started.elapsed().as_secs_f64() * 100.0).round();
-    let Finished { response, log, .. } = finished;
-    let body = match &response {
-        Some(v) => bytes::Bytes::from(serde_json::to_vec(v).unwrap_or_default()),
-        None => bytes::Bytes::new(),
-    };
     let mut r = Reply::new(StatusCode::OK, body)
         .charge(ru)
         .session(&[commit.range()], c.current_lsn())

@@ -181,22 +181,33 @@
       getOperationType: function () { return setup.operationType; },
       getMaxRequestBodySize: function () { return 2 * 1024 * 1024; }
     };
-    function size() {
-      var s = JSON.stringify(responseBody);
+    var MAX_RESPONSE = 2 * 1024 * 1024;
+    function size(b) {
+      if (typeof b === "string") return b.length + 2;
+      var s = JSON.stringify(b);
       return s === undefined ? 0 : s.length;
+    }
+    // As the service's setBody: a body past the limit throws 413 where it is set, so a
+    // script may catch it (the host checks the final bytes again).
+    function bounded(b) {
+      var n = size(b);
+      if (n > MAX_RESPONSE) {
+        throw fail(413, "The response body would be " + n + " characters; a stored procedure may answer at most " + MAX_RESPONSE + " bytes (getMaxResponseBodySize()).");
+      }
+      return b;
     }
     var response = {
       getBody: function () { return responseBody; },
-      setBody: function (b) { responseBody = b; },
-      appendBody: function (s) { responseBody = (responseBody === undefined ? "" : responseBody) + s; },
+      setBody: function (b) { responseBody = bounded(b); },
+      appendBody: function (s) { responseBody = bounded((responseBody === undefined ? "" : responseBody) + s); },
       getValue: function (k) { return k === "Body" ? responseBody : responseHeaders[k]; },
-      setValue: function (k, v) { if (k === "Body") responseBody = v; else responseHeaders[k] = v; },
+      setValue: function (k, v) { if (k === "Body") responseBody = bounded(v); else responseHeaders[k] = v; },
       appendValue: function (k, v) {
         if (k === "Body") response.appendBody(v);
         else responseHeaders[k] = (responseHeaders[k] === undefined ? "" : responseHeaders[k]) + v;
       },
-      getMaxResponseBodySize: function () { return 2 * 1024 * 1024; },
-      getCurrentResponseBodySize: function () { return size(); }
+      getMaxResponseBodySize: function () { return MAX_RESPONSE; },
+      getCurrentResponseBodySize: function () { return size(responseBody); }
     };
     var context = {
       getCollection: function () { return collection; },
