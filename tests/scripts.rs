@@ -786,3 +786,36 @@ async fn stored_procedure_responses_are_capped() {
     assert_error(&r, 413, "RequestEntityTooLarge");
     s.stop().await;
 }
+
+/// Six looping stored procedures called at once on one container: they run one after the
+/// other, each stopped at its budget, while a plain write waits for at most the one script
+/// ahead of it (not for all six), and reads go on answering.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_runaway_scripts_delay_a_write_by_one_budget_at_most() {
+    let budget = Duration::from_millis(1_000);
+    let s = server(budget.as_millis() as u64).await;
+    s.create(DB, "c", &json!(["p"]), json!({"id": "seed", "pk": "p"}))
+        .await;
+    sproc(&s, "forever", "function () { while (true) {} }").await;
+    let scripts = futures::future::join_all((0..6).map(|_| exec(&s, "forever", "p", json!([]))));
+    let write = async {
+        // Once the scripts are all queued.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let t = Instant::now();
+        let r = s
+            .create(DB, "c", &json!(["p"]), json!({"id": "plain", "pk": "p"}))
+            .await;
+        assert_eq!(r.status, StatusCode::CREATED, "{r:?}");
+        let waited = t.elapsed();
+        let t = Instant::now();
+        assert_eq!(read(&s, "seed", "p").await.status, StatusCode::OK);
+        (waited, t.elapsed())
+    };
+    let (results, (waited, read_took)) = tokio::join!(scripts, write);
+    for r in &results {
+        assert_error(r, 408, "RequestTimeout");
+    }
+    // One budget for the script ahead, and room for a slow machine; six budgets before.
+    assert!(waited < budget * 3, "the write waited {waited:?}");
+    assert!(read_took < budget, "a read waited {read_took:?}");
+}

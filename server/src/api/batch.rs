@@ -240,16 +240,18 @@ pub async fn batch(app: &App, req: &Req, c: &Arc<Container>) -> Result<Reply, Ap
     let estimate = n as f64 * charge::write(req.body.len() / n.max(1));
     let mut commit = Commit::admit(app, c, &epk, estimate)?;
     let (results, status) = if atomic {
-        let run = commit.transact(|t| {
-            let mut out = Vec::with_capacity(n);
-            for (i, b) in parsed.into_iter().enumerate() {
-                match apply(t, &epk, &pk, &b.id, b.op, &b.cond) {
-                    Ok(o) => out.push(o),
-                    Err(e) => return Err(Abort::Op(i, e)),
+        let run = commit
+            .transact(|t| {
+                let mut out = Vec::with_capacity(n);
+                for (i, b) in parsed.into_iter().enumerate() {
+                    match apply(t, &epk, &pk, &b.id, b.op, &b.cond) {
+                        Ok(o) => out.push(o),
+                        Err(e) => return Err(Abort::Op(i, e)),
+                    }
                 }
-            }
-            Ok(out)
-        });
+                Ok(out)
+            })
+            .await;
         match run {
             Ok(outcomes) => (
                 outcomes
@@ -266,7 +268,10 @@ pub async fn batch(app: &App, req: &Req, c: &Arc<Container>) -> Result<Reply, Ap
         let mut out = Vec::with_capacity(n);
         let mut any_failed = false;
         for b in parsed {
-            match commit.transact(|t| apply(t, &epk, &pk, &b.id, b.op, &b.cond)) {
+            match commit
+                .transact(|t| apply(t, &epk, &pk, &b.id, b.op, &b.cond))
+                .await
+            {
                 Ok(o) => out.push(result_json(c, &o)),
                 Err(e) => {
                     any_failed = true;
@@ -336,7 +341,7 @@ async fn bulk(app: &App, req: &Req, c: &Arc<Container>, ops: &[Value]) -> Result
             results.push(json!({"statusCode": 424, "requestCharge": 0.0}));
             continue;
         }
-        let mut run = || -> Result<Value, ApiError> {
+        let run = async {
             let (pk, epk) = op_key(i, v, c)?;
             if range.as_ref().is_some_and(|r| !r.contains(&epk)) {
                 return Err(ApiError::gone(format!(
@@ -354,12 +359,14 @@ async fn bulk(app: &App, req: &Req, c: &Arc<Container>, ops: &[Value]) -> Result
             if !touched.contains(&admitted.range()) {
                 touched.push(admitted.range());
             }
-            let o = commit.transact(|t| apply(t, &epk, &pk, &b.id, b.op, &b.cond))?;
+            let o = commit
+                .transact(|t| apply(t, &epk, &pk, &b.id, b.op, &b.cond))
+                .await?;
             let r = result_json(c, &o);
             admitted.settle(r["requestCharge"].as_f64().unwrap_or(1.0));
-            Ok(r)
+            Ok::<Value, ApiError>(r)
         };
-        match run() {
+        match run.await {
             Ok(r) => results.push(r),
             Err(e) => {
                 let mut r = error_json(&e);

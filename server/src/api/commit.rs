@@ -145,10 +145,11 @@ impl<'a> Commit<'a> {
 
     /// Runs `f` as one atomic transaction; errors of `f` come back as they are and leave
     /// nothing behind. A request may run several (bulk, deletes in bounded chunks).
-    pub fn transact<T, E: From<StoreError>>(
+    pub async fn transact<T, E: From<StoreError>>(
         &mut self,
         f: impl FnOnce(&mut Txn<'_>) -> Result<T, E>,
     ) -> Result<T, E> {
+        let _turn = self.admission.c.write_turn().await;
         let (out, token) = self.admission.c.write(f)?;
         self.token = Some(self.token.map_or(token, |t| t.max(token)));
         Ok(out)
@@ -161,6 +162,9 @@ impl<'a> Commit<'a> {
         f: impl FnOnce(&mut Txn<'_>) -> Result<T, ApiError> + Send + 'static,
     ) -> Result<T, ApiError> {
         let c = Arc::clone(self.admission.c);
+        // One script queued at a time, then its turn among the writes (see write_turn).
+        let _script = self.admission.c.script_turn().await;
+        let _turn = self.admission.c.write_turn().await;
         let (out, token) = tokio::task::spawn_blocking(move || c.write(f))
             .await
             .map_err(|e| ApiError::internal(format!("a script transaction failed: {e}")))??;

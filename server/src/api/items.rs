@@ -419,6 +419,7 @@ async fn write_one(
         (
             commit
                 .transact(|t| apply(t, &epk, &pk, id, op, &cond))
+                .await
                 .map_err(located)?,
             0.0,
         )
@@ -553,12 +554,14 @@ pub async fn delete_partition(app: &App, req: &Req, c: &Arc<Container>) -> Resul
         if chunk.is_empty() {
             break;
         }
-        let n = commit.transact(|t| {
-            for (pos, _) in &chunk {
-                t.delete_at(pos)?;
-            }
-            Ok::<_, ApiError>(chunk.len() as u64)
-        })?;
+        let n = commit
+            .transact(|t| {
+                for (pos, _) in &chunk {
+                    t.delete_at(pos)?;
+                }
+                Ok::<_, ApiError>(chunk.len() as u64)
+            })
+            .await?;
         deleted += n;
         if deleted.is_multiple_of(10_000) {
             tracing::info!(container = %c.id, partition_key = %pk, deleted, "deleting partition key");

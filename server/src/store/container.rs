@@ -123,6 +123,11 @@ pub struct Container {
     computed: RwLock<Arc<Vec<ComputedProperty>>>,
     /// Stored procedures, triggers and UDFs (see [`super::scripts`]).
     pub scripts: RwLock<Arc<super::scripts::Scripts>>,
+    /// Requests' transactions take their turn here, first come first served, waiting
+    /// without holding a thread (see [`Container::write_turn`]).
+    turn: tokio::sync::Mutex<()>,
+    /// One script transaction at a time may queue for a turn (see [`Container::script_turn`]).
+    script_turns: tokio::sync::Semaphore,
 }
 
 type DefinedCache = std::sync::Mutex<HashMap<([u8; 8], u16, String, String), (u64, u64)>>;
@@ -188,6 +193,8 @@ impl Container {
             splitting: AtomicBool::new(false),
             throughput_split_stuck_at: AtomicU64::new(u64::MAX),
             deleted: AtomicBool::new(false),
+            turn: tokio::sync::Mutex::new(()),
+            script_turns: tokio::sync::Semaphore::new(1),
             engine,
             limits,
         };
@@ -407,6 +414,21 @@ impl Container {
     /// Waits until the write behind `token` is durable (at once in memory).
     pub async fn durable(&self, token: Durable) -> Result<(), StoreError> {
         Ok(self.engine.durable(token).await?)
+    }
+
+    /// The turn a request's transaction waits for before [`Container::write`]: a fair
+    /// (first come, first served) queue, awaited without holding a thread, so a transaction
+    /// that runs long — a script's, up to its time budget — delays the writes behind it but
+    /// neither starves them nor blocks the server's workers.
+    pub async fn write_turn(&self) -> tokio::sync::MutexGuard<'_, ()> {
+        self.turn.lock().await
+    }
+
+    /// Taken by a script transaction before it queues for its [`Container::write_turn`]:
+    /// with one script in the queue at a time, a plain write waits for at most one script's
+    /// budget however many scripts are called at once.
+    pub async fn script_turn(&self) -> Option<tokio::sync::SemaphorePermit<'_>> {
+        self.script_turns.acquire().await.ok()
     }
 
     /// Runs `f` as one transaction on the container's log: everything it stages commits
