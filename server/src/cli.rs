@@ -117,6 +117,10 @@ pub struct Args {
     /// A physical partition splits when its data passes this size (e.g. 50GB, 64MB, 16KB).
     #[arg(long, env = "STRATA_PARTITION_SPLIT_BYTES", default_value = "50GB", value_parser = parse_size)]
     partition_split_bytes: u64,
+    /// Most rows and groups one query may hold while it builds a complete result (DISTINCT,
+    /// GROUP BY, aggregates, a merge); past it the query answers 400.
+    #[arg(long, env = "STRATA_QUERY_MEMORY_BYTES", default_value = "64MB", value_parser = parse_size)]
+    query_memory_bytes: u64,
     /// The most data one logical partition (full partition key) may hold.
     #[arg(long, env = "STRATA_LOGICAL_PARTITION_LIMIT_BYTES", default_value = "20GB", value_parser = parse_size)]
     logical_partition_limit_bytes: u64,
@@ -380,6 +384,7 @@ pub async fn run(args: Args, from_emulator_env: Vec<String>) {
                 change_feed_retention: (args.change_feed_retention > 0)
                     .then_some(args.change_feed_retention),
                 script_timeout: std::time::Duration::from_millis(args.script_timeout_ms.max(1)),
+                query_memory_bytes: usize::try_from(args.query_memory_bytes).unwrap_or(usize::MAX),
             },
         },
         tls,

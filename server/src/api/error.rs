@@ -203,6 +203,7 @@ impl From<crate::exec::ExecError> for ApiError {
             E::Store(s) => s.into(),
             E::BadToken(m) => ApiError::bad_request(m),
             E::Index(a) => ApiError::bad_request(a.0),
+            e @ E::Memory(_) => ApiError::bad_request(e.to_string()),
             E::Corrupt(m) => ApiError::internal(format!("stored data is unreadable: {m}")),
             e @ E::Worker(_) => ApiError::internal(e.to_string()),
         }

@@ -58,6 +58,9 @@ pub enum ExecError {
     /// The container's index cannot serve the query as written (the service's 400).
     #[error("{}", .0.0)]
     Index(AccessError),
+    /// The query's rows and groups outgrew its memory budget (bytes).
+    #[error("The query holds more than {} MB of intermediate results (rows or groups kept for DISTINCT, GROUP BY, aggregates or a cross-partition merge) and was stopped. Narrow it with a filter or a partition key, or page it with ORDER BY and TOP or OFFSET LIMIT.", .0 >> 20)]
+    Memory(usize),
 }
 
 /// How `p` reads each partition of `c` under the container's current indexing policy, or
@@ -560,7 +563,7 @@ fn scan_rows(
     access: &Access,
     range: &EpkRange,
     stats: &mut IndexStats,
-    mut f: impl FnMut(Ranked),
+    mut f: impl FnMut(Ranked) -> Flow,
 ) -> Result<(u64, u64), ExecError> {
     let cx = query_ctx(c, p);
     let (mut scanned, mut bytes) = (0u64, 0u64);
@@ -569,9 +572,10 @@ fn scan_rows(
         bytes += json.len() as u64;
         let doc = parse_doc(p, &access.computed, json)?;
         let mut ord = 0u64;
+        let mut flow = Flow::Continue;
         p.eval_doc(&doc, &cx, &mut |row| {
             ord += 1;
-            f(Ranked {
+            flow = f(Ranked {
                 keys: row.keys,
                 doc: key.to_vec(),
                 ord,
@@ -580,11 +584,26 @@ fn scan_rows(
                     None => json.clone(),
                 },
             });
-            Ok(Flow::Continue)
+            Ok(flow)
         })?;
-        Ok(Flow::Continue)
+        Ok(flow)
     })?;
     Ok((scanned, bytes))
+}
+
+impl Ranked {
+    /// About what holding this row costs.
+    fn held_bytes(&self) -> usize {
+        let keys: usize = self
+            .keys
+            .iter()
+            .map(|k| {
+                k.as_ref()
+                    .map_or(0, |v| sql::limits::size_within(v, usize::MAX).unwrap_or(0))
+            })
+            .sum();
+        self.value.len() + self.doc.len() + keys + memory::PER_ENTRY
+    }
 }
 
 async fn parallel<T: Send + 'static>(
@@ -642,7 +661,7 @@ fn partition_best(
     let (scanned, bytes) = scan_rows(c, p, access, range, &mut index, |r| {
         if let Some(l) = last {
             if cmp_ranked(&r, l, desc) != Ordering::Greater {
-                return;
+                return Flow::Continue;
             }
         }
         candidates += 1;
@@ -651,6 +670,7 @@ fn partition_best(
             best.sort_by(|a, b| cmp_ranked(a, b, desc));
             best.truncate(want);
         }
+        Flow::Continue
     })?;
     best.sort_by(|a, b| cmp_ranked(a, b, desc));
     best.truncate(want);
@@ -885,6 +905,12 @@ async fn run_complete(
         };
     let cx = query_ctx(&c, &p);
     let parts = per_partition(&c, &ranges);
+    // A few complete results are built at once, each within its budget (see `memory`).
+    let _turn = match p.mode {
+        Mode::NoFrom => None,
+        _ => memory::heavy_turn().await,
+    };
+    let held = Arc::new(memory::Held::new(c.limits.query_memory_bytes));
     let (mut scanned, mut scanned_bytes) = (0u64, 0u64);
     let mut index = IndexStats::default();
     let counted = match access.count_only && p.mode == Mode::Aggregate {
@@ -906,6 +932,7 @@ async fn run_complete(
         }
         Mode::Aggregate => {
             let (c2, p2, a2) = (Arc::clone(&c), Arc::clone(&p), Arc::clone(&access));
+            let held = Arc::clone(&held);
             let results = parallel(
                 parts,
                 Arc::new(
@@ -917,7 +944,13 @@ async fn run_complete(
                         scan(&c2, &a2, &range, None, &mut index, |_, json| {
                             n += 1;
                             b += json.len() as u64;
+                            let before = g.map.len();
                             p2.accumulate_doc(&parse_doc(&p2, &a2.computed, json)?, &cx, &mut g)?;
+                            // A new group holds its key and its accumulators.
+                            let grew = g.map.len() - before;
+                            if grew > 0 {
+                                held.charge(grew * 2 * memory::PER_ENTRY)?;
+                            }
                             Ok(Flow::Continue)
                         })?;
                         Ok((g, n, b, index))
@@ -936,14 +969,45 @@ async fn run_complete(
         }
         _ => {
             let (c2, p2, a2) = (Arc::clone(&c), Arc::clone(&p), Arc::clone(&access));
+            let distinct = p.query.select.distinct;
+            let held = Arc::clone(&held);
             let results = parallel(
                 parts,
                 Arc::new(
                     move |range: EpkRange| -> Result<(Vec<Ranked>, u64, u64, IndexStats), ExecError> {
                         let mut out = Vec::new();
                         let mut index = IndexStats::default();
-                        let (n, b) =
-                            scan_rows(&c2, &p2, &a2, &range, &mut index, |r| out.push(r))?;
+                        // DISTINCT keeps one of rows alike in value and order keys as they
+                        // come (which one is kept cannot matter), so a small answer over many
+                        // rows stays small.
+                        let mut seen = std::collections::HashSet::new();
+                        let mut over = None;
+                        let (n, b) = scan_rows(&c2, &p2, &a2, &range, &mut index, |r| {
+                            if distinct {
+                                let mut k = r.value.to_vec();
+                                for key in &r.keys {
+                                    k.push(0);
+                                    k.extend(key.as_ref().map(|v| v.to_string()).unwrap_or_default().bytes());
+                                }
+                                let size = k.len();
+                                if !seen.insert(k) {
+                                    return Flow::Continue;
+                                }
+                                if let Err(e) = held.charge(size) {
+                                    over = Some(e);
+                                    return Flow::Stop;
+                                }
+                            }
+                            if let Err(e) = held.charge(r.held_bytes()) {
+                                over = Some(e);
+                                return Flow::Stop;
+                            }
+                            out.push(r);
+                            Flow::Continue
+                        })?;
+                        if let Some(e) = over {
+                            return Err(e);
+                        }
                         Ok((out, n, b, index))
                     },
                 ),
@@ -1089,6 +1153,7 @@ fn count_from_index(
     Ok(Some(total))
 }
 
+pub mod memory;
 pub mod prepared;
 
 #[cfg(test)]

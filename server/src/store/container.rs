@@ -41,6 +41,8 @@ pub struct Limits {
     pub change_feed_retention: Option<u64>,
     /// How long a stored procedure, trigger or UDF call may run before it is stopped.
     pub script_timeout: std::time::Duration,
+    /// Most bytes of rows and groups one query may hold (see `exec::memory`).
+    pub query_memory_bytes: usize,
 }
 
 /// Default of [`Limits::max_partitions`]: 1,000,000 RU/s (the service's default maximum per
@@ -59,6 +61,7 @@ impl Default for Limits {
             max_partitions: DEFAULT_MAX_PARTITIONS,
             change_feed_retention: None,
             script_timeout: DEFAULT_SCRIPT_TIMEOUT,
+            query_memory_bytes: crate::exec::memory::QUERY_MEMORY_BYTES,
         }
     }
 }
