@@ -13,16 +13,19 @@ use std::sync::LazyLock;
 /// (`Limits::query_memory_bytes`).
 pub const QUERY_MEMORY_BYTES: usize = 64 << 20;
 
-/// Queries that hold their complete result running at once, server-wide; more wait.
-pub const HEAVY_QUERIES: usize = 4;
+/// Queries that hold their complete result running at once, server-wide (one per core, at
+/// least two); more wait. Their work is CPU-bound, so more at once would not finish sooner.
+pub fn heavy_queries() -> usize {
+    num_cpus::get().max(2)
+}
 
 /// Estimated bytes a held row or group costs beyond its own data (vectors, map slots).
 pub const PER_ENTRY: usize = 96;
 
 static HEAVY: LazyLock<tokio::sync::Semaphore> =
-    LazyLock::new(|| tokio::sync::Semaphore::new(HEAVY_QUERIES));
+    LazyLock::new(|| tokio::sync::Semaphore::new(heavy_queries()));
 
-/// One of the [`HEAVY_QUERIES`] turns, held while a query builds its complete result.
+/// One of the [`heavy_queries`] turns, held while a query builds its complete result.
 pub async fn heavy_turn() -> Option<tokio::sync::SemaphorePermit<'static>> {
     HEAVY.acquire().await.ok()
 }
