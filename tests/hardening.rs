@@ -903,3 +903,56 @@ async fn queries_that_multiply_rows_stay_within_a_memory_budget() {
     assert_eq!(n, vec![json!(12)]);
     s.stop().await;
 }
+
+/// Idle keep-alive connections up to the connection limit do not lock new clients out: the
+/// connection idle the longest is closed to admit a new one (before, the newcomer waited in
+/// the backlog until an idle one timed out, five minutes by default).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_connections_at_the_limit_make_room_for_new_clients() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let s = TestServer::start_with(strata_tests::Options {
+        connections: Some(strata_server::Connections {
+            max: 8,
+            ..Default::default()
+        }),
+        ..Default::default()
+    })
+    .await;
+    let addr = s
+        .url
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_string();
+    let mut idle = Vec::new();
+    for _ in 0..8 {
+        let mut sock = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        sock.write_all(b"GET /_strata/ready HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .unwrap();
+        let mut buf = [0u8; 512];
+        let n = sock.read(&mut buf).await.unwrap();
+        assert!(
+            buf[..n].starts_with(b"HTTP/1.1 200"),
+            "{:?}",
+            String::from_utf8_lossy(&buf[..n])
+        );
+        idle.push(sock);
+    }
+    let fresh = strata_tests::Client::new(&s.url);
+    let answered =
+        tokio::time::timeout(std::time::Duration::from_secs(10), fresh.get("/dbs", &[])).await;
+    let r = answered.expect("a new client is served while idle connections fill the limit");
+    assert_eq!(r.status, StatusCode::OK);
+    // The oldest idle connections were closed: reading them ends.
+    let mut closed = 0;
+    for sock in &mut idle {
+        let mut buf = [0u8; 16];
+        if let Ok(Ok(0)) =
+            tokio::time::timeout(std::time::Duration::from_millis(200), sock.read(&mut buf)).await
+        {
+            closed += 1;
+        }
+    }
+    assert!(closed >= 1, "no idle connection was closed");
+    s.stop().await;
+}

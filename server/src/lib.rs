@@ -8,11 +8,13 @@
 //! * [`script`]: server-side JavaScript (stored procedures, triggers, UDFs) in sandboxes.
 //! * [`throughput`]: request charges and throttling.
 //! * [`transfer`]: `strata copy`, `export`, `import` over the Cosmos protocol, and copy jobs.
-//! * [`net`]: listening (HTTP and HTTPS) and graceful shutdown.
+//! * [`net`]: listening (HTTP and HTTPS) and graceful shutdown; [`connections`]: which are
+//!   idle, so that at the connection limit the oldest idle one makes room.
 //! * [`cli`]: the `strata` command line.
 
 pub mod api;
 pub mod cli;
+pub mod connections;
 pub mod exec;
 pub mod explorer;
 pub mod net;

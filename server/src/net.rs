@@ -245,20 +245,38 @@ pub async fn start(cfg: ServerConfig) -> Result<Running, BoxError> {
     let max_connections = connection_budget(limits.max);
     tracing::debug!(max_connections, "connection limit");
     let permits = Arc::new(Semaphore::new(max_connections));
+    let registry = Arc::new(crate::connections::Registry::default());
     let task = tokio::spawn(async move {
         let graceful = GracefulShutdown::new();
         let mut accept_failed = Throttled::new();
         let mut at_limit = Throttled::new();
         loop {
-            // One permit per connection: at the limit, new clients wait in the backlog.
+            let (stream, _) = tokio::select! {
+                res = listener.accept() => match res {
+                    Ok(s) => s,
+                    Err(e) => {
+                        if let Some(held) = accept_failed.due() {
+                            tracing::warn!(error = %e, held_back = held, "accept failed");
+                        }
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                        continue;
+                    }
+                },
+                _ = stop_rx.changed() => break,
+            };
+            // One permit per connection. At the limit, the newcomer (whose socket the
+            // descriptors kept in reserve cover) gets the place of the connection idle the
+            // longest, or waits for one to close; further clients wait in the backlog.
             let permit = match Arc::clone(&permits).try_acquire_owned() {
                 Ok(p) => p,
                 Err(_) => {
+                    let closed_idle = registry.close_oldest_idle();
                     if let Some(held) = at_limit.due() {
                         tracing::warn!(
                             max_connections,
                             held_back = held,
-                            "connection limit reached; new connections wait until one closes"
+                            closed_idle,
+                            "connection limit reached; new clients take the place of the connections idle the longest, or wait for one to close"
                         );
                     }
                     tokio::select! {
@@ -270,53 +288,69 @@ pub async fn start(cfg: ServerConfig) -> Result<Running, BoxError> {
                     }
                 }
             };
-            tokio::select! {
-                res = listener.accept() => {
-                    let (stream, _) = match res {
-                        Ok(s) => s,
-                        Err(e) => {
-                            if let Some(held) = accept_failed.due() {
-                                tracing::warn!(error = %e, held_back = held, "accept failed");
-                            }
-                            tokio::time::sleep(Duration::from_millis(20)).await;
-                            continue;
-                        }
-                    };
-                    let _ = stream.set_nodelay(true);
-                    let svc = TowerToHyperService::new(router.clone());
-                    let watcher = graceful.watcher();
-                    let acceptor = acceptor.clone();
-                    let limits = limits.clone();
-                    tokio::spawn(async move {
-                        let _permit = permit;
-                        let mut builder = auto::Builder::new(TokioExecutor::new());
-                        builder
-                            .http1()
-                            .timer(TokioTimer::new())
-                            .header_read_timeout(limits.header_timeout);
-                        // A read that stalls past the idle timeout ends the connection, over
-                        // TLS and HTTP/2 too (hyper's header timeout covers HTTP/1 only).
-                        let mut stream = tokio_io_timeout::TimeoutStream::new(stream);
-                        stream.set_read_timeout(Some(limits.idle_timeout));
-                        let stream = Box::pin(stream);
-                        match acceptor {
-                            Some(acc) => match tokio::time::timeout(limits.header_timeout, acc.accept(stream)).await {
+            let _ = stream.set_nodelay(true);
+            let (id, activity) = registry.add();
+            // The service notes when each request starts and ends (idle or busy).
+            let svc = {
+                let inner = TowerToHyperService::new(router.clone());
+                let (registry, activity) = (Arc::clone(&registry), Arc::clone(&activity));
+                hyper::service::service_fn(move |req| {
+                    use hyper::service::Service as _;
+                    activity.begin();
+                    let answer = inner.call(req);
+                    let (registry, activity) = (Arc::clone(&registry), Arc::clone(&activity));
+                    async move {
+                        let r = answer.await;
+                        activity.end(registry.now_ms());
+                        r
+                    }
+                })
+            };
+            let watcher = graceful.watcher();
+            let acceptor = acceptor.clone();
+            let limits = limits.clone();
+            let registry = Arc::clone(&registry);
+            tokio::spawn(async move {
+                let _permit = permit;
+                let mut builder = auto::Builder::new(TokioExecutor::new());
+                builder
+                    .http1()
+                    .timer(TokioTimer::new())
+                    .header_read_timeout(limits.header_timeout);
+                // A read that stalls past the idle timeout ends the connection, over
+                // TLS and HTTP/2 too (hyper's header timeout covers HTTP/1 only).
+                let mut stream = tokio_io_timeout::TimeoutStream::new(stream);
+                stream.set_read_timeout(Some(limits.idle_timeout));
+                let stream = Box::pin(stream);
+                let served = async {
+                    match acceptor {
+                        Some(acc) => {
+                            match tokio::time::timeout(limits.header_timeout, acc.accept(stream))
+                                .await
+                            {
                                 Ok(Ok(s)) => {
-                                    let conn = builder.serve_connection_with_upgrades(TokioIo::new(s), svc);
+                                    let conn = builder
+                                        .serve_connection_with_upgrades(TokioIo::new(s), svc);
                                     let _ = watcher.watch(conn.into_owned()).await;
                                 }
                                 Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
                                 Err(_) => tracing::debug!("TLS handshake timed out"),
-                            },
-                            None => {
-                                let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), svc);
-                                let _ = watcher.watch(conn.into_owned()).await;
                             }
                         }
-                    });
+                        None => {
+                            let conn =
+                                builder.serve_connection_with_upgrades(TokioIo::new(stream), svc);
+                            let _ = watcher.watch(conn.into_owned()).await;
+                        }
+                    }
+                };
+                // Closed by the accept loop (idle, at the limit): dropping it closes it.
+                tokio::select! {
+                    _ = served => {}
+                    _ = activity.close.notified() => {}
                 }
-                _ = stop_rx.changed() => break,
-            }
+                registry.remove(id);
+            });
         }
         drop(listener);
         if tokio::time::timeout(Duration::from_secs(10), graceful.shutdown())
