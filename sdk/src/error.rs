@@ -49,66 +49,43 @@ impl Error {
         }
     }
 
-    pub(crate) fn invalid(message: impl Into<String>) -> Self {
+    /// An error raised on the client's side (no status): `code`, what happened, and why.
+    fn client(
+        code: &str,
+        message: String,
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Self {
         Self {
             status: None,
             sub_status: None,
-            code: "InvalidInput".into(),
-            message: message.into(),
+            code: code.into(),
+            message,
             activity_id: None,
             retry_after: None,
-            source: None,
+            source,
         }
+    }
+
+    pub(crate) fn invalid(message: impl Into<String>) -> Self {
+        Self::client("InvalidInput", message.into(), None)
     }
 
     pub(crate) fn transport(e: reqwest::Error) -> Self {
-        Self {
-            status: None,
-            sub_status: None,
-            code: "Transport".into(),
-            message: e.to_string(),
-            activity_id: None,
-            retry_after: None,
-            source: Some(Box::new(e)),
-        }
+        Self::client("Transport", e.to_string(), Some(Box::new(e)))
     }
 
     pub(crate) fn serde(e: serde_json::Error) -> Self {
-        Self {
-            status: None,
-            sub_status: None,
-            code: "Serialization".into(),
-            message: e.to_string(),
-            activity_id: None,
-            retry_after: None,
-            source: Some(Box::new(e)),
-        }
+        Self::client("Serialization", e.to_string(), Some(Box::new(e)))
     }
 
     /// An operation that did not finish within the client's operation timeout.
     pub(crate) fn timed_out(what: String) -> Self {
-        Self {
-            status: None,
-            sub_status: None,
-            code: "Transport".into(),
-            message: what,
-            activity_id: None,
-            retry_after: None,
-            source: None,
-        }
+        Self::client("Transport", what, None)
     }
 
     /// An answer in Cosmos binary JSON that could not be read.
     pub(crate) fn binary(e: strata_query::binary::BinaryError) -> Self {
-        Self {
-            status: None,
-            sub_status: None,
-            code: "Serialization".into(),
-            message: e.to_string(),
-            activity_id: None,
-            retry_after: None,
-            source: Some(Box::new(e)),
-        }
+        Self::client("Serialization", e.to_string(), Some(Box::new(e)))
     }
 
     fn describe(&self) -> String {
