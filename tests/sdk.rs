@@ -1544,6 +1544,88 @@ async fn change_feed_modes_pins_and_lag() {
     s.stop().await;
 }
 
+/// `pin_end`: a reader bounded at the feed's end returns what was written before the pin and
+/// then empty pages, however much is written after (here: by the reader's own consumer, the
+/// way a copy into its own source does); pinned again, it reads exactly what it left out.
+#[tokio::test]
+async fn change_feed_pinned_end_stops_there_and_moves_on_when_pinned_again() {
+    let s = TestServer::start_with(Options {
+        limits: Some(Limits {
+            initial_partitions: Some(2),
+            ..Limits::default()
+        }),
+        ..Default::default()
+    })
+    .await;
+    let client = CosmosClient::new(&s.url, EMULATOR_KEY).unwrap();
+    let db = client.create_database("cf").await.unwrap();
+    let c = db
+        .create_container(ContainerProperties::new(
+            "c",
+            PartitionKeyDefinition::new("/pk"),
+        ))
+        .await
+        .unwrap();
+    for i in 0..40 {
+        c.create_item(
+            &serde_json::json!({"id": format!("i{i}"), "pk": format!("p{}", i % 7), "n": 0}),
+        )
+        .await
+        .unwrap();
+    }
+    let mut feed = c.change_feed::<serde_json::Value>(ChangeFeedOptions {
+        max_item_count: Some(3),
+        ..Default::default()
+    });
+    feed.pin_end().await.unwrap();
+    let mut seen = Vec::new();
+    for _ in 0..200 {
+        let page = feed.next_page().await.unwrap();
+        if page.items.is_empty() {
+            break;
+        }
+        // Every item read is written again (a new version, after the pin), and ten new ones.
+        for d in &page.items {
+            let id = d["id"].as_str().unwrap().to_string();
+            let mut again = d.clone();
+            again["n"] = serde_json::json!(1);
+            c.upsert_item(&again, Default::default()).await.unwrap();
+            seen.push(id);
+        }
+    }
+    assert_eq!(seen.len(), 40, "each item once, up to the pin: {seen:?}");
+    for i in 40..50 {
+        c.create_item(
+            &serde_json::json!({"id": format!("i{i}"), "pk": format!("p{}", i % 7), "n": 1}),
+        )
+        .await
+        .unwrap();
+    }
+    assert!(
+        feed.next_page().await.unwrap().items.is_empty(),
+        "at its end"
+    );
+    feed.pin_end().await.unwrap();
+    let mut later = Vec::new();
+    loop {
+        let page = feed.next_page().await.unwrap();
+        if page.items.is_empty() {
+            break;
+        }
+        assert!(page.items.iter().all(|d| d["n"] == 1), "{:?}", page.items);
+        later.extend(
+            page.items
+                .iter()
+                .map(|d| d["id"].as_str().unwrap().to_string()),
+        );
+    }
+    later.sort();
+    let mut expected: Vec<String> = (0..50).map(|i| format!("i{i}")).collect();
+    expected.sort();
+    assert_eq!(later, expected, "what the first pin left out, once each");
+    s.stop().await;
+}
+
 /// `binary_encoding(true)`: what reaches the server is binary (checked on a stand-in that
 /// records requests and answers in binary), and against strata every operation returns what
 /// a text client gets.

@@ -99,6 +99,35 @@ struct Cursor {
     range: Option<String>,
     /// The position: the etag of the last response.
     etag: Option<String>,
+    /// The last LSN this reader returns, when bounded ([`ChangeFeedReader::pin_end`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    until: Option<u64>,
+    /// Reached `until`: not asked again.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    done: bool,
+}
+
+impl Cursor {
+    fn new(range: Option<String>, etag: Option<String>) -> Self {
+        Self {
+            range,
+            etag,
+            until: None,
+            done: false,
+        }
+    }
+}
+
+/// The LSN of a change: `_lsn` of a latest version, `metadata.lsn` of any version.
+fn lsn_of(doc: &serde_json::Value) -> Option<u64> {
+    doc["_lsn"]
+        .as_u64()
+        .or_else(|| doc["metadata"]["lsn"].as_u64())
+}
+
+/// The LSN an etag of the change feed stands for (`"123"`).
+fn etag_lsn(etag: &str) -> Option<u64> {
+    etag.trim_matches('"').parse().ok()
 }
 
 /// Reads a container's change feed, following every physical partition through splits.
@@ -151,10 +180,7 @@ impl<T: DeserializeOwned> ChangeFeedReader<T> {
             _ => None,
         };
         let cursors = if self.options.partition_key.is_some() {
-            vec![Cursor {
-                range: None,
-                etag: start_etag,
-            }]
+            vec![Cursor::new(None, start_etag)]
         } else {
             self.container
                 .read_partition_key_ranges()
@@ -168,10 +194,7 @@ impl<T: DeserializeOwned> ChangeFeedReader<T> {
                         })
                     })
                 })
-                .map(|r| Cursor {
-                    range: Some(r.id),
-                    etag: start_etag.clone(),
-                })
+                .map(|r| Cursor::new(Some(r.id), start_etag.clone()))
                 .collect()
         };
         self.cursors = Some(cursors);
@@ -267,10 +290,7 @@ impl<T: DeserializeOwned> ChangeFeedReader<T> {
                 Err(e) => return Err(e),
             };
             let doc = &first["Documents"][0];
-            let Some(at) = doc["_lsn"]
-                .as_u64()
-                .or_else(|| doc["metadata"]["lsn"].as_u64())
-            else {
+            let Some(at) = lsn_of(doc) else {
                 continue;
             };
             let latest = self
@@ -278,10 +298,7 @@ impl<T: DeserializeOwned> ChangeFeedReader<T> {
                 .client
                 .send(self.request(&cur, Some(1)).header("if-none-match", "*"))
                 .await?;
-            let latest = latest
-                .header("etag")
-                .and_then(|e| e.trim_matches('"').parse::<u64>().ok())
-                .unwrap_or(at);
+            let latest = latest.header("etag").and_then(etag_lsn).unwrap_or(at);
             lag += latest.saturating_sub(at) + 1;
         }
         Ok(lag)
@@ -304,10 +321,17 @@ impl<T: DeserializeOwned> ChangeFeedReader<T> {
         let total = self.cursors.as_ref().map_or(0, Vec::len);
         for _ in 0..total.max(1) * 2 {
             let cursors = self.cursors.as_mut().expect("initialized");
-            if cursors.is_empty() {
+            let open = cursors.iter().filter(|c| !c.done).count();
+            if open == 0 {
                 break;
             }
-            let i = self.next % cursors.len();
+            // The n-th cursor still open, round robin.
+            let Some(i) = (0..cursors.len())
+                .filter(|&i| !cursors[i].done)
+                .nth(self.next % open)
+            else {
+                break;
+            };
             let cur = cursors[i].clone();
             let mut req = self.request(&cur, self.options.max_item_count);
             match (&cur.etag, &self.options.start) {
@@ -321,52 +345,54 @@ impl<T: DeserializeOwned> ChangeFeedReader<T> {
                 Ok(r) => {
                     charge += r.charge();
                     let etag = r.header("etag").map(str::to_string);
-                    let cursors = self.cursors.as_mut().expect("initialized");
-                    cursors[i].etag = etag.or(cur.etag.clone());
-                    if r.status == 304 || r.body.is_empty() {
+                    let body = if r.status == 304 || r.body.is_empty() {
+                        serde_json::Value::Null
+                    } else {
+                        r.json()?
+                    };
+                    let mut docs = match body {
+                        serde_json::Value::Object(mut o) => match o.remove("Documents") {
+                            Some(serde_json::Value::Array(d)) => d,
+                            _ => Vec::new(),
+                        },
+                        _ => Vec::new(),
+                    };
+                    let cursor = &mut self.cursors.as_mut().expect("initialized")[i];
+                    cursor.etag = etag.or(cur.etag.clone());
+                    if let Some(until) = cur.until {
+                        let before = docs.len();
+                        docs.retain(|d| lsn_of(d).is_none_or(|l| l <= until));
+                        if docs.len() < before {
+                            // The position stays before what was left out: a reader pinned
+                            // again later (or resumed) reads it then.
+                            cursor.etag = docs
+                                .last()
+                                .and_then(lsn_of)
+                                .map(|l| format!("\"{l}\""))
+                                .or(cur.etag.clone());
+                            cursor.done = true;
+                        } else {
+                            cursor.done = cursor
+                                .etag
+                                .as_deref()
+                                .and_then(etag_lsn)
+                                .is_some_and(|at| at >= until);
+                        }
+                    }
+                    if docs.is_empty() {
                         self.next += 1;
                         continue;
                     }
-                    let v = r.json()?;
-                    let items = v["Documents"]
-                        .as_array()
-                        .cloned()
-                        .unwrap_or_default()
+                    let items = docs
                         .into_iter()
                         .map(|d| serde_json::from_value(d).map_err(Error::serde))
                         .collect::<Result<Vec<T>, Error>>()?;
-                    if items.is_empty() {
-                        self.next += 1;
-                        continue;
-                    }
                     return Ok(ChangeFeedPage {
                         items,
                         request_charge: charge,
                     });
                 }
-                Err(e) if e.status() == Some(410) => {
-                    // The partition split: continue on its children from the same position.
-                    let gone = cur.range.clone().unwrap_or_default();
-                    let children: Vec<Cursor> = self
-                        .container
-                        .read_partition_key_ranges()
-                        .await?
-                        .into_iter()
-                        .filter(|r| r.parents.contains(&gone))
-                        .map(|r| Cursor {
-                            range: Some(r.id),
-                            etag: cur.etag.clone(),
-                        })
-                        .collect();
-                    tracing::debug!(range = %gone, children = children.len(), "change feed follows a split");
-                    let cursors = self.cursors.as_mut().expect("initialized");
-                    cursors.remove(i);
-                    for c in children {
-                        if !cursors.iter().any(|x| x.range == c.range) {
-                            cursors.push(c);
-                        }
-                    }
-                }
+                Err(e) if e.status() == Some(410) => self.split(i).await?,
                 Err(e) => return Err(e),
             }
         }
@@ -374,6 +400,78 @@ impl<T: DeserializeOwned> ChangeFeedReader<T> {
             items: Vec::new(),
             request_charge: charge,
         })
+    }
+
+    /// Bounds this reader at the end of the feed as it stands now: each partition's latest
+    /// position is noted, later changes are not returned, and once every partition reached
+    /// its end [`Self::next_page`] answers empty pages for good. A copy or a backfill that
+    /// must finish while writers (or the copy itself, writing back into the same container)
+    /// keep changing the source reads up to here and stops. The bound travels with
+    /// [`Self::continuation`]; calling this again moves it.
+    ///
+    /// ```no_run
+    /// # async fn f(c: strata_sdk::ContainerClient) -> Result<(), strata_sdk::Error> {
+    /// let mut feed = c.change_feed::<serde_json::Value>(Default::default());
+    /// feed.pin_end().await?;
+    /// loop {
+    ///     let page = feed.next_page().await?;
+    ///     if page.items.is_empty() { break; } // everything written before pin_end, and no more
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn pin_end(&mut self) -> Result<(), Error> {
+        self.init().await?;
+        let mut i = 0;
+        while i < self.cursors.as_ref().map_or(0, Vec::len) {
+            let cur = self.cursors.as_ref().expect("initialized")[i].clone();
+            let req = self.request(&cur, Some(1)).header("if-none-match", "*");
+            match self.container.client.send(req).await {
+                Ok(r) => {
+                    let end = r.header("etag").and_then(etag_lsn).ok_or_else(|| {
+                        Error::invalid("the change feed's etag is not a position (an LSN)")
+                    })?;
+                    let cursor = &mut self.cursors.as_mut().expect("initialized")[i];
+                    cursor.until = Some(end);
+                    cursor.done = cursor
+                        .etag
+                        .as_deref()
+                        .and_then(etag_lsn)
+                        .is_some_and(|at| at >= end);
+                    i += 1;
+                }
+                // Pinned on the children instead, which take this place in the list.
+                Err(e) if e.status() == Some(410) => self.split(i).await?,
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// Replaces the cursor of a partition that split by cursors on its children, from the
+    /// same position and with the same end.
+    async fn split(&mut self, i: usize) -> Result<(), Error> {
+        let cur = self.cursors.as_ref().expect("initialized")[i].clone();
+        let gone = cur.range.clone().unwrap_or_default();
+        let children: Vec<Cursor> = self
+            .container
+            .read_partition_key_ranges()
+            .await?
+            .into_iter()
+            .filter(|r| r.parents.contains(&gone))
+            .map(|r| Cursor {
+                range: Some(r.id),
+                ..cur.clone()
+            })
+            .collect();
+        tracing::debug!(range = %gone, children = children.len(), "change feed follows a split");
+        let cursors = self.cursors.as_mut().expect("initialized");
+        cursors.remove(i);
+        for (n, c) in children.into_iter().enumerate() {
+            if !cursors.iter().any(|x| x.range == c.range) {
+                cursors.insert((i + n).min(cursors.len()), c);
+            }
+        }
+        Ok(())
     }
 }
 

@@ -6,11 +6,14 @@
 //! a snapshot of every item — is written to the destination with bulk upserts; then the
 //! all-versions feed is replayed from the noted position, creates and replaces as upserts and
 //! deletes as deletes, so every write made while the snapshot ran (deletes included) reaches
-//! the destination in order. The copy stops once every range is caught up, or keeps following
+//! the destination in order. Each phase reads up to the source's end as it stood when the
+//! phase began, so the copy stops even while the source keeps changing (or is the destination
+//! itself under another name, reading back the copy's own writes); or it keeps following
 //! (`--follow`) until interrupted, so an application can switch over without losing writes.
 //! A source that keeps no history (no `changeFeedPolicy`) has no all-versions feed: then the
-//! latest-version feed is followed and deletes made during the copy are not carried over —
-//! the summary says so and the verification shows them.
+//! latest-version feed is read in bounded passes until one finds nothing new (or followed),
+//! and deletes made during the copy are not carried over — the summary says so and the
+//! verification shows them.
 //!
 //! After each page the position of its range is saved in a checkpoint file (written whole
 //! and renamed over the old one): an interrupted copy started again resumes there. At the end
@@ -402,6 +405,44 @@ impl Ctx {
 
     async fn upsert_all(&self, items: Vec<Value>) -> Result<(), String> {
         let items: Vec<Value> = items.into_iter().map(|i| map(i, &self.fills)).collect();
+        self.upsert(items).await
+    }
+
+    /// Upserts the items the destination does not already hold as they are.
+    async fn upsert_changed(&self, items: Vec<Value>) -> Result<(), String> {
+        let items: Vec<Value> = items.into_iter().map(|i| map(i, &self.fills)).collect();
+        let keys: Vec<(String, PartitionKey)> = items
+            .iter()
+            .map(|i| {
+                let id = i["id"].as_str().unwrap_or_default().to_string();
+                (id, self.dest_def.key_of(i))
+            })
+            .collect();
+        let held: Vec<Value> = self
+            .dest
+            .read_many(&keys)
+            .await
+            .map_err(|e| format!("the destination: {e}"))?;
+        let held: HashMap<(String, String), Value> = held
+            .into_iter()
+            .map(|d| {
+                let id = d["id"].as_str().unwrap_or_default().to_string();
+                ((id, self.dest_def.key_of(&d).to_header()), strip_item(d))
+            })
+            .collect();
+        let changed = items
+            .into_iter()
+            .zip(&keys)
+            .filter(|(item, (id, k))| held.get(&(id.clone(), k.to_header())) != Some(item))
+            .map(|(item, _)| item)
+            .collect();
+        self.upsert(changed).await
+    }
+
+    async fn upsert(&self, items: Vec<Value>) -> Result<(), String> {
+        if items.is_empty() {
+            return Ok(());
+        }
         let bytes: u64 = items.iter().map(|i| i.to_string().len() as u64).sum();
         let ops = items
             .iter()
@@ -537,19 +578,17 @@ impl Ctx {
 
 /// Copies one source feed range: notes the history position, copies the snapshot, replays
 /// the history (or follows the latest versions when there is none).
+///
+/// Without `follow` every phase is bounded by the source's end as it stands when the phase
+/// begins ([`ChangeFeedReader::pin_end`]), so the copy finishes even while the source keeps
+/// changing — and when the destination is the source itself under another name, whose feed
+/// would otherwise grow with every item the copy writes.
 async fn copy_range(ctx: Arc<Ctx>, r: FeedRange) -> Result<(), String> {
     let key = format!("{}..{}", r.min, r.max);
     let mut st = ctx.state(&key)?;
-    let feed_options = |mode, start, continuation| ChangeFeedOptions {
-        mode,
-        start,
-        continuation,
-        feed_range: Some(r.clone()),
-        max_item_count: Some(PAGE),
-        ..Default::default()
-    };
     if st.history.is_none() && !st.no_history {
         let mut h = ctx.source.change_feed::<Value>(feed_options(
+            &r,
             ChangeFeedMode::AllVersionsAndDeletes,
             ChangeFeedStart::Now,
             None,
@@ -564,64 +603,135 @@ async fn copy_range(ctx: Arc<Ctx>, r: FeedRange) -> Result<(), String> {
         }
         ctx.save(&key, &st)?;
     }
-    let mut estimated = std::time::Instant::now();
     // Without history the latest-version feed is the only one: a resumed copy reads it on
     // from its position even when the snapshot was done.
-    if !st.snapshot_done || st.no_history {
+    if st.no_history {
+        return latest_versions(&ctx, &r, &key, &mut st).await;
+    }
+    if !st.snapshot_done {
         let mut feed = ctx.source.change_feed::<Value>(feed_options(
+            &r,
             ChangeFeedMode::LatestVersion,
             ChangeFeedStart::Beginning,
             st.snapshot.clone(),
         ));
-        loop {
-            let turn = ctx.turn().await?;
-            let page = feed.next_page().await.map_err(|e| e.to_string())?;
-            if page.items.is_empty() {
-                drop(turn);
-                if st.no_history && ctx.follow {
-                    ctx.idle(&key).await;
-                    continue;
-                }
-                break;
-            }
-            ctx.upsert_all(page.items).await?;
+        // Whatever changes after this point is in the history, read next.
+        pin_end(&ctx, &mut feed).await?;
+        while let Some(items) = next_items(&ctx, &mut feed).await? {
+            ctx.upsert_all(items).await?;
             st.snapshot = Some(feed.continuation());
             ctx.save(&key, &st)?;
-            drop(turn);
-            if st.no_history && ctx.follow {
-                ctx.estimate(&key, &mut feed, &mut estimated).await;
-            }
         }
         st.snapshot_done = true;
         ctx.save(&key, &st)?;
     }
-    if st.no_history {
-        return Ok(());
-    }
     let mut feed = ctx.source.change_feed::<Value>(feed_options(
+        &r,
         ChangeFeedMode::AllVersionsAndDeletes,
         ChangeFeedStart::Now,
         st.history.clone(),
     ));
+    if !ctx.follow {
+        pin_end(&ctx, &mut feed).await?;
+    }
+    let mut estimated = std::time::Instant::now();
     loop {
-        let turn = ctx.turn().await?;
-        let page = feed.next_page().await.map_err(|e| e.to_string())?;
-        if page.items.is_empty() {
-            drop(turn);
+        let Some(changes) = next_items(&ctx, &mut feed).await? else {
             if ctx.follow {
                 ctx.idle(&key).await;
                 continue;
             }
             return Ok(());
-        }
-        ctx.apply(page.items).await?;
+        };
+        ctx.apply(changes).await?;
         st.history = Some(feed.continuation());
         ctx.save(&key, &st)?;
-        drop(turn);
         if ctx.follow {
             ctx.estimate(&key, &mut feed, &mut estimated).await;
         }
     }
+}
+
+/// A source without history: its latest-version feed, followed, or read in bounded passes.
+/// The first pass copies everything up to its start; each later pass copies what changed
+/// during the one before, writing only items the destination does not hold as they are —
+/// so the copy's own writes (a destination that is the source under another name) come
+/// back once, change nothing, and the next pass finds the feed at its end.
+async fn latest_versions(
+    ctx: &Ctx,
+    r: &FeedRange,
+    key: &str,
+    st: &mut RangeState,
+) -> Result<(), String> {
+    let mut feed = ctx.source.change_feed::<Value>(feed_options(
+        r,
+        ChangeFeedMode::LatestVersion,
+        ChangeFeedStart::Beginning,
+        st.snapshot.clone(),
+    ));
+    let mut estimated = std::time::Instant::now();
+    let mut pass = 0u32;
+    loop {
+        if !ctx.follow {
+            pin_end(ctx, &mut feed).await?;
+        }
+        let mut read = false;
+        while let Some(items) = next_items(ctx, &mut feed).await? {
+            read = true;
+            match pass {
+                0 => ctx.upsert_all(items).await?,
+                _ => ctx.upsert_changed(items).await?,
+            }
+            st.snapshot = Some(feed.continuation());
+            ctx.save(key, st)?;
+            if ctx.follow {
+                ctx.estimate(key, &mut feed, &mut estimated).await;
+            }
+        }
+        st.snapshot_done = true;
+        ctx.save(key, st)?;
+        if ctx.follow {
+            ctx.idle(key).await;
+        } else if !read && pass > 0 {
+            return Ok(());
+        }
+        pass += 1;
+    }
+}
+
+/// The options of a feed on one range.
+fn feed_options(
+    r: &FeedRange,
+    mode: ChangeFeedMode,
+    start: ChangeFeedStart,
+    continuation: Option<String>,
+) -> ChangeFeedOptions {
+    ChangeFeedOptions {
+        mode,
+        start,
+        continuation,
+        feed_range: Some(r.clone()),
+        max_item_count: Some(PAGE),
+        ..Default::default()
+    }
+}
+
+/// Bounds a feed at the source's end as of now, in a turn.
+async fn pin_end(ctx: &Ctx, feed: &mut ChangeFeedReader<Value>) -> Result<(), String> {
+    let _turn = ctx.turn().await?;
+    feed.pin_end()
+        .await
+        .map_err(|e| format!("the source's change feed: {e}"))
+}
+
+/// The next page of a feed, read in a turn; `None` when caught up (or at its end).
+async fn next_items(
+    ctx: &Ctx,
+    feed: &mut ChangeFeedReader<Value>,
+) -> Result<Option<Vec<Value>>, String> {
+    let _turn = ctx.turn().await?;
+    let page = feed.next_page().await.map_err(|e| e.to_string())?;
+    Ok(Some(page.items).filter(|i| !i.is_empty()))
 }
 
 /// Runs a copy from the command line (progress on stderr); returns its summary.
