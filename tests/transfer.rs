@@ -9,8 +9,14 @@ use std::process::Command;
 use strata_tests::{Client, TempDir, TestServer};
 
 fn strata(args: &[&str]) -> (bool, String) {
+    strata_in(std::path::Path::new("."), args)
+}
+
+/// Runs `strata` in folder `cwd`.
+fn strata_in(cwd: &std::path::Path, args: &[&str]) -> (bool, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_strata-test-server"))
         .args(args)
+        .current_dir(cwd)
         .output()
         .expect("run strata");
     let text = format!(
@@ -390,8 +396,10 @@ async fn copy_into_a_hierarchical_key_loses_no_concurrent_write() {
     // Whatever the first run missed, the second (resumed) run copies.
     let (ok_, second) = strata_async(args).await;
     assert!(ok_, "{second}");
+    // "(resumed)" when the first run's verification saw the writer still writing, else
+    // after a finished copy: either way from the first run's positions.
     assert!(
-        second.contains("(resumed)")
+        (second.contains("(resumed)") || second.contains("(after a finished copy"))
             && second.contains("verified: 2400 items in 11 source logical partitions"),
         "{second}"
     );
@@ -912,4 +920,82 @@ async fn a_copy_into_its_own_source_under_another_name_finishes() {
         assert_eq!(contents(&s).await, before, "case {i}: the items changed");
         s.stop().await;
     }
+}
+
+/// Copies run one after another from one folder with the default checkpoint each copy all
+/// (one file per pair of containers, not one shared file that made the second "resume" and
+/// copy nothing); the same copy run again after it finished carries over only what changed
+/// since; a checkpoint of another copy is refused, naming the file and the copy it is for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn each_checkpoint_belongs_to_one_copy() {
+    let s = source(None, json!({})).await;
+    load_tenants(&s.client, 200).await;
+    let dir = TempDir::new("copy-cwd");
+    let cwd = dir.0.clone();
+    let url = s.url.clone();
+    let copy = move |dest: &str, extra: &[&str]| {
+        let mut args: Vec<String> = [
+            "copy", "--from", &url, "--source", "app/old", "--dest", dest,
+        ]
+        .map(String::from)
+        .to_vec();
+        args.extend(extra.iter().map(|a| a.to_string()));
+        let cwd = cwd.clone();
+        tokio::task::spawn_blocking(move || {
+            strata_in(&cwd, &args.iter().map(String::as_str).collect::<Vec<_>>())
+        })
+    };
+    for dest in ["app/c3", "app/c4"] {
+        let (ok, out) = copy(dest, &[]).await.unwrap();
+        assert!(
+            ok && out.contains("copied 200/200") && out.contains("verified: 200 items"),
+            "{dest}: {out}"
+        );
+    }
+    let c3 = dir.0.join("strata-copy.app.old--app.c3.checkpoint.json");
+    assert!(
+        c3.exists()
+            && dir
+                .0
+                .join("strata-copy.app.old--app.c4.checkpoint.json")
+                .exists()
+    );
+
+    let r = s
+        .create(
+            "app",
+            "old",
+            &json!(["t9"]),
+            json!({"id": "late", "TenantId": "t9"}),
+        )
+        .await;
+    assert!(r.status.is_success(), "{r:?}");
+    let (ok, out) = copy("app/c3", &[]).await.unwrap();
+    assert!(
+        ok && out.contains("after a finished copy")
+            && out.contains("copied 1/201")
+            && out.contains("verified: 201 items"),
+        "{out}"
+    );
+
+    let (ok, out) = copy("app/c5", &["--checkpoint", c3.to_str().unwrap()])
+        .await
+        .unwrap();
+    assert!(!ok, "{out}");
+    assert!(
+        out.contains(&format!(
+            "the checkpoint {} belongs to the copy of app/old",
+            c3.display()
+        )) && out.contains("into app/c3")
+            && out.contains("not of app/old")
+            && out.contains("into app/c5"),
+        "{out}"
+    );
+    let gone = s.get("/dbs/app/colls/c5", &[]).await;
+    assert_eq!(
+        gone.status,
+        StatusCode::NOT_FOUND,
+        "nothing created: {gone:?}"
+    );
+    s.stop().await;
 }

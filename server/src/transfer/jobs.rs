@@ -303,6 +303,8 @@ impl Jobs {
         };
         let Some(job) = jobs.get_mut(id) else { return };
         let mut spec = job.record.spec.clone();
+        // The job's own spec names its copy: "this server" whatever its address today.
+        let belongs = copy::Belongs::of(&spec);
         if spec.from.is_empty() {
             spec.from = this_server.clone();
         }
@@ -313,7 +315,7 @@ impl Jobs {
         let checkpoint = self.checkpoint_path(id);
         let (me, id) = (self.clone(), id.to_string());
         let task = tokio::spawn(async move {
-            let outcome = copy::run(&spec, &checkpoint, progress).await;
+            let outcome = copy::run(&spec, &checkpoint, belongs, progress).await;
             me.finish(&id, outcome);
         });
         job.task = Some(task.abort_handle());

@@ -42,7 +42,7 @@ pub async fn copy_suite(a: &Args, r: &mut Report) {
             parallel: 8,
             timeout: 120,
         },
-        checkpoint,
+        checkpoint: Some(checkpoint),
     })
     .await
     .expect("copy");
