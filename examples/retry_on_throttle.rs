@@ -10,9 +10,13 @@ use strata_sdk::{
 
 #[tokio::main]
 async fn main() -> Result<(), strata_sdk::Error> {
+    // Colour codes only for a terminal: piped into a file or CI log they are noise.
+    use std::io::IsTerminal;
     tracing_subscriber::fmt()
         .with_env_filter("strata_sdk=debug")
         .with_target(false)
+        .with_ansi(std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none())
+        .with_writer(std::io::stderr)
         .init();
     let client = CosmosClient::builder(&strata_examples::endpoint(), EMULATOR_KEY)
         .retry(RetryOptions {

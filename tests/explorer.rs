@@ -103,7 +103,10 @@ async fn the_explorer_in_a_browser() {
         .and_then(|n| n.trim().parse().ok())
         .unwrap_or(0);
     assert!(parts >= 4, "the container split: {parts} partitions");
-    let visited = visited.split(',').count();
+    // "N (ids a, b, …)" or "1 (id a)": a count, then the range ids.
+    let (count, ids) = visited.split_once(" (").unwrap_or((visited, ""));
+    let visited: usize = count.trim().parse().unwrap_or(0);
+    assert_eq!(ids.split(',').count(), visited, "{q}");
     assert!(
         visited >= 1 && visited < parts,
         "a prefix visits some ranges, not all: {q}"

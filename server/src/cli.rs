@@ -52,18 +52,21 @@ struct ReadyArgs {
 
 /// Asks `/_strata/ready` until it answers or `wait` seconds pass.
 async fn ready(a: ReadyArgs) -> Result<String, String> {
-    let var = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
-    let endpoint = a.endpoint.clone().unwrap_or_else(|| {
-        let port = var("STRATA_PORT")
-            .or_else(|| var("PORT"))
-            .unwrap_or_else(|| "8081".into());
-        let tls = var("STRATA_TLS").is_some_and(|v| v != "false" && v != "0")
-            || var("PROTOCOL").is_some_and(|p| p.to_ascii_lowercase().starts_with("https"));
-        format!("{}://127.0.0.1:{port}/", if tls { "https" } else { "http" })
-    });
+    let endpoint = a
+        .endpoint
+        .clone()
+        .unwrap_or_else(crate::transfer::local_endpoint);
     let client = crate::transfer::connect(&endpoint)?;
     let until = std::time::Instant::now() + std::time::Duration::from_secs(a.wait);
     loop {
+        // A closed port is said at once, not after the SDK's connection retries.
+        if let Err(e) = crate::transfer::reachable(&endpoint).await {
+            if std::time::Instant::now() >= until {
+                return Err(e);
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            continue;
+        }
         match client.strata_ready().await {
             Ok(v) => {
                 return Ok(format!(
@@ -88,10 +91,13 @@ pub struct Args {
     /// Port to listen on.
     #[arg(long, env = "STRATA_PORT", default_value_t = 8081)]
     port: u16,
-    /// Folder where data is stored durably.
-    #[arg(long, env = "STRATA_DATA_DIR", default_value = "strata-data")]
-    data_dir: PathBuf,
-    /// Keep everything in memory; nothing is written to disk.
+    /// Folder where data is stored durably. Default: one place per user, whatever folder
+    /// strata starts in — `$XDG_DATA_HOME/strata`, or `~/.local/share/strata`
+    /// (`~/Library/Application Support/strata` on macOS, `%LOCALAPPDATA%\strata` on Windows).
+    #[arg(long, env = "STRATA_DATA_DIR")]
+    data_dir: Option<PathBuf>,
+    /// Keep data in memory only (a certificate generated for --tls is still kept, see
+    /// --cert-dir).
     #[arg(long, env = "STRATA_IN_MEMORY")]
     in_memory: bool,
     /// Account key (base64) clients sign requests with.
@@ -274,7 +280,7 @@ fn emulator_env(
         };
     }
     if let Some(v) = take("DATA_PATH", "data_dir") {
-        a.data_dir = PathBuf::from(v);
+        a.data_dir = Some(PathBuf::from(v));
     }
     if let Some(v) = take("LOG_LEVEL", "log") {
         a.log = match v.to_ascii_lowercase().as_str() {
@@ -305,6 +311,38 @@ fn emulator_env(
         a.public_host = Some(v);
     }
     Ok(applied)
+}
+
+/// The data folder when none is named: one per user, the same whatever the working folder
+/// (as the official emulators keep theirs in one place), so `cd server && cargo run` finds
+/// the same data as a start from the repository's root.
+fn default_data_dir() -> PathBuf {
+    let env = |k: &str| {
+        std::env::var_os(k)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    let base = if cfg!(windows) {
+        env("LOCALAPPDATA")
+    } else if cfg!(target_os = "macos") {
+        env("HOME").map(|h| h.join("Library").join("Application Support"))
+    } else {
+        env("XDG_DATA_HOME").or_else(|| env("HOME").map(|h| h.join(".local").join("share")))
+    };
+    base.map_or_else(|| PathBuf::from("strata-data"), |b| b.join("strata"))
+}
+
+/// Earlier versions kept data in `./strata-data` by default: when the working folder has a
+/// store there and the new default is elsewhere, say how to keep using it.
+fn note_old_data_dir(default: &std::path::Path) {
+    let old = std::path::Path::new("strata-data");
+    let same = old.canonicalize().ok() == default.canonicalize().ok();
+    if old.join("fjall").exists() && !same {
+        tracing::warn!(
+            "./strata-data holds data of an earlier strata, which kept data in the working folder; this server uses {}. Start with --data-dir strata-data to use it, or move it there",
+            default.display()
+        );
+    }
 }
 
 /// Where a generated certificate lives without a data folder: the user's config folder, so
@@ -345,7 +383,13 @@ pub async fn run(args: Args, from_emulator_env: Vec<String>) {
             from_emulator_env.join(", ")
         );
     }
-    let data_dir = (!args.in_memory).then(|| args.data_dir.clone());
+    let data_dir = (!args.in_memory).then(|| {
+        let dir = args.data_dir.clone().unwrap_or_else(default_data_dir);
+        if args.data_dir.is_none() {
+            note_old_data_dir(&dir);
+        }
+        dir
+    });
     let cert_dir = args
         .cert_dir
         .clone()
@@ -402,7 +446,10 @@ pub async fn run(args: Args, from_emulator_env: Vec<String>) {
         }
     };
     let storage = match &data_dir {
-        Some(d) => format!("data in {}", d.display()),
+        Some(d) => format!(
+            "data in {}",
+            d.canonicalize().unwrap_or_else(|_| d.clone()).display()
+        ),
         None => "data in memory only".to_string(),
     };
     // The first line is what scripts wait for; the rest is for people.
@@ -535,7 +582,7 @@ mod env_tests {
         )
         .expect("parses");
         assert_eq!((a.port, a.tls, a.log.as_str()), (9000, true, "warn"));
-        assert_eq!(a.data_dir, PathBuf::from("/data"));
+        assert_eq!(a.data_dir, Some(PathBuf::from("/data")));
         assert!(a.no_explorer && a.in_memory);
         assert_eq!(a.max_partitions, 25);
         assert_eq!(a.public_host.as_deref(), Some("10.1.2.3"));

@@ -11,13 +11,10 @@ use std::fmt::Write as _;
 pub struct PartitionsArgs {
     /// The container, DB/CONTAINER.
     pub target: String,
-    /// The server: a connection string, or an endpoint URL with the emulator key.
-    #[arg(
-        long,
-        env = "STRATA_ENDPOINT",
-        default_value = "http://127.0.0.1:8081/"
-    )]
-    pub endpoint: String,
+    /// The server: a connection string, or an endpoint URL with the emulator key. Default:
+    /// the strata on this machine (STRATA_PORT or PORT, STRATA_TLS or PROTOCOL).
+    #[arg(long, env = "STRATA_ENDPOINT")]
+    pub endpoint: Option<String>,
     /// Redraw every this many seconds until interrupted.
     #[arg(long, value_name = "SECONDS")]
     pub watch: Option<u64>,
@@ -149,7 +146,12 @@ pub async fn show(a: PartitionsArgs) -> Result<String, String> {
         .target
         .split_once('/')
         .ok_or_else(|| format!("the container must be DB/CONTAINER, not '{}'", a.target))?;
-    let client = crate::transfer::connect(&a.endpoint)?;
+    let endpoint = a
+        .endpoint
+        .clone()
+        .unwrap_or_else(crate::transfer::local_endpoint);
+    crate::transfer::reachable(&endpoint).await?;
+    let client = crate::transfer::connect(&endpoint)?;
     let c = client.database(db).container(coll);
     loop {
         let v = c.strata_partitions().await.map_err(|e| e.to_string())?;

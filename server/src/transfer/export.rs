@@ -13,8 +13,8 @@ use strata_sdk::{ContainerClient, QueryOptions, Throughput};
 #[derive(clap::Args, Debug, Clone)]
 pub struct ExportArgs {
     /// The source: a connection string (AccountEndpoint=...;AccountKey=...;) or an endpoint
-    /// URL (with the emulator key).
-    #[arg(long)]
+    /// URL (with the emulator key). Default: the strata on this machine (STRATA_PORT or PORT).
+    #[arg(long, default_value_t = String::new(), hide_default_value = true)]
     pub from: String,
     /// The file to write: `.jsonl`, or `.jsonl.gz` to compress.
     #[arg(long)]
@@ -71,8 +71,31 @@ async fn definition(db: &str, c: &ContainerClient) -> Result<Container, String> 
     })
 }
 
-/// Runs an export; returns its summary.
-pub async fn export(a: ExportArgs) -> Result<String, String> {
+/// Runs an export; returns its summary. The file appears only once complete: it is written
+/// under a `.partial` name and renamed at the end, so a failed export (a missing container,
+/// a lost connection) leaves no truncated or empty file that looks like a backup.
+pub async fn export(mut a: ExportArgs) -> Result<String, String> {
+    if a.from.trim().is_empty() {
+        a.from = super::local_endpoint();
+    }
+    let done = a.out.clone();
+    let mut name = done.file_name().unwrap_or_default().to_os_string();
+    name.push(".partial");
+    let partial = done.with_file_name(name);
+    let outcome = write_export(&a, &partial).await;
+    match &outcome {
+        Ok(_) => std::fs::rename(&partial, &done)
+            .map_err(|e| format!("cannot write {}: {e}", done.display()))?,
+        Err(_) => {
+            let _ = std::fs::remove_file(&partial);
+        }
+    }
+    outcome.map(|line| format!("{line} written to {}", done.display()))
+}
+
+/// Writes the export into `path`; returns the summary's beginning.
+async fn write_export(a: &ExportArgs, path: &PathBuf) -> Result<String, String> {
+    super::reachable(&a.from).await?;
     let client = connect(&a.from)?;
     let (db_only, coll_only) = match a.scope.as_deref().map(|s| s.split_once('/')) {
         Some(Some((d, c))) => (Some(d.to_string()), Some(c.to_string())),
@@ -89,7 +112,7 @@ pub async fn export(a: ExportArgs) -> Result<String, String> {
             .map(|d| d.id)
             .collect(),
     };
-    let mut out = writer(&a.out)?;
+    let mut out = writer(path)?;
     let mut progress = Progress::new("exported", None);
     let mut containers = 0;
     for db in dbs {
@@ -140,8 +163,5 @@ pub async fn export(a: ExportArgs) -> Result<String, String> {
         .map_err(|e| format!("cannot write the export: {e}"))?;
     drop(out);
     let line = progress.finish();
-    Ok(format!(
-        "{line}; {containers} container(s) written to {}",
-        a.out.display()
-    ))
+    Ok(format!("{line}; {containers} container(s)"))
 }

@@ -19,8 +19,9 @@ const SHOWN: u64 = 20;
 #[derive(clap::Args, Debug, Clone)]
 pub struct ImportArgs {
     /// The destination: a connection string (AccountEndpoint=...;AccountKey=...;) or an
-    /// endpoint URL (with the emulator key).
-    #[arg(long)]
+    /// endpoint URL (with the emulator key). Default: the strata on this machine
+    /// (STRATA_PORT or PORT).
+    #[arg(long, default_value_t = String::new(), hide_default_value = true)]
     pub to: String,
     /// The file written by `strata export` (`.jsonl` or `.jsonl.gz`).
     #[arg(long = "in")]
@@ -43,6 +44,22 @@ fn reader(path: &PathBuf) -> Result<Box<dyn BufRead>, String> {
     } else {
         Ok(Box::new(f))
     }
+}
+
+/// A container definition's partition key as one comparable line: kind, version and paths
+/// (`Hash` and version 1 when not said, as the service reads a definition without them).
+fn key_of(definition: &Value) -> String {
+    let pk = &definition["partitionKey"];
+    let paths: Vec<&str> = pk["paths"]
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    format!(
+        "{} ({} v{})",
+        paths.join(","),
+        pk["kind"].as_str().unwrap_or("Hash"),
+        pk["version"].as_u64().unwrap_or(1)
+    )
 }
 
 /// Creates the container of a definition line (and its database, throughput and scripts)
@@ -70,7 +87,21 @@ async fn prepare(client: &CosmosClient, c: &Container) -> Result<ContainerClient
     };
     let container = match created {
         Ok(c) => c,
-        Err(e) if e.is_conflict() => db.container(&id),
+        Err(e) if e.is_conflict() => {
+            let existing = db.container(&id);
+            let def = existing
+                .read()
+                .await
+                .map_err(|e| format!("cannot read container {}/{id}: {e}", c.database))?;
+            let (theirs, ours) = (key_of(&def.to_definition()), key_of(&c.definition));
+            if theirs != ours {
+                return Err(format!(
+                    "container {}/{id} exists with the partition key {theirs}, but the export's is {ours}: its items would be placed and read by another key. Import into a new container (rename it in the file), or delete this one first",
+                    c.database
+                ));
+            }
+            existing
+        }
         Err(e) => return Err(format!("cannot create container {}/{id}: {e}", c.database)),
     };
     let scripts = container.scripts();
@@ -148,9 +179,13 @@ async fn load(
 }
 
 /// Runs an import; returns its summary.
-pub async fn import(a: ImportArgs) -> Result<String, String> {
-    let client = connect(&a.to)?;
+pub async fn import(mut a: ImportArgs) -> Result<String, String> {
+    if a.to.trim().is_empty() {
+        a.to = super::local_endpoint();
+    }
     let input = reader(&a.input)?;
+    super::reachable(&a.to).await?;
+    let client = connect(&a.to)?;
     let mut progress = Progress::new("imported", None);
     let mut current: Option<ContainerClient> = None;
     let mut pending: Vec<Value> = Vec::new();

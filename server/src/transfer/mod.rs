@@ -48,6 +48,79 @@ pub fn connect_with(conn: &str, operation_timeout: Duration) -> Result<CosmosCli
         .map_err(|e| scrub(&format!("cannot use '{}': {e}", redact(conn)), &[conn]))
 }
 
+/// The endpoint a connection string (`AccountEndpoint=…;`) or a bare URL names.
+pub fn endpoint_of(conn: &str) -> &str {
+    let conn = conn.trim();
+    conn.split(';')
+        .find_map(|p| {
+            p.split_once('=')
+                .filter(|(k, _)| k.trim().eq_ignore_ascii_case("accountendpoint"))
+                .map(|(_, v)| v)
+        })
+        .unwrap_or(conn)
+        .trim()
+}
+
+/// The server on this machine, as its own variables configure it (`STRATA_PORT` or `PORT`,
+/// `STRATA_TLS` or `PROTOCOL`): every subcommand's default, so one started with `PORT=9000`
+/// is found by `strata ready`, `partitions`, `copy`, `export` and `import` alike.
+pub fn local_endpoint() -> String {
+    let var = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
+    let port = var("STRATA_PORT")
+        .or_else(|| var("PORT"))
+        .unwrap_or_else(|| "8081".into());
+    let tls = var("STRATA_TLS").is_some_and(|v| v != "false" && v != "0")
+        || var("PROTOCOL").is_some_and(|p| p.to_ascii_lowercase().starts_with("https"));
+    format!("{}://127.0.0.1:{port}/", if tls { "https" } else { "http" })
+}
+
+/// How long [`reachable`] waits for a connection.
+const PROBE: Duration = Duration::from_secs(2);
+
+/// Fails within seconds, saying so plainly, when nothing listens at `conn`'s endpoint — the
+/// SDK would retry a refused connection for half a minute before giving up with a transport
+/// error. Only the TCP connection is tried; what answers is the SDK's business.
+pub async fn reachable(conn: &str) -> Result<(), String> {
+    let endpoint = endpoint_of(conn);
+    let (scheme, rest) = endpoint.split_once("://").unwrap_or(("https", endpoint));
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let authority = authority.rsplit('@').next().unwrap_or_default();
+    let has_port = match authority.rfind(']') {
+        Some(close) => authority[close..].contains(':'),
+        None => authority.contains(':'),
+    };
+    let default_port = if scheme.eq_ignore_ascii_case("http") {
+        80
+    } else {
+        443
+    };
+    let target = match has_port {
+        true => authority.to_string(),
+        false => format!("{authority}:{default_port}"),
+    };
+    let addrs: Vec<std::net::SocketAddr> = match tokio::net::lookup_host(&target).await {
+        Ok(a) => a.collect(),
+        Err(e) => return Err(format!("cannot find the server {endpoint}: {e}")),
+    };
+    let mut refused = false;
+    for addr in &addrs {
+        match tokio::time::timeout(PROBE, tokio::net::TcpStream::connect(addr)).await {
+            Ok(Ok(_)) => return Ok(()),
+            Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => refused = true,
+            Ok(Err(_)) | Err(_) => {}
+        }
+    }
+    Err(match refused {
+        true => format!(
+            "nothing is listening at {endpoint} (start strata, or name the server with --endpoint / a connection string)"
+        ),
+        false => format!(
+            "{endpoint} does not answer: no connection within {} s",
+            PROBE.as_secs()
+        ),
+    })
+}
+
 /// A connection string with its key hidden (`AccountKey=***`).
 pub fn redact(conn: &str) -> String {
     conn.split(';')

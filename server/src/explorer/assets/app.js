@@ -542,13 +542,20 @@ async function renderQuery(body) {
     out);
 }
 
+// The route header names the ranges by id ("0,2"): say how many, then which.
+function rangesText(ids) {
+  const list = (ids || '').split(',').filter(Boolean);
+  if (!list.length) return '';
+  return `${list.length} (id${list.length > 1 ? 's' : ''} ${list.join(', ')})`;
+}
+
 function showResult(out, r, page, asTable) {
   const [route, ...rest] = r.route.split(';').map((s) => s.trim());
   const kv = Object.fromEntries(rest.map((s) => s.split('=')));
   const metrics = Object.fromEntries(r.metrics.split(';').filter(Boolean).map((s) => s.split('=')));
   const meta = el('dl', { class: 'meta', 'data-testid': 'query-meta' },
     el('dt', { text: 'route' }), el('dd', {}, el('span', { class: `route ${route}`, 'data-testid': 'query-route', text: route || '?' })),
-    el('dt', { text: 'ranges visited' }), el('dd', { 'data-testid': 'query-ranges', text: kv.ranges || '' }),
+    el('dt', { text: 'partition ranges visited' }), el('dd', { 'data-testid': 'query-ranges', text: rangesText(kv.ranges) }),
     el('dt', { text: 'documents scanned' }), el('dd', { text: kv.scanned || metrics.retrievedDocumentCount || '' }),
     el('dt', { text: 'returned' }), el('dd', { text: `${r.rows.length} (page ${page}${r.continuation ? ', more follow' : ''})` }),
     el('dt', { text: 'request charge' }), el('dd', { text: `${r.charge} RU` }),
@@ -652,10 +659,20 @@ async function renderSettings(body) {
   text.value = JSON.stringify(shown, null, 2);
   const status = el('p', { class: 'muted', text: 'The partition key cannot change; the indexing policy, TTL and other properties can (a policy change rebuilds the index).' });
   let offer = null;
+  let dbOffer = null;
   try {
     const offers = (await api('GET', '/offers')).json.Offers || [];
     offer = offers.find((o) => o.offerResourceId === def._rid) || null;
+    if (!offer) {
+      const db = (await api('GET', `/dbs/${enc(state.db)}`)).json;
+      dbOffer = offers.find((o) => o.offerResourceId === db._rid) || null;
+    }
   } catch (_) { offer = null; }
+  const ruOf = (o) => o.content.offerThroughput || (o.content.offerAutopilotSettings || {}).maxThroughput || 0;
+  // Said the way the Partitions view counts it: each range's budget is a share of this.
+  const shared = dbOffer
+    ? `Throughput: ${ruOf(dbOffer)} RU/s shared by the database ${state.db} (change it on the database); the Partitions view shows each range's share.`
+    : "Throughput: none provisioned for this container or its database. The Partitions view budgets 400 RU/s, the service's minimum, shared by the ranges.";
   const ru = el('input', { type: 'number', min: '400', step: '100', value: offer ? String(offer.content.offerThroughput || '') : '' });
   body.append(
     field('Container definition', text),
@@ -673,7 +690,7 @@ async function renderSettings(body) {
         await api('PUT', `/offers/${enc(offer._rid || offer.id)}`, { body: o });
         toast('Throughput changed');
       } catch (e) { status.className = 'error'; status.textContent = e.message; }
-    } }, 'Set throughput')) : el('p', { class: 'muted', text: 'Throughput: shared by the database, or none.' }),
+    } }, 'Set throughput')) : el('p', { class: 'muted', 'data-testid': 'throughput-note', text: shared }),
     status);
 }
 

@@ -54,7 +54,9 @@ pub struct CopyArgs {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CopySpec {
     /// The source account (connection string, or endpoint URL with the emulator key).
-    #[arg(long)]
+    /// Default: the strata on this machine (STRATA_PORT or PORT); in a job, the server
+    /// running it.
+    #[arg(long, default_value_t = String::new(), hide_default_value = true)]
     #[serde(default)]
     pub from: String,
     /// The destination account (defaults to the source).
@@ -177,16 +179,7 @@ impl CopySpec {
 /// trailing slash, with the loopback names made one (`localhost`, `127.0.0.1`, `[::1]`). An
 /// empty one is the server a job runs on.
 fn account(conn: &str) -> String {
-    let conn = conn.trim();
-    let endpoint = conn
-        .split(';')
-        .find_map(|p| {
-            p.split_once('=')
-                .filter(|(k, _)| k.trim().eq_ignore_ascii_case("accountendpoint"))
-                .map(|(_, v)| v)
-        })
-        .unwrap_or(conn)
-        .trim()
+    let endpoint = super::endpoint_of(conn)
         .trim_end_matches('/')
         .to_ascii_lowercase();
     ["localhost", "[::1]"]
@@ -195,7 +188,10 @@ fn account(conn: &str) -> String {
 }
 
 /// Runs a copy from the command line (progress on stderr); returns its summary.
-pub async fn copy(a: CopyArgs) -> Result<String, String> {
+pub async fn copy(mut a: CopyArgs) -> Result<String, String> {
+    if a.spec.from.trim().is_empty() {
+        a.spec.from = super::local_endpoint();
+    }
     let progress = Arc::new(Mutex::new(Progress::new("copied", None)));
     let conns = [
         a.spec.from.as_str(),
@@ -233,9 +229,18 @@ pub async fn run(
     } = a.checked()?;
     // Refused before anything is created when the file belongs to another copy.
     let checkpoint = Checkpoint::open(checkpoint, copy)?;
+    let to = a.to.as_deref().filter(|t| !t.trim().is_empty());
+    super::reachable(&a.from)
+        .await
+        .map_err(|e| format!("the source: {e}"))?;
+    if let Some(to) = to {
+        super::reachable(to)
+            .await
+            .map_err(|e| format!("the destination: {e}"))?;
+    }
     let limit = std::time::Duration::from_secs(a.timeout.clamp(1, 3600).into());
     let source_client = connect_with(&a.from, limit)?;
-    let dest_client = connect_with(a.to.as_deref().unwrap_or(&a.from), limit)?;
+    let dest_client = connect_with(to.unwrap_or(&a.from), limit)?;
     let source = source_client.database(&sdb).container(&scoll);
     let sprops = source
         .read()

@@ -1,0 +1,231 @@
+//! The `strata` subcommands as a newcomer meets them: against a port where nothing listens
+//! they say so within seconds (not after the SDK's half minute of connection retries); with
+//! no endpoint they find the server the way it was started (`PORT`); an export that fails
+//! leaves no file; an import refuses a container whose partition key is not the export's.
+
+use reqwest::Method;
+use serde_json::json;
+use std::process::Command;
+use std::time::{Duration, Instant};
+use strata_tests::{TempDir, TestServer};
+
+/// Runs `strata` with `env` (and none of the variables that name a server otherwise).
+fn strata(args: &[&str], env: &[(&str, &str)]) -> (bool, String) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_strata-test-server"));
+    for k in [
+        "STRATA_ENDPOINT",
+        "STRATA_PORT",
+        "PORT",
+        "STRATA_TLS",
+        "PROTOCOL",
+    ] {
+        cmd.env_remove(k);
+    }
+    let out = cmd.args(args).envs(env.iter().copied()).output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+async fn strata_async(args: Vec<String>, env: Vec<(String, String)>) -> (bool, String) {
+    tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        strata(&args, &env)
+    })
+    .await
+    .unwrap()
+}
+
+fn owned(v: &[&str]) -> Vec<String> {
+    v.iter().map(|s| s.to_string()).collect()
+}
+
+/// A port nothing listens on (bound, then closed).
+fn closed_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+#[test]
+fn every_subcommand_says_at_once_that_nothing_listens() {
+    let port = closed_port();
+    let url = format!("http://127.0.0.1:{port}/");
+    let dir = TempDir::new("cli-closed");
+    let file = dir.0.join("in.jsonl");
+    std::fs::write(&file, "").unwrap();
+    let (out_file, cp) = (dir.0.join("out.jsonl"), dir.0.join("cp.json"));
+    let p = port.to_string();
+    type Case<'a> = (Vec<&'a str>, Vec<(&'a str, &'a str)>);
+    let cases: Vec<Case> = vec![
+        (vec!["partitions", "app/c", "--endpoint", &url], vec![]),
+        // No endpoint: the server's own variables say where it is, for every subcommand.
+        (vec!["partitions", "app/c"], vec![("PORT", &p)]),
+        (vec!["ready"], vec![("PORT", &p)]),
+        (vec!["ready"], vec![("STRATA_PORT", &p)]),
+        (
+            vec![
+                "copy",
+                "--source",
+                "a/b",
+                "--dest",
+                "a/c",
+                "--checkpoint",
+                cp.to_str().unwrap(),
+            ],
+            vec![("PORT", &p)],
+        ),
+        (
+            vec![
+                "export",
+                "--from",
+                &url,
+                "--out",
+                out_file.to_str().unwrap(),
+            ],
+            vec![],
+        ),
+        (
+            vec!["import", "--in", file.to_str().unwrap()],
+            vec![("PORT", &p)],
+        ),
+    ];
+    for (args, env) in cases {
+        let started = Instant::now();
+        let (ok, out) = strata(&args, &env);
+        let took = started.elapsed();
+        assert!(!ok, "{args:?}: {out}");
+        assert!(
+            out.contains(&format!("nothing is listening at {url}")),
+            "{args:?} {env:?}: {out}"
+        );
+        // The SDK's retries took ~26 s; the probe answers in milliseconds.
+        assert!(took < Duration::from_secs(10), "{args:?}: {took:?}");
+    }
+    assert!(!out_file.exists(), "a failed export leaves no file");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_an_endpoint_subcommands_find_the_server_by_its_port() {
+    let s = TestServer::start().await;
+    let port = s
+        .url
+        .trim_end_matches('/')
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .to_string();
+    let r = s.post("/dbs", &[], json!({"id": "app"})).await;
+    assert!(r.status.is_success(), "{r:?}");
+    let def = json!({"id": "c", "partitionKey": {"paths": ["/t"], "kind": "Hash", "version": 2}});
+    assert!(s.post("/dbs/app/colls", &[], def).await.status.is_success());
+    for var in ["PORT", "STRATA_PORT"] {
+        let env = vec![(var.to_string(), port.clone())];
+        let (ok, out) = strata_async(owned(&["ready"]), env.clone()).await;
+        assert!(ok && out.contains("ready"), "{var}: {out}");
+        let (ok, out) = strata_async(owned(&["partitions", "app/c", "--json"]), env).await;
+        assert!(ok && out.contains("\"partitions\""), "{var}: {out}");
+    }
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_export_leaves_no_file_and_a_good_one_appears_whole() {
+    let s = TestServer::start().await;
+    assert!(s
+        .post("/dbs", &[], json!({"id": "app"}))
+        .await
+        .status
+        .is_success());
+    let def = json!({"id": "c", "partitionKey": {"paths": ["/t"], "kind": "Hash", "version": 2}});
+    assert!(s.post("/dbs/app/colls", &[], def).await.status.is_success());
+    let dir = TempDir::new("cli-export");
+    let out = dir.0.join("backup.jsonl");
+    let path = out.to_str().unwrap().to_string();
+    let (ok, text) = strata_async(
+        owned(&["export", "--from", &s.url, "--out", &path, "app/nope"]),
+        vec![],
+    )
+    .await;
+    assert!(!ok && text.contains("nope"), "{text}");
+    let left: Vec<_> = std::fs::read_dir(&dir.0).unwrap().collect();
+    assert!(left.is_empty(), "nothing left behind: {left:?}");
+    let (ok, text) = strata_async(
+        owned(&["export", "--from", &s.url, "--out", &path, "app/c"]),
+        vec![],
+    )
+    .await;
+    assert!(ok, "{text}");
+    assert!(std::fs::read_to_string(&out)
+        .unwrap()
+        .contains("\"container\""));
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_import_refuses_a_container_keyed_otherwise() {
+    let s = TestServer::start().await;
+    assert!(s
+        .post("/dbs", &[], json!({"id": "app"}))
+        .await
+        .status
+        .is_success());
+    let def = json!({"id": "c", "partitionKey": {"paths": ["/t"], "kind": "Hash", "version": 2}});
+    assert!(s.post("/dbs/app/colls", &[], def).await.status.is_success());
+    for i in 0..20 {
+        let r = s
+            .create(
+                "app",
+                "c",
+                &json!([format!("t{i}")]),
+                json!({"id": format!("i{i}"), "t": format!("t{i}")}),
+            )
+            .await;
+        assert!(r.status.is_success(), "{r:?}");
+    }
+    let dir = TempDir::new("cli-import");
+    let file = dir.0.join("c.jsonl").to_str().unwrap().to_string();
+    let (ok, text) = strata_async(
+        owned(&["export", "--from", &s.url, "--out", &file, "app/c"]),
+        vec![],
+    )
+    .await;
+    assert!(ok, "{text}");
+
+    // Another server where app/c exists, keyed by /tenant/user.
+    let other = TestServer::start().await;
+    assert!(other
+        .post("/dbs", &[], json!({"id": "app"}))
+        .await
+        .status
+        .is_success());
+    let def = json!({"id": "c", "partitionKey": {"paths": ["/tenant", "/user"], "kind": "MultiHash", "version": 2}});
+    assert!(other
+        .post("/dbs/app/colls", &[], def)
+        .await
+        .status
+        .is_success());
+    let (ok, text) = strata_async(
+        owned(&["import", "--to", &other.url, "--in", &file]),
+        vec![],
+    )
+    .await;
+    assert!(!ok, "{text}");
+    assert!(
+        text.contains("container app/c exists with the partition key /tenant,/user (MultiHash v2), but the export's is /t (Hash v2)"),
+        "{text}"
+    );
+    let docs = other
+        .request(Method::GET, "/dbs/app/colls/c/docs", &[], None)
+        .await;
+    assert_eq!(docs.json["_count"], 0, "nothing imported: {docs:?}");
+
+    // Keyed the same: the import goes in.
+    let (ok, text) = strata_async(owned(&["import", "--to", &s.url, "--in", &file]), vec![]).await;
+    assert!(ok && text.contains("imported 20"), "{text}");
+    other.stop().await;
+    s.stop().await;
+}
