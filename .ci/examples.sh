@@ -27,3 +27,23 @@ check retry_on_throttle '300 writes' 'retrying request'
 check change_feed_processor 'feed ranges: 1 before the split, [3-9] after' 'changes handled: 200 of 200, 0 more than once' \
   'worker-1 handled [1-9]' 'worker-2 handled [1-9]'
 echo "examples: 5 passed, 0 failed"
+
+# The README's Python quickstart exactly as written (its port aside), twice, across a restart
+# of a durable server: the second run meets the first one's data and must still pass.
+py=target/pyenv/bin/python
+[ -x "$py" ] || { echo "quickstart: needs $py with azure-cosmos (made by .ci/run)"; exit 1; }
+qport=18183
+qdata=$(mktemp -d)
+quickstart=$(awk '/^## Quickstart with the official Python SDK/{f=1} f&&/^```python/{p=1;next} p&&/^```/{exit} p' README.md)
+grep -q "127.0.0.1:8081" <<<"$quickstart" || { echo "quickstart: block not found in README.md"; exit 1; }
+for run in 1 2; do
+  ./target/debug/strata --port "$qport" --data-dir "$qdata" --log warn > /dev/null &
+  q=$!
+  for _ in $(seq 50); do (echo > /dev/tcp/127.0.0.1/$qport) 2>/dev/null && break; sleep 0.1; done
+  out=$(sed "s#127.0.0.1:8081#127.0.0.1:$qport#" <<<"$quickstart" | "$py" - 2>&1) || {
+    echo "quickstart run $run failed:"; echo "$out"; kill $q; exit 1; }
+  kill $q; wait $q || true
+  grep -q "'TenantId': 'contoso'" <<<"$out" || { echo "quickstart run $run: $out"; exit 1; }
+done
+rm -rf "$qdata"
+echo "quickstart: ran twice across a restart"
