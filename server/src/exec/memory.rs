@@ -9,9 +9,9 @@ use super::ExecError;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::LazyLock;
 
-/// Most bytes of rows and groups one query holds at once, by default
-/// (`Limits::query_memory_bytes`).
-pub const QUERY_MEMORY_BYTES: usize = 64 << 20;
+/// Most bytes of rows and groups one query holds at once, by default: the container limits'
+/// (`Limits::query_memory_bytes`), which the store owns.
+pub use crate::store::container::DEFAULT_QUERY_MEMORY_BYTES as QUERY_MEMORY_BYTES;
 
 /// Queries that hold their complete result running at once, server-wide (one per core, at
 /// least two); more wait. Their work is CPU-bound, so more at once would not finish sooner.

@@ -1,0 +1,121 @@
+//! Reading a partition for a query: the documents the access path yields (index candidates
+//! or every document) in key order, parsed as far as the query reads them, and the key
+//! positions continuations carry.
+use super::*;
+
+/// Every live document in `range` the access path yields (after `after`), in key order,
+/// passed to `f` with its key and bytes: the lookup's candidates when the index serves it,
+/// otherwise every document.
+pub(super) fn scan(
+    c: &Container,
+    access: &Access,
+    range: &EpkRange,
+    after: Option<&[u8]>,
+    stats: &mut IndexStats,
+    f: impl FnMut(&[u8], &Bytes) -> Result<Flow, ExecError>,
+) -> Result<(), ExecError> {
+    scan_with(c, access, None, range, after, stats, f)
+}
+
+/// [`scan`], with the lookup's candidates already found for a span of ranges (`found`: one
+/// index walk for all the ranges of a page instead of one per range).
+pub(super) fn scan_with(
+    c: &Container,
+    access: &Access,
+    found: Option<&[Vec<u8>]>,
+    range: &EpkRange,
+    after: Option<&[u8]>,
+    stats: &mut IndexStats,
+    mut f: impl FnMut(&[u8], &Bytes) -> Result<Flow, ExecError>,
+) -> Result<(), ExecError> {
+    let own;
+    let candidates = match (found, &access.lookup) {
+        (Some(all), _) => {
+            let lo = keys::epk_bound(c.cid, &range.min);
+            let from = all.partition_point(|k| *k < lo);
+            let to = if range.max.as_str() >= "FF" {
+                all.len()
+            } else {
+                let hi = keys::epk_bound(c.cid, &range.max);
+                all.partition_point(|k| *k < hi)
+            };
+            Some(&all[from..to.max(from)])
+        }
+        (None, Some(probes)) => {
+            own = c.index_candidates(probes, range, stats)?;
+            own.as_deref()
+        }
+        (None, None) => None,
+    };
+    if let Some(keys) = candidates {
+        {
+            let start = match after {
+                Some(a) => keys.partition_point(|k| k.as_slice() <= a),
+                None => 0,
+            };
+            for k in &keys[start..] {
+                let Some(item) = c.load_item(k)? else {
+                    continue;
+                };
+                if f(k, &item.json)? == Flow::Stop {
+                    return Ok(());
+                }
+            }
+            return Ok(());
+        }
+    }
+    let mut cursor: Option<Vec<u8>> = after.map(<[u8]>::to_vec);
+    loop {
+        let chunk = c.scan_items(range, cursor.as_deref(), 256)?;
+        let done = chunk.len() < 256;
+        for (k, item) in &chunk {
+            if f(k, &item.json)? == Flow::Stop {
+                return Ok(());
+            }
+        }
+        match chunk.last() {
+            Some((k, _)) if !done => cursor = Some(k.clone()),
+            _ => return Ok(()),
+        }
+    }
+}
+
+/// Parses a stored document as far as `p` reads it, with the `computed` properties it reads
+/// added (then the whole document is parsed: their expressions may read any property).
+pub(super) fn parse_doc(
+    p: &PreparedQuery,
+    computed: &[ComputedProperty],
+    bytes: &[u8],
+) -> Result<Value, ExecError> {
+    let corrupt = |e: serde_json::Error| {
+        ExecError::Corrupt(format!("a stored document is not valid JSON: {e}"))
+    };
+    if computed.is_empty() {
+        return p.load_doc(bytes).map_err(corrupt);
+    }
+    let mut doc: Value = serde_json::from_slice(bytes).map_err(corrupt)?;
+    strata_query::sql::computed::augment(&mut doc, computed, &Ctx::new(now_millis()));
+    Ok(doc)
+}
+
+pub fn to_bytes(v: &Value) -> Bytes {
+    Bytes::from(serde_json::to_vec(v).unwrap_or_default())
+}
+
+/// The key of the document a row came from, for tie-breaking and continuation.
+pub(super) fn suffix_hex(key: &[u8]) -> String {
+    strata_query::pk::epk::encode_hex(&key[4..])
+}
+
+pub(super) fn key_from_hex(c: &Container, hex: &str) -> Result<Vec<u8>, ExecError> {
+    let suffix = strata_query::pk::epk::decode_hex(hex)
+        .filter(|s| keys::split_item_suffix(s).is_some())
+        .ok_or_else(|| {
+            ExecError::BadToken(String::from(
+                "The continuation token is invalid (bad position); run the query again without it.",
+            ))
+        })?;
+    let mut k = keys::container_prefix(c.cid);
+    k.extend_from_slice(&suffix);
+    Ok(k)
+}
