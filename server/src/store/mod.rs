@@ -5,21 +5,17 @@
 //! [`Container::write`] and are serialized per container only.
 
 pub mod catalog;
-pub mod changes;
 pub mod container;
 pub mod engine;
-pub mod history;
 pub mod index;
 pub mod item;
 pub mod keys;
 pub mod kv;
-pub mod lookup;
 pub mod partition_map;
-pub mod reindex;
-pub mod scripts;
-pub mod split;
 pub mod ttl;
 pub mod users;
+
+pub use container::{changes, history, lookup, reindex, scripts, split};
 
 use catalog::{
     ContainerRecord, Counters, DatabaseRecord, RangeRecord, Throughput, ThroughputRequest,

@@ -2,16 +2,17 @@
 //! entry in the feed index to the write's LSN, so reading the index in LSN order yields each
 //! item once, in its latest version, in modification order.
 
-use super::container::Container;
-use super::engine::Space;
-use super::item::StoredItem;
-use super::{catalog, keys, StoreError};
+use super::Container;
+use crate::store::engine::Space;
+use crate::store::item::StoredItem;
+use crate::store::{catalog, keys, StoreError};
 use bytes::Bytes;
 use std::ops::Bound;
 use strata_query::pk::EpkRange;
 
 /// Takes (or passes over) one log entry: its LSN, key and value; true when taken.
-pub(super) type LogVisitor<'a> = dyn FnMut(u64, &[u8], &Bytes) -> Result<bool, StoreError> + 'a;
+pub(in crate::store) type LogVisitor<'a> =
+    dyn FnMut(u64, &[u8], &Bytes) -> Result<bool, StoreError> + 'a;
 
 /// One page of changes.
 pub struct Changes {
@@ -83,7 +84,7 @@ impl Container {
     /// took it. Once `limit` entries were taken the walk stops at the next transaction: a page
     /// never ends inside one, since positions are LSNs. Returns the LSN of the last entry
     /// taken and whether the log was read to `upto`.
-    pub(super) fn walk_log(
+    pub(in crate::store) fn walk_log(
         &self,
         space: Space,
         after: u64,

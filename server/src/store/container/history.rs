@@ -1,7 +1,7 @@
 //! The all-versions-and-deletes change feed: every create, replace and delete of a container
 //! whose change feed policy retains history, kept for the retention period.
 //!
-//! The latest-version feed (see [`super::changes`]) keeps one entry per item and moves it on
+//! The latest-version feed (see [`crate::store::changes`]) keeps one entry per item and moves it on
 //! each write, so intermediate versions and deletes are gone. History is a log beside it, in
 //! [`Space::History`] keyed `cid | lsn`, written in the same transaction as the change: the
 //! operation, its time (`crts`), the LSN of the version it replaced, the document's EPK and id,
@@ -11,9 +11,9 @@
 //! purged by the TTL sweeper; reading from a position they covered is a 400, as the service
 //! answers once "the events for intermediary updates and deletes have vanished".
 
-use super::container::Container;
-use super::engine::{Op, Space};
-use super::{catalog, keys, StoreError};
+use super::Container;
+use crate::store::engine::{Op, Space};
+use crate::store::{catalog, keys, StoreError};
 use bytes::Bytes;
 use serde_json::Value;
 use std::ops::Bound;

@@ -2,18 +2,18 @@
 //! need no documents, and entries in value order for ORDER BY.
 //!
 //! Every reader takes the partition as an EPK range and filters entries by the EPK inside
-//! their key (see [`super::index`]); a single-term lookup seeks straight to the partition's run
+//! their key (see [`crate::store::index`]); a single-term lookup seeks straight to the partition's run
 //! of that term. Each returns `None` when the index cannot answer — it is being rebuilt, or the
 //! lookup would read more entries than scanning the partition reads documents — and the
 //! executor then scans.
 
-use super::container::{read, Container};
-use super::engine::Space;
-use super::index::{
+use super::{read, Container};
+use crate::store::engine::Space;
+use crate::store::index::{
     self, item_key_of, path_id_of, path_prefix, span_bounds, split_entry, IndexState,
 };
-use super::item::StoredItem;
-use super::{keys, StoreError};
+use crate::store::item::StoredItem;
+use crate::store::{keys, StoreError};
 use std::ops::Bound;
 use std::time::{Duration, Instant};
 use strata_query::index::{OrderPath, Probe, Seg, Span};
@@ -265,7 +265,7 @@ impl Container {
             )?;
             stats.entries += chunk.len() as u64;
             for (_, v) in &chunk {
-                n += super::container::decode_lp(v).1;
+                n += super::decode_lp(v).1;
             }
             match chunk.last() {
                 Some((k, _)) if chunk.len() == CHUNK => {
@@ -346,7 +346,7 @@ impl Container {
         };
         let item = StoredItem::decode(raw)
             .ok_or_else(|| StoreError::Corrupt("an item has an unreadable record".to_string()))?;
-        if item.is_expired(self.default_ttl(), super::catalog::now_secs()) {
+        if item.is_expired(self.default_ttl(), crate::store::catalog::now_secs()) {
             return Ok(None);
         }
         Ok(Some(item))

@@ -9,11 +9,11 @@
 //! entries of older generations. Progress is `x-ms-documentdb-collection-index-transformation-progress`
 //! on the container read.
 
-use super::container::{read, Container, Txn};
-use super::engine::{self, Space};
-use super::index::{self, IndexState};
-use super::keys;
-use super::{Store, StoreError};
+use super::{read, Container, Txn};
+use crate::store::engine::{self, Space};
+use crate::store::index::{self, IndexState};
+use crate::store::keys;
+use crate::store::{Store, StoreError};
 use std::ops::Bound;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -158,7 +158,7 @@ impl Store {
     /// generation, a changed unique key policy is refused. Returns what to do once the
     /// properties are persisted: `None` nothing, `Some(true)` build the new generation,
     /// `Some(false)` (indexing turned off) only drop the old entries.
-    pub(super) fn reindex_for(
+    pub(in crate::store) fn reindex_for(
         &self,
         c: &Arc<Container>,
         props: &serde_json::Map<String, serde_json::Value>,
@@ -229,7 +229,7 @@ pub fn purge_other_generations(
 }
 
 /// A document whose EPK does not have its container's length (never written by strata).
-pub(super) fn bad_epk(epk: &str) -> StoreError {
+pub(in crate::store) fn bad_epk(epk: &str) -> StoreError {
     StoreError::Corrupt(format!(
         "a document's effective partition key '{epk}' does not have the length its container's key gives"
     ))

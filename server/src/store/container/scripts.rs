@@ -6,10 +6,10 @@
 //! Scripts are stored as written: like the service, a body is compiled when it runs, so a
 //! script that does not compile fails its executions (400), not its creation.
 
-use super::catalog::{self, coll_rid_bytes};
-use super::container::{read, write, Container};
-use super::engine::{Op, Space};
-use super::{Store, StoreError};
+use super::{read, write, Container};
+use crate::store::catalog::{self, coll_rid_bytes};
+use crate::store::engine::{Op, Space};
+use crate::store::{Store, StoreError};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -174,8 +174,8 @@ pub fn script_prefix(cid: u32) -> Vec<u8> {
 }
 
 /// Reads a container's stored scripts.
-pub fn load(engine: &super::Engine, cid: u32) -> Result<Scripts, StoreError> {
-    let records = super::scan_prefix(engine, Space::Catalog, &script_prefix(cid))?
+pub fn load(engine: &crate::store::Engine, cid: u32) -> Result<Scripts, StoreError> {
+    let records = crate::store::scan_prefix(engine, Space::Catalog, &script_prefix(cid))?
         .into_iter()
         .map(|(_, v)| {
             serde_json::from_slice(&v)

@@ -10,10 +10,10 @@
 //! The parent's id is retired: requests naming it get 410/1002; the children list every
 //! ancestor in `parents`, so a client with an old routing map drops all replaced ranges.
 
-use super::catalog::RangeRecord;
-use super::container::{decode_lp, read, write, Container, RangeState};
-use super::engine::Space;
-use super::{keys, Store, StoreError};
+use super::{decode_lp, read, write, Container, RangeState};
+use crate::store::catalog::RangeRecord;
+use crate::store::engine::Space;
+use crate::store::{keys, Store, StoreError};
 use std::ops::Bound;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;

@@ -1,0 +1,500 @@
+//! One atomic write of a container in progress: what it staged (versions, unique-key rows,
+//! logical-partition sizes), its savepoints, and the index, history and TTL bookkeeping each
+//! put and delete carries along (see [`Container::write`]).
+
+use super::*;
+
+/// How a transaction changes one logical partition's size.
+#[derive(Debug, Default, Clone, Copy)]
+pub(super) struct LpDelta {
+    pub(super) bytes: i64,
+    pub(super) count: i64,
+    /// Resulting (bytes, count).
+    pub(super) total: (u64, u64),
+}
+
+/// One atomic write in progress (see [`Container::write`]).
+pub struct Txn<'a> {
+    pub(super) c: &'a Container,
+    pub(super) tx: Tx<'a>,
+    /// The index state at the start of the transaction (it changes only while writes pause).
+    pub(super) index: IndexState,
+    /// Unique-key rows written (owner id) or removed (`None`) in this transaction.
+    pub(super) unique_staged: HashMap<Vec<u8>, Option<String>>,
+    /// Whether changes are logged for the all-versions-and-deletes feed.
+    pub(super) history: bool,
+    /// Deletes of this transaction are TTL expiries (the TTL sweeper's).
+    pub(super) expiring: bool,
+    /// The last document number taken (see [`Container::doc_counter`]).
+    pub(super) next_doc: u64,
+    /// Versions written or deleted in this transaction, by (EPK, id).
+    pub(super) staged: HashMap<(String, String), Option<StoredItem>>,
+    /// Size changes per logical partition (by EPK).
+    pub(super) lp_delta: HashMap<String, LpDelta>,
+    pub(super) now: u64,
+    pub(super) default_ttl: Option<i64>,
+    /// Whether this transaction deletes anything (see [`Container::write`]).
+    pub(super) deleted_any: bool,
+    /// What the changes since the oldest open savepoint overwrote, so a failed operation can
+    /// be undone while the transaction goes on (`None`: no savepoint, nothing recorded).
+    pub(super) undo: Option<Vec<Undo>>,
+}
+
+/// One overwritten entry of a transaction's own bookkeeping (see [`Txn::savepoint`]).
+pub(super) enum Undo {
+    Staged((String, String), Option<Option<StoredItem>>),
+    Unique(Vec<u8>, Option<Option<String>>),
+    Partition(String, Option<LpDelta>),
+}
+
+/// A point a transaction can go back to (see [`Txn::savepoint`]).
+pub struct Savepoint {
+    pub(super) tx: (usize, u32),
+    pub(super) next_doc: u64,
+    pub(super) deleted_any: bool,
+    pub(super) undo: usize,
+}
+
+impl<'a> Txn<'a> {
+    pub fn container(&self) -> &'a Container {
+        self.c
+    }
+}
+
+impl Txn<'_> {
+    pub fn now(&self) -> u64 {
+        self.now
+    }
+
+    /// The current version, including an expired one that has not been purged yet.
+    pub fn get_raw(&self, epk: &str, id: &str) -> Result<Option<StoredItem>, StoreError> {
+        if let Some(v) = self.staged.get(&(epk.to_string(), id.to_string())) {
+            return Ok(v.clone());
+        }
+        let key = keys::item_key(self.c.cid, epk, id);
+        match self.tx.get(Space::Items, &key)? {
+            None => Ok(None),
+            Some(raw) => StoredItem::decode(raw).map(Some).ok_or_else(|| {
+                StoreError::Corrupt(format!("item '{id}' has an unreadable record"))
+            }),
+        }
+    }
+
+    /// Stages a raw key change in this transaction (index builds).
+    pub(super) fn put_raw(&mut self, space: Space, key: Vec<u8>, value: Vec<u8>) {
+        self.tx.put(space, key, value);
+    }
+
+    /// The live version (expired items are absent).
+    pub fn get(&self, epk: &str, id: &str) -> Result<Option<StoredItem>, StoreError> {
+        Ok(self
+            .get_raw(epk, id)?
+            .filter(|i| !i.is_expired(self.default_ttl, self.now)))
+    }
+
+    /// Size of a logical partition as of this transaction.
+    fn lp_size(&self, epk: &str) -> Result<(u64, u64), StoreError> {
+        if let Some(d) = self.lp_delta.get(epk) {
+            return Ok(d.total);
+        }
+        let key = keys::partition_key(self.c.cid, epk);
+        Ok(self
+            .tx
+            .get(Space::Partitions, &key)?
+            .map(|v| decode_lp(&v))
+            .unwrap_or((0, 0)))
+    }
+
+    fn account(&mut self, epk: &str, bytes: i64, count: i64) -> Result<(), StoreError> {
+        let (b, c) = self.lp_size(epk)?;
+        let nb = (b as i64 + bytes).max(0) as u64;
+        let nc = (c as i64 + count).max(0) as u64;
+        if bytes > 0 && nb > self.c.limits.logical_partition_limit_bytes {
+            return Err(StoreError::PartitionKeyFull(format!(
+                "Partition key reached maximum size of {} bytes: the logical partition would hold {nb} bytes. Spread the data over more partition key values.",
+                self.c.limits.logical_partition_limit_bytes
+            )));
+        }
+        if let Some(u) = &mut self.undo {
+            u.push(Undo::Partition(
+                epk.to_string(),
+                self.lp_delta.get(epk).copied(),
+            ));
+        }
+        let e = self.lp_delta.entry(epk.to_string()).or_default();
+        e.bytes += bytes;
+        e.count += count;
+        e.total = (nb, nc);
+        Ok(())
+    }
+
+    /// Writes a new version of an item. `doc` is the user's document (system properties are
+    /// replaced); `previous` is the version being replaced, if any (from [`Txn::get_raw`]).
+    pub fn put(
+        &mut self,
+        epk: &str,
+        id: &str,
+        mut doc: Map<String, Value>,
+        previous: Option<&StoredItem>,
+    ) -> Result<Written, StoreError> {
+        let (lsn, sub) = self.tx.peek_change();
+        let c = self.c;
+        // A new document takes the container's next document number (its `_rid` and
+        // DOCUMENTID); a new version keeps its document's.
+        let doc_seq = match previous {
+            Some(p) => p.doc_seq,
+            None => self.next_doc + 1,
+        };
+        let ttl = match doc.get("ttl") {
+            None => None,
+            Some(Value::Number(n)) => match n.as_i64() {
+                Some(t) if t == -1 || t > 0 => Some(t),
+                _ => {
+                    return Err(StoreError::BadRequest(format!(
+                        "The 'ttl' value {n} is invalid: it must be -1 (never expire) or a positive whole number of seconds."
+                    )))
+                }
+            },
+            Some(_) => {
+                return Err(StoreError::BadRequest(
+                    "The 'ttl' property must be a number: -1 (never expire) or a positive whole number of seconds.".into(),
+                ))
+            }
+        };
+        for k in ["_rid", "_self", "_etag", "_attachments", "_ts", "_lsn"] {
+            doc.remove(k);
+        }
+        let rid = catalog::doc_rid(c.db_seq, c.cid, doc_seq);
+        doc.insert("_rid".into(), Value::String(rid.clone()));
+        doc.insert(
+            "_self".into(),
+            Value::String(format!("dbs/{}/colls/{}/docs/{}/", c.db_rid, c.rid, rid)),
+        );
+        doc.insert(
+            "_etag".into(),
+            Value::String(catalog::change_etag(c.cid, lsn, sub)),
+        );
+        doc.insert("_attachments".into(), Value::String("attachments/".into()));
+        doc.insert("_ts".into(), Value::from(self.now));
+        let doc = Value::Object(doc);
+        let json = serde_json::to_vec(&doc)
+            .map_err(|e| StoreError::BadRequest(format!("The document cannot be stored: {e}")))?;
+        let item = StoredItem {
+            lsn,
+            sub,
+            ts: self.now,
+            ttl,
+            doc_seq,
+            json: Bytes::from(json),
+        };
+        let key = keys::item_key(c.cid, epk, id);
+        let new_size = item.stored_size(key.len()) as i64;
+        let (old_size, old_count) = match previous {
+            Some(p) => (p.stored_size(key.len()) as i64, 1),
+            None => (0, 0),
+        };
+        self.account(epk, new_size - old_size, 1 - old_count)?;
+        if let Some(p) = previous {
+            self.tx.delete(Space::Feed, p.feed_key(c.cid));
+        }
+        self.tx
+            .put(Space::Feed, item.feed_key(c.cid), key[4..].to_vec());
+        if previous.is_none() {
+            self.tx.put(Space::Directory, key.clone(), Vec::new());
+        }
+        let old_doc = match previous {
+            Some(p) if self.indexes() => Some(parse_stored(p)?),
+            _ => None,
+        };
+        self.maintain(epk, id, &key, old_doc.as_ref(), Some(&doc))?;
+        self.tx.put(Space::Items, key, item.encode());
+        self.tx.take_change();
+        if previous.is_none() {
+            self.next_doc = doc_seq;
+        }
+        let created = previous
+            .map(|p| p.is_expired(self.default_ttl, self.now))
+            .unwrap_or(true);
+        if self.history {
+            let op = if created {
+                Operation::Create
+            } else {
+                Operation::Replace
+            };
+            self.log_change(op, (lsn, sub), previous, epk, id, item.json.clone());
+        }
+        self.stage(epk, id, Some(item.clone()));
+        Ok(Written {
+            item,
+            range_id: c.range_id_of(epk),
+            created,
+        })
+    }
+
+    /// The live documents of logical partition `epk` as this transaction sees them (its own
+    /// writes included), in id order: what a stored procedure's queries read.
+    pub fn logical_partition(&self, epk: &str) -> Result<Vec<(String, StoredItem)>, StoreError> {
+        let start = keys::item_key(self.c.cid, epk, "");
+        let end = crate::store::engine::prefix_end(&start).unwrap_or_default();
+        let mut docs: std::collections::BTreeMap<String, StoredItem> = Default::default();
+        self.c.walk(&start, &end, None, &mut |k, item| {
+            if let Some((_, _, id)) = keys::parse_item_key(&k) {
+                docs.insert(id.to_string(), item);
+            }
+            true
+        })?;
+        for ((e, id), v) in &self.staged {
+            if e != epk {
+                continue;
+            }
+            match v {
+                Some(item) => docs.insert(id.clone(), item.clone()),
+                None => docs.remove(id),
+            };
+        }
+        Ok(docs
+            .into_iter()
+            .filter(|(_, i)| !i.is_expired(self.default_ttl, self.now))
+            .collect())
+    }
+
+    /// The id of the item of logical partition `epk` whose `_rid` carries `doc_seq`, as this
+    /// transaction sees it.
+    pub fn id_by_doc_seq(&self, epk: &str, doc_seq: u64) -> Result<Option<String>, StoreError> {
+        for ((e, id), v) in &self.staged {
+            if e == epk && v.as_ref().is_some_and(|i| i.doc_seq == doc_seq) {
+                return Ok(Some(id.clone()));
+            }
+        }
+        match self.c.id_by_doc_seq(epk, doc_seq)? {
+            Some(id) if !matches!(self.staged.get(&(epk.to_string(), id.clone())), Some(None)) => {
+                Ok(Some(id))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    fn stage(&mut self, epk: &str, id: &str, v: Option<StoredItem>) {
+        let key = (epk.to_string(), id.to_string());
+        let old = self.staged.insert(key.clone(), v);
+        if let Some(u) = &mut self.undo {
+            u.push(Undo::Staged(key, old));
+        }
+    }
+
+    fn stage_unique(&mut self, row: Vec<u8>, owner: Option<String>) {
+        let old = self.unique_staged.insert(row.clone(), owner);
+        if let Some(u) = &mut self.undo {
+            u.push(Undo::Unique(row, old));
+        }
+    }
+
+    /// Marks where the transaction stands, so that an operation that fails half way (a
+    /// unique-key conflict after its index entries were staged, say) can be undone with
+    /// [`Txn::rollback_to`] while the transaction goes on: a stored procedure may catch an
+    /// operation's error and carry on.
+    pub fn savepoint(&mut self) -> Savepoint {
+        let undo = self.undo.get_or_insert_with(Vec::new).len();
+        Savepoint {
+            tx: self.tx.mark(),
+            next_doc: self.next_doc,
+            deleted_any: self.deleted_any,
+            undo,
+        }
+    }
+
+    /// Keeps everything staged since `sp` (no savepoint outside `sp` may be open).
+    pub fn release(&mut self, sp: Savepoint) {
+        if let Some(undo) = &mut self.undo {
+            undo.truncate(sp.undo);
+        }
+    }
+
+    /// Undoes everything staged since `sp`.
+    pub fn rollback_to(&mut self, sp: Savepoint) {
+        self.tx.rewind(sp.tx);
+        self.next_doc = sp.next_doc;
+        self.deleted_any = sp.deleted_any;
+        let Some(undo) = &mut self.undo else { return };
+        let newer: Vec<Undo> = undo.drain(sp.undo..).collect();
+        for u in newer.into_iter().rev() {
+            match u {
+                Undo::Staged(k, Some(v)) => {
+                    self.staged.insert(k, v);
+                }
+                Undo::Staged(k, None) => {
+                    self.staged.remove(&k);
+                }
+                Undo::Unique(k, Some(v)) => {
+                    self.unique_staged.insert(k, v);
+                }
+                Undo::Unique(k, None) => {
+                    self.unique_staged.remove(&k);
+                }
+                Undo::Partition(k, Some(v)) => {
+                    self.lp_delta.insert(k, v);
+                }
+                Undo::Partition(k, None) => {
+                    self.lp_delta.remove(&k);
+                }
+            }
+        }
+    }
+
+    /// Deletes the item at `pos` (from [`Container::scan_docs`]) if it still exists.
+    pub fn delete_at(&mut self, pos: &DocPos) -> Result<bool, StoreError> {
+        let (epk, id) = (pos.epk(), pos.id());
+        match self.get_raw(epk, id)? {
+            Some(item) => {
+                self.delete(epk, id, &item)?;
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    /// Deletes the given version of an item.
+    pub fn delete(&mut self, epk: &str, id: &str, previous: &StoredItem) -> Result<(), StoreError> {
+        let c = self.c;
+        let key = keys::item_key(c.cid, epk, id);
+        self.account(epk, -(previous.stored_size(key.len()) as i64), -1)?;
+        self.tx.delete(Space::Feed, previous.feed_key(c.cid));
+        self.tx.delete(Space::Directory, key.clone());
+        if self.indexes() {
+            let old_doc = parse_stored(previous)?;
+            self.maintain(epk, id, &key, Some(&old_doc), None)?;
+        }
+        self.tx.delete(Space::Items, key);
+        // A delete consumes an LSN too, so session tokens and range LSNs move forward.
+        let at = self.tx.take_change();
+        if self.history {
+            let doc = previous.json.clone();
+            self.log_change(Operation::Delete, at, Some(previous), epk, id, doc);
+        }
+        self.deleted_any = true;
+        self.stage(epk, id, None);
+        Ok(())
+    }
+}
+
+impl Txn<'_> {
+    /// Marks this transaction's deletes as TTL expiries (for the all-versions feed).
+    pub fn expiring(&mut self) {
+        self.expiring = true;
+    }
+
+    /// Logs a change for the all-versions-and-deletes feed, in this transaction.
+    fn log_change(
+        &mut self,
+        op: Operation,
+        (lsn, sub): (u64, u32),
+        previous: Option<&StoredItem>,
+        epk: &str,
+        id: &str,
+        doc: Bytes,
+    ) {
+        let change = Change {
+            lsn,
+            sub,
+            op,
+            crts: self.now,
+            previous_lsn: previous.map_or(0, |p| p.lsn),
+            previous_sub: previous.map_or(0, |p| p.sub),
+            ttl_expired: self.expiring && op == Operation::Delete,
+            epk: epk.to_string(),
+            id: id.to_string(),
+            doc,
+        };
+        self.tx.put(
+            Space::History,
+            keys::change_key(self.c.cid, lsn, sub),
+            change.encode(),
+        );
+    }
+
+    /// Whether writes maintain index entries or unique keys at all.
+    fn indexes(&self) -> bool {
+        !self.index.policy.is_none() || !self.index.unique.is_empty()
+    }
+
+    /// Moves the index entries and unique keys of the document at `key` from `old` to `new`
+    /// (either absent for a create or a delete). A unique value another document of the
+    /// logical partition holds is a conflict.
+    fn maintain(
+        &mut self,
+        epk: &str,
+        id: &str,
+        key: &[u8],
+        old: Option<&Value>,
+        new: Option<&Value>,
+    ) -> Result<(), StoreError> {
+        let cid = self.c.cid;
+        if !self.index.policy.is_none() {
+            let before = old.map(|d| self.index.entries(d)).unwrap_or_default();
+            let after = new.map(|d| self.index.entries(d)).unwrap_or_default();
+            let (removed, added) = index::diff(&before, &after);
+            let (gen, codec) = (self.index.gen, self.index.codec);
+            let entry = |e| {
+                index::entry_key(cid, gen, codec, e, &key[4..])
+                    .ok_or_else(|| super::reindex::bad_epk(epk))
+            };
+            for e in removed {
+                self.tx.delete(Space::Index, entry(e)?);
+            }
+            for e in added {
+                self.tx.put(Space::Index, entry(e)?, Vec::new());
+            }
+        }
+        if self.index.unique.is_empty() {
+            return Ok(());
+        }
+        let unique = std::sync::Arc::clone(&self.index.unique);
+        let before = old.map(|d| unique.rows(cid, epk, d)).unwrap_or_default();
+        let after = new.map(|d| unique.rows(cid, epk, d)).unwrap_or_default();
+        for row in &after {
+            if before.contains(row) {
+                continue;
+            }
+            if let Some(owner) = self.unique_owner(row)? {
+                if owner != id && !self.owner_expired(epk, &owner)? {
+                    return Err(StoreError::Conflict(
+                        "Unique index constraint violation: another item in this logical partition already has these unique key values.".into(),
+                    ));
+                }
+            }
+            self.tx
+                .put(Space::Unique, row.clone(), id.as_bytes().to_vec());
+            self.stage_unique(row.clone(), Some(id.to_string()));
+        }
+        for row in before {
+            // Only the row's owner removes it (an expired owner may have been displaced).
+            if !after.contains(&row) && self.unique_owner(&row)?.as_deref() == Some(id) {
+                self.tx.delete(Space::Unique, row.clone());
+                self.stage_unique(row, None);
+            }
+        }
+        Ok(())
+    }
+
+    fn unique_owner(&self, row: &[u8]) -> Result<Option<String>, StoreError> {
+        if let Some(v) = self.unique_staged.get(row) {
+            return Ok(v.clone());
+        }
+        Ok(self
+            .tx
+            .get(Space::Unique, row)?
+            .map(|b| String::from_utf8_lossy(&b).into_owned()))
+    }
+
+    /// Whether the document holding a unique value is gone in effect (expired by TTL, not
+    /// purged yet): its values no longer block others.
+    fn owner_expired(&self, epk: &str, owner: &str) -> Result<bool, StoreError> {
+        Ok(self.get(epk, owner)?.is_none())
+    }
+}
+
+/// A stored document as JSON.
+fn parse_stored(item: &StoredItem) -> Result<Value, StoreError> {
+    serde_json::from_slice(&item.json)
+        .map_err(|e| StoreError::Corrupt(format!("a stored document is not valid JSON: {e}")))
+}
