@@ -2,7 +2,7 @@
 //!
 //! * [`api`]: the REST protocol: request decoding into endpoints, authentication, one handler
 //!   per endpoint, and one error type mapped to Cosmos status codes.
-//! * [`explorer`]: the built-in Data Explorer, the certificate and readiness endpoints.
+//! * [`api::explorer`]: the built-in Data Explorer, the certificate and readiness endpoints.
 //! * [`exec`]: the query executor (streaming, ordered merge, complete results) over a plan.
 //! * [`store`]: the durable engine, the catalog, containers with their physical partitions.
 //! * [`script`]: server-side JavaScript (stored procedures, triggers, UDFs) in sandboxes.
@@ -16,7 +16,6 @@ pub mod api;
 pub mod cli;
 pub mod connections;
 pub mod exec;
-pub mod explorer;
 pub mod net;
 pub mod script;
 pub mod store;

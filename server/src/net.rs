@@ -206,8 +206,8 @@ pub async fn start(cfg: ServerConfig) -> Result<Running, BoxError> {
         Ok(ip) => ip.is_loopback(),
         Err(_) => cfg.host.eq_ignore_ascii_case("localhost"),
     };
-    let explorer = crate::explorer::Explorer::new(
-        crate::explorer::ExplorerConfig {
+    let explorer = crate::api::explorer::Explorer::new(
+        crate::api::explorer::ExplorerConfig {
             enabled: cfg.explorer,
             open: loopback_only,
             hosts: std::iter::once(cfg.host.clone())

@@ -87,34 +87,5 @@ pub fn read(app: &App, req: &Req, c: &Arc<Container>) -> Result<Reply, ApiError>
         .iter()
         .map(|(lsn, item)| with_lsn(&item.json, *lsn))
         .collect();
-    Ok(page_reply(
-        feed,
-        c,
-        docs,
-        after,
-        changes.last,
-        changes.exhausted,
-    ))
-}
-
-/// A change feed page: 304 when empty, else the documents; the etag continues after the last
-/// change of a full page (`last`), or at the LSN read up to once the feed was read to its end.
-pub(super) fn page_reply(
-    feed: Feed<'_>,
-    c: &Container,
-    docs: Vec<Bytes>,
-    after: u64,
-    last: Option<u64>,
-    exhausted: bool,
-) -> Reply {
-    let position = if exhausted {
-        feed.upto.max(after)
-    } else {
-        last.unwrap_or(after)
-    };
-    let etag = format!("\"{position}\"");
-    if docs.is_empty() {
-        return feed.not_modified(c).header("etag", &etag);
-    }
-    feed.page(c, docs).header("etag", &etag)
+    Ok(feed.changes(c, docs, after, changes.last, changes.exhausted))
 }

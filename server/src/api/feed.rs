@@ -117,4 +117,27 @@ impl<'a> Feed<'a> {
             .session(&self.touched, self.upto)
             .container(c)
     }
+
+    /// A change feed page (either mode): 304 when empty, else the documents; the etag
+    /// continues after the last change of a full page (`last`), or at the LSN read up to once
+    /// the feed was read to its end.
+    pub fn changes(
+        self,
+        c: &Container,
+        docs: Vec<Bytes>,
+        after: u64,
+        last: Option<u64>,
+        exhausted: bool,
+    ) -> Reply {
+        let position = if exhausted {
+            self.upto.max(after)
+        } else {
+            last.unwrap_or(after)
+        };
+        let etag = format!("\"{position}\"");
+        if docs.is_empty() {
+            return self.not_modified(c).header("etag", &etag);
+        }
+        self.page(c, docs).header("etag", &etag)
+    }
 }

@@ -10,7 +10,6 @@
 //! etags shared with the latest-version feed; the feed starts from now (`If-None-Match: *`) or
 //! a continuation, as the service allows, and needs the container to keep history.
 
-use super::changefeed::page_reply;
 use super::error::ApiError;
 use super::feed::Feed;
 use super::request::Req;
@@ -57,14 +56,7 @@ pub fn read(app: &App, req: &Req, c: &Arc<Container>) -> Result<Reply, ApiError>
     for change in &history.changes {
         docs.push(render(c, change)?);
     }
-    Ok(page_reply(
-        feed,
-        c,
-        docs,
-        after,
-        history.last,
-        history.exhausted,
-    ))
+    Ok(feed.changes(c, docs, after, history.last, history.exhausted))
 }
 
 fn parse(doc: &[u8]) -> Result<Value, ApiError> {

@@ -15,6 +15,7 @@ pub mod containers;
 pub mod databases;
 pub mod endpoint;
 pub mod error;
+pub mod explorer;
 pub mod feed;
 pub mod history;
 pub mod inspect;
@@ -85,7 +86,7 @@ pub struct AppInner {
     /// Server-side copy jobs.
     pub jobs: crate::transfer::jobs::Jobs,
     /// The Data Explorer and the keyless conventions (certificate, readiness).
-    pub explorer: crate::explorer::Explorer,
+    pub explorer: explorer::Explorer,
 }
 
 impl std::ops::Deref for App {
@@ -102,7 +103,7 @@ impl App {
         token_key: strata_query::sql::token::TokenKey,
         options: ApiOptions,
         jobs: crate::transfer::jobs::Jobs,
-        explorer: crate::explorer::Explorer,
+        explorer: explorer::Explorer,
     ) -> Self {
         Self {
             inner: Arc::new(AppInner {

@@ -163,7 +163,7 @@ pub async fn query_items(app: &App, req: &Req, c: &Arc<Container>) -> Result<Rep
     // (test_aggregate.py expects a non-VALUE aggregate to fail for the Python SDK).
     // strata's own explorer wants the server's evaluation whatever the gateway would do.
     let gateway_compat =
-        app.options.gateway_compat && req.header(crate::explorer::TOKEN_HEADER).is_none();
+        app.options.gateway_compat && req.header(super::explorer::TOKEN_HEADER).is_none();
     if !scoped && gateway_compat && needs_client_merge(&p) {
         check_client_features(req, &p)?;
         let ranges = if target.ranges.is_empty() {

@@ -2,7 +2,7 @@
 //! transaction, and the [`Host`] that serves the data operations of stored procedures and
 //! triggers.
 //!
-//! Every operation a script makes is the REST API's own item operation ([`items::apply`])
+//! Every operation a script makes is the REST API's own item operation ([`items::apply`](super::items::ops::apply))
 //! applied to the request's transaction, behind a savepoint: a failed operation leaves
 //! nothing behind and the script may carry on; a script that throws, or runs past its
 //! budget, rolls the whole transaction back. Operations are confined to the logical
@@ -11,7 +11,7 @@
 
 use super::commit::Commit;
 use super::error::ApiError;
-use super::items::{self, Conditions, Op};
+use super::items::ops::{self as items, Conditions, Op};
 use super::request::Req;
 use super::response::Reply;
 use super::App;

@@ -7,7 +7,7 @@
 //! whole write back.
 
 use super::error::ApiError;
-use super::items::{self, Conditions, Op, Outcome};
+use super::items::ops::{self as items, Conditions, Op, Outcome};
 use super::request::Req;
 use super::sprocs::{failure, Host};
 use crate::script::{self, Job};

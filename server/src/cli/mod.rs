@@ -1,5 +1,7 @@
 //! The `strata` command line: flags, logging, start, and shutdown on Ctrl-C or SIGTERM.
 
+mod partitions;
+
 use crate::api::auth::EMULATOR_KEY;
 use crate::store::container::Limits;
 use crate::store::StoreConfig;
@@ -32,7 +34,7 @@ enum Command {
     Copy(crate::transfer::copy::CopyArgs),
     /// Show a container's physical partitions: ranges, sizes, request units, split lineage,
     /// largest and hottest logical partitions, warnings (the explorer's partitions view).
-    Partitions(crate::explorer::partitions::PartitionsArgs),
+    Partitions(partitions::PartitionsArgs),
     /// Exit 0 once a strata server answers its readiness probe (for health checks and CI
     /// scripts); exit 1 if it does not within --wait seconds.
     Ready(ReadyArgs),
@@ -229,7 +231,7 @@ pub fn main() {
         Some(Command::Export(a)) => runtime.block_on(crate::transfer::export::export(a)),
         Some(Command::Import(a)) => runtime.block_on(crate::transfer::import::import(a)),
         Some(Command::Copy(a)) => runtime.block_on(crate::transfer::copy::copy(a)),
-        Some(Command::Partitions(a)) => runtime.block_on(crate::explorer::partitions::show(a)),
+        Some(Command::Partitions(a)) => runtime.block_on(partitions::show(a)),
         Some(Command::Ready(a)) => runtime.block_on(ready(a)),
     };
     match outcome {

@@ -23,8 +23,6 @@ use crate::api::response::Reply;
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use serde_json::json;
 
-pub mod partitions;
-
 /// The header the explorer's requests carry.
 pub const TOKEN_HEADER: &str = "x-strata-explorer-token";
 
