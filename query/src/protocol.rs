@@ -1,5 +1,5 @@
 //! The parts of the Cosmos DB REST protocol that clients and the server must agree on, written
-//! once: master-key signing (PROTOCOL.md 2.2), which resource a signature covers, the
+//! once: master-key signing (docs/PROTOCOL.md 2.2), which resource a signature covers, the
 //! well-known emulator key, header names, and strata's query-route header. The server, the
 //! SDK, the tests' client and the bench client all use these, so they cannot drift apart.
 
@@ -13,6 +13,11 @@ pub const EMULATOR_KEY: &str =
 
 /// The REST API version the official SDKs send in `x-ms-version`.
 pub const API_VERSION: &str = "2020-07-15";
+
+/// The properties the service stamps on every item and a client never sets: a write drops
+/// what the client sent under these names, the store writes its own, an export leaves them
+/// out. `_lsn` appears on change feed items.
+pub const SYSTEM_PROPERTIES: [&str; 6] = ["_rid", "_self", "_etag", "_ts", "_attachments", "_lsn"];
 
 /// Header names used on both sides.
 pub mod header {
@@ -180,7 +185,7 @@ pub fn path_segments(path: &str) -> Result<Vec<String>, String> {
         .collect()
 }
 
-/// The resource type and link a signature covers (PROTOCOL.md 2.2): an odd number of segments
+/// The resource type and link a signature covers (docs/PROTOCOL.md 2.2): an odd number of segments
 /// is a feed (type = last segment, link = the rest); an even number is one resource.
 pub fn auth_scope(segs: &[String]) -> AuthScope {
     // Delete-by-partition-key is signed on the container.

@@ -1,6 +1,6 @@
 //! Effective partition keys (EPKs): the hex strings that place a document in the key space.
 //!
-//! Everything here must agree bit for bit with the official SDKs (PROTOCOL.md section 1), since
+//! Everything here must agree bit for bit with the official SDKs (docs/PROTOCOL.md section 1), since
 //! clients compute EPKs themselves and send EPK ranges for prefix queries and change feeds.
 //! EPKs compare as uppercase hex strings; the whole space is `["", "FF")`.
 

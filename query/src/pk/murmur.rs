@@ -102,7 +102,7 @@ mod tests {
 
     #[test]
     fn x64_128_matches_protocol_worked_examples() {
-        // PROTOCOL.md 1.4: "tenant1" serialized as 08 'tenant1' FF.
+        // docs/PROTOCOL.md 1.4: "tenant1" serialized as 08 'tenant1' FF.
         let data = [0x08, b't', b'e', b'n', b'a', b'n', b't', b'1', 0xff];
         assert_eq!(
             murmur3_x64_128(&data, 0),
@@ -127,7 +127,7 @@ mod tests {
 
     #[test]
     fn x86_32_matches_protocol_example() {
-        // PROTOCOL.md 1.7: "partitionKey" hashing serialization -> 2335912723.
+        // docs/PROTOCOL.md 1.7: "partitionKey" hashing serialization -> 2335912723.
         let mut data = vec![0x08];
         data.extend_from_slice(b"partitionKey");
         data.push(0x00);

@@ -15,17 +15,6 @@ use serde_json::Value;
 /// The most computed properties a container may define.
 pub const MAX_COMPUTED: usize = 20;
 
-/// System properties a computed property may not shadow.
-const RESERVED: [&str; 7] = [
-    "id",
-    "_rid",
-    "_ts",
-    "_etag",
-    "_self",
-    "_attachments",
-    "_lsn",
-];
-
 /// One computed property, its query prepared.
 #[derive(Debug, Clone)]
 pub struct ComputedProperty {
@@ -71,7 +60,11 @@ pub fn parse(v: Option<&Value>) -> Result<Vec<ComputedProperty>, String> {
                 "entries need a string 'name' and a string 'query'.",
             ));
         };
-        if name.is_empty() || RESERVED.contains(&name) || name.contains(['/', '\\', '"', '\'']) {
+        if name.is_empty()
+            || name == "id"
+            || crate::protocol::SYSTEM_PROPERTIES.contains(&name)
+            || name.contains(['/', '\\', '"', '\''])
+        {
             return Err(invalid(format!(
                 "name '{name}' is not allowed: it must be non-empty, without quotes or slashes, and not a system property."
             )));

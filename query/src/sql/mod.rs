@@ -16,6 +16,7 @@ pub mod eval;
 pub mod fields;
 pub mod functions;
 pub mod lexer;
+pub mod like;
 pub mod limits;
 pub mod merge;
 pub mod parser;

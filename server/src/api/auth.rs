@@ -1,4 +1,4 @@
-//! Authentication (PROTOCOL.md 2.2), isolated here so the rest of the API never sees a
+//! Authentication (docs/PROTOCOL.md 2.2), isolated here so the rest of the API never sees a
 //! signature: who is asking, as a [`Principal`].
 //!
 //! With a master key the client signs `verb, resource type, resource link, x-ms-date, date`

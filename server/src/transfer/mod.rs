@@ -187,12 +187,12 @@ pub mod line {
 }
 
 /// The system properties an export leaves out (the destination makes its own).
-pub const SYSTEM: &[&str] = &["_rid", "_self", "_etag", "_ts", "_attachments", "_lsn"];
+pub use strata_query::protocol::SYSTEM_PROPERTIES as SYSTEM;
 
 /// An item without its system properties (user properties that start with `_` stay).
 pub fn strip_item(mut v: serde_json::Value) -> serde_json::Value {
     if let Some(m) = v.as_object_mut() {
-        for k in SYSTEM {
+        for k in &SYSTEM {
             m.remove(*k);
         }
     }

@@ -299,7 +299,7 @@ pub fn apply(
                 Value::Object(m) => m,
                 _ => return Err(ApiError::internal("stored item is not a JSON object")),
             };
-            for k in ["_rid", "_self", "_etag", "_attachments", "_ts"] {
+            for k in strata_query::protocol::SYSTEM_PROPERTIES {
                 doc.remove(k);
             }
             let doc =

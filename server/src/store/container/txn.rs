@@ -161,7 +161,7 @@ impl Txn<'_> {
                 ))
             }
         };
-        for k in ["_rid", "_self", "_etag", "_attachments", "_ts", "_lsn"] {
+        for k in strata_query::protocol::SYSTEM_PROPERTIES {
             doc.remove(k);
         }
         let rid = catalog::doc_rid(c.db_seq, c.cid, doc_seq);
