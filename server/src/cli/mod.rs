@@ -392,6 +392,35 @@ pub async fn run(args: Args, from_emulator_env: Vec<String>) {
         }
         dir
     });
+    let (cfg, cert_file) = server_config(&args, data_dir.clone());
+    let running = match crate::start(cfg).await {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("strata: cannot start: {e}");
+            std::process::exit(1);
+        }
+    };
+    let banner = banner(&args, &running, data_dir.as_deref(), cert_file.as_deref());
+    // A closed stdout (a parent that read the first line and left) must not stop the server.
+    {
+        use std::io::Write as _;
+        let mut out = std::io::stdout().lock();
+        for line in banner {
+            let _ = writeln!(out, "{line}");
+        }
+        let _ = out.flush();
+    }
+    wait_for_signal().await;
+    tracing::info!("shutting down: finishing in-flight requests and flushing storage");
+    if let Err(e) = running.stop().await {
+        eprintln!("strata: shutdown error: {e}");
+        std::process::exit(1);
+    }
+}
+
+/// What the server runs with, from its flags: the configuration, and the certificate file
+/// the banner names (none for plain HTTP).
+fn server_config(args: &Args, data_dir: Option<PathBuf>) -> (ServerConfig, Option<PathBuf>) {
     let cert_dir = args
         .cert_dir
         .clone()
@@ -440,17 +469,22 @@ pub async fn run(args: Args, from_emulator_env: Vec<String>) {
         explorer: !args.no_explorer,
         public_host: args.public_host.clone(),
     };
-    let running = match crate::start(cfg).await {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("strata: cannot start: {e}");
-            std::process::exit(1);
-        }
-    };
+    (cfg, cert_file)
+}
+
+/// The banner: the first line is what scripts wait for; the rest is for people.
+fn banner(
+    args: &Args,
+    running: &crate::net::Running,
+    data_dir: Option<&std::path::Path>,
+    cert_file: Option<&std::path::Path>,
+) -> Vec<String> {
     let storage = match &data_dir {
         Some(d) => format!(
             "data in {}",
-            d.canonicalize().unwrap_or_else(|_| d.clone()).display()
+            d.canonicalize()
+                .unwrap_or_else(|_| d.to_path_buf())
+                .display()
         ),
         None => "data in memory only".to_string(),
     };
@@ -495,21 +529,7 @@ pub async fn run(args: Args, from_emulator_env: Vec<String>) {
         false => format!("  explorer           {url}_explorer/index.html"),
     });
     banner.push(format!("  ready              {url}_strata/ready"));
-    // A closed stdout (a parent that read the first line and left) must not stop the server.
-    {
-        use std::io::Write as _;
-        let mut out = std::io::stdout().lock();
-        for line in banner {
-            let _ = writeln!(out, "{line}");
-        }
-        let _ = out.flush();
-    }
-    wait_for_signal().await;
-    tracing::info!("shutting down: finishing in-flight requests and flushing storage");
-    if let Err(e) = running.stop().await {
-        eprintln!("strata: shutdown error: {e}");
-        std::process::exit(1);
-    }
+    banner
 }
 
 async fn wait_for_signal() {
