@@ -166,23 +166,7 @@ pub async fn query_items(app: &App, req: &Req, c: &Arc<Container>) -> Result<Rep
         app.options.gateway_compat && req.header(super::explorer::TOKEN_HEADER).is_none();
     if !scoped && gateway_compat && needs_client_merge(&p) {
         check_client_features(req, &p)?;
-        let ranges = if target.ranges.is_empty() {
-            vec![EpkRange::full()]
-        } else {
-            target.ranges.clone()
-        };
-        let plan = sql::sdkplan::query_plan(&p, &ranges);
-        let mut e = ApiError::bad_request(
-            "Cross partition query with TOP/ORDER BY/aggregates/DISTINCT/GROUP BY/OFFSET is executed by the client: request the query plan and run the rewritten query per partition key range.",
-        )
-        .with_sub_status(substatus::CROSS_PARTITION_QUERY_NOT_SERVABLE);
-        let mut extra = serde_json::Map::new();
-        extra.insert(
-            "additionalErrorInfo".into(),
-            Value::String(plan.to_string()),
-        );
-        e.extra = Some(Box::new(extra));
-        return Err(e);
+        return Err(client_merge_refusal(&p, &target.ranges));
     }
     let page_size = req.max_item_count()?.unwrap_or(DEFAULT_PAGE);
     let token = req
@@ -213,27 +197,7 @@ pub async fn query_items(app: &App, req: &Req, c: &Arc<Container>) -> Result<Rep
     c.count_queries(&range_ids);
     let out_bytes: usize = page.docs.iter().map(|d| d.len()).sum();
     let elapsed = started.elapsed().as_secs_f64() * 1000.0;
-    let ids = range_ids
-        .iter()
-        .map(u32::to_string)
-        .collect::<Vec<_>>()
-        .join(",");
-    let route_header = format!(
-        "{}; ranges={}; scanned={}",
-        target.route.as_str(),
-        ids,
-        page.scanned
-    );
-    tracing::debug!(
-        container = %c.id,
-        route = target.route.as_str(),
-        ranges = %ids,
-        scanned = page.scanned,
-        returned = page.docs.len(),
-        mode = p.mode.as_str(),
-        ms = elapsed,
-        "query"
-    );
+    let route_header = route_header(c, &p, &target, &range_ids, &page, elapsed);
     let metrics = query_metrics(&page, out_bytes, elapsed);
     let ru = charge::query_work(
         page.index.entries,
@@ -269,6 +233,61 @@ pub async fn query_items(app: &App, req: &Req, c: &Arc<Container>) -> Result<Rep
         reply = reply.header(header::QUERY_PLAN, escape_plan(&plan));
     }
     Ok(reply)
+}
+
+/// The gateway's 400/1004 for a cross-partition query the client must merge, carrying the
+/// query plan the SDKs then run (as the gateway sends it in `additionalErrorInfo`).
+fn client_merge_refusal(p: &PreparedQuery, ranges: &[EpkRange]) -> ApiError {
+    let ranges = if ranges.is_empty() {
+        vec![EpkRange::full()]
+    } else {
+        ranges.to_vec()
+    };
+    let plan = sql::sdkplan::query_plan(p, &ranges);
+    let mut e = ApiError::bad_request(
+        "Cross partition query with TOP/ORDER BY/aggregates/DISTINCT/GROUP BY/OFFSET is executed by the client: request the query plan and run the rewritten query per partition key range.",
+    )
+    .with_sub_status(substatus::CROSS_PARTITION_QUERY_NOT_SERVABLE);
+    let mut extra = serde_json::Map::new();
+    extra.insert(
+        "additionalErrorInfo".into(),
+        Value::String(plan.to_string()),
+    );
+    e.extra = Some(Box::new(extra));
+    e
+}
+
+/// `x-strata-query-route` (the route, the ranges visited, the documents scanned), logged too.
+fn route_header(
+    c: &Container,
+    p: &PreparedQuery,
+    target: &sql::query_plan::QueryPlan,
+    range_ids: &[u32],
+    page: &exec::Page,
+    elapsed: f64,
+) -> String {
+    let ids = range_ids
+        .iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(",");
+    let route = format!(
+        "{}; ranges={}; scanned={}",
+        target.route.as_str(),
+        ids,
+        page.scanned
+    );
+    tracing::debug!(
+        container = %c.id,
+        route = target.route.as_str(),
+        ranges = %ids,
+        scanned = page.scanned,
+        returned = page.docs.len(),
+        mode = p.mode.as_str(),
+        ms = elapsed,
+        "query"
+    );
+    route
 }
 
 /// `x-ms-documentdb-query-metrics` in the service's `name=value;` shape, from what the page

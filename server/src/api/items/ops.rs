@@ -225,23 +225,7 @@ pub fn apply(
             if new_id == id {
                 return written(t, doc, StatusCode::OK);
             }
-            // A body with another id renames the item, as the service allows; the new id
-            // must be free in the logical partition.
-            if t.get(epk, &new_id)?.is_some() {
-                return Err(ApiError::conflict(format!(
-                    "Entity with the specified id already exists in the system: the item '{id}' cannot be renamed to '{new_id}', which already exists in logical partition {pk}."
-                )));
-            }
-            let raw = t.get_raw(epk, id)?;
-            t.delete(epk, id, raw.as_ref().unwrap_or(&prev))?;
-            let stale_new = t.get_raw(epk, &new_id)?;
-            let w = t.put(epk, &new_id, doc, stale_new.as_ref())?;
-            let bytes = w.item.json.len();
-            Ok(Outcome {
-                status: StatusCode::OK,
-                item: Some(w.item),
-                bytes,
-            })
+            rename(t, epk, pk, id, &new_id, doc, &prev)
         }
         Op::Read => {
             let item = live.ok_or_else(|| not_found(id, pk))?;
@@ -275,43 +259,79 @@ pub fn apply(
         Op::Patch(patch) => {
             let prev = live.ok_or_else(|| not_found(id, pk))?;
             check_if_match(&prev, c, cond)?;
-            let current: Value = serde_json::from_slice(&prev.json)
-                .map_err(|e| ApiError::internal(format!("stored item is not JSON: {e}")))?;
-            if let Some(text) = &patch.condition {
-                let q = strata_query::sql::prepare_condition(text).map_err(|e| {
-                    ApiError::bad_request(format!("The patch condition '{text}' is invalid: {e}"))
-                })?;
-                let ok = q
-                    .matches(
-                        &current,
-                        &strata_query::sql::Ctx::new(catalog::now_millis() as i64),
-                    )
-                    .map_err(|e| {
-                        ApiError::bad_request(format!("The patch condition failed: {e}"))
-                    })?;
-                if !ok {
-                    return Err(stale(&format!(
-                        "the patch condition '{text}' is false for the current item"
-                    )));
-                }
-            }
-            let mut doc = match current {
-                Value::Object(m) => m,
-                _ => return Err(ApiError::internal("stored item is not a JSON object")),
-            };
-            for k in strata_query::protocol::SYSTEM_PROPERTIES {
-                doc.remove(k);
-            }
-            let doc =
-                strata_query::patch::apply_to_object(doc, &patch.operations, &protected_paths(c))
-                    .map_err(ApiError::bad_request)?;
-            let size = serde_json::to_vec(&doc).map(|v| v.len()).unwrap_or(0);
-            if size > MAX_ITEM_BYTES {
-                return Err(ApiError::too_large(format!(
-                    "The patched item would be {size} bytes; the maximum is {MAX_ITEM_BYTES} bytes (2 MB)."
-                )));
-            }
+            let doc = patched(c, &prev, &patch)?;
             written(t, doc, StatusCode::OK)
         }
     }
+}
+
+/// A replace whose body carries another id renames the item, as the service allows; the new
+/// id must be free in the logical partition.
+fn rename(
+    t: &mut Txn<'_>,
+    epk: &str,
+    pk: &PartitionKey,
+    id: &str,
+    new_id: &str,
+    doc: Map<String, Value>,
+    prev: &StoredItem,
+) -> Result<Outcome, ApiError> {
+    if t.get(epk, new_id)?.is_some() {
+        return Err(ApiError::conflict(format!(
+            "Entity with the specified id already exists in the system: the item '{id}' cannot be renamed to '{new_id}', which already exists in logical partition {pk}."
+        )));
+    }
+    let raw = t.get_raw(epk, id)?;
+    t.delete(epk, id, raw.as_ref().unwrap_or(prev))?;
+    let stale_new = t.get_raw(epk, new_id)?;
+    let w = t.put(epk, new_id, doc, stale_new.as_ref())?;
+    let bytes = w.item.json.len();
+    Ok(Outcome {
+        status: StatusCode::OK,
+        item: Some(w.item),
+        bytes,
+    })
+}
+
+/// The document a patch makes of the current version `prev`: its condition checked, its
+/// operations applied to the user properties (never the id or the key), the size bounded.
+fn patched(
+    c: &Container,
+    prev: &StoredItem,
+    patch: &Patch,
+) -> Result<Map<String, Value>, ApiError> {
+    let current: Value = serde_json::from_slice(&prev.json)
+        .map_err(|e| ApiError::internal(format!("stored item is not JSON: {e}")))?;
+    if let Some(text) = &patch.condition {
+        let q = strata_query::sql::prepare_condition(text).map_err(|e| {
+            ApiError::bad_request(format!("The patch condition '{text}' is invalid: {e}"))
+        })?;
+        let ok = q
+            .matches(
+                &current,
+                &strata_query::sql::Ctx::new(catalog::now_millis() as i64),
+            )
+            .map_err(|e| ApiError::bad_request(format!("The patch condition failed: {e}")))?;
+        if !ok {
+            return Err(stale(&format!(
+                "the patch condition '{text}' is false for the current item"
+            )));
+        }
+    }
+    let mut doc = match current {
+        Value::Object(m) => m,
+        _ => return Err(ApiError::internal("stored item is not a JSON object")),
+    };
+    for k in strata_query::protocol::SYSTEM_PROPERTIES {
+        doc.remove(k);
+    }
+    let doc = strata_query::patch::apply_to_object(doc, &patch.operations, &protected_paths(c))
+        .map_err(ApiError::bad_request)?;
+    let size = serde_json::to_vec(&doc).map(|v| v.len()).unwrap_or(0);
+    if size > MAX_ITEM_BYTES {
+        return Err(ApiError::too_large(format!(
+            "The patched item would be {size} bytes; the maximum is {MAX_ITEM_BYTES} bytes (2 MB)."
+        )));
+    }
+    Ok(doc)
 }
