@@ -53,104 +53,16 @@ pub(super) async fn run_complete(
             p.finish_groups(groups, &cx)?
         }
         Mode::Aggregate => {
-            let (c2, p2, a2) = (Arc::clone(&c), Arc::clone(&p), Arc::clone(&access));
-            let held = Arc::clone(&held);
-            let results = parallel(
-                parts,
-                Arc::new(
-                    move |range: EpkRange| -> Result<(Groups, u64, u64, IndexStats), ExecError> {
-                        let cx = query_ctx(&c2, &p2);
-                        let mut g = Groups::default();
-                        let (mut n, mut b) = (0u64, 0u64);
-                        let mut index = IndexStats::default();
-                        scan(&c2, &a2, &range, None, &mut index, |_, json| {
-                            n += 1;
-                            b += json.len() as u64;
-                            let before = g.map.len();
-                            p2.accumulate_doc(&parse_doc(&p2, &a2.computed, json)?, &cx, &mut g)?;
-                            // A new group holds its key and its accumulators.
-                            let grew = g.map.len() - before;
-                            if grew > 0 {
-                                held.charge(grew * 2 * memory::PER_ENTRY)?;
-                            }
-                            Ok(Flow::Continue)
-                        })?;
-                        Ok((g, n, b, index))
-                    },
-                ),
-            )
-            .await?;
-            let mut all = Groups::default();
-            for (g, n, b, i) in results {
-                all.merge(g);
-                scanned += n;
-                scanned_bytes += b;
-                index.add(&i);
-            }
-            p.finish_groups(all, &cx)?
+            let (groups, n, b, i) = partial_aggregates(&c, &p, &access, parts, &held).await?;
+            (scanned, scanned_bytes) = (scanned + n, scanned_bytes + b);
+            index.add(&i);
+            p.finish_groups(groups, &cx)?
         }
         _ => {
-            let (c2, p2, a2) = (Arc::clone(&c), Arc::clone(&p), Arc::clone(&access));
-            let distinct = p.query.select.distinct;
-            let held = Arc::clone(&held);
-            let results = parallel(
-                parts,
-                Arc::new(
-                    move |range: EpkRange| -> Result<(Vec<Ranked>, u64, u64, IndexStats), ExecError> {
-                        let mut out = Vec::new();
-                        let mut index = IndexStats::default();
-                        // DISTINCT keeps one of rows alike in value and order keys as they
-                        // come (which one is kept cannot matter), so a small answer over many
-                        // rows stays small.
-                        let mut seen = std::collections::HashSet::new();
-                        let mut over = None;
-                        let (n, b) = scan_rows(&c2, &p2, &a2, &range, &mut index, |r| {
-                            if distinct {
-                                let mut k = r.value.to_vec();
-                                for key in &r.keys {
-                                    k.push(0);
-                                    k.extend(key.as_ref().map(|v| v.to_string()).unwrap_or_default().bytes());
-                                }
-                                let size = k.len();
-                                if !seen.insert(k) {
-                                    return Flow::Continue;
-                                }
-                                if let Err(e) = held.charge(size) {
-                                    over = Some(e);
-                                    return Flow::Stop;
-                                }
-                            }
-                            if let Err(e) = held.charge(r.held_bytes()) {
-                                over = Some(e);
-                                return Flow::Stop;
-                            }
-                            out.push(r);
-                            Flow::Continue
-                        })?;
-                        if let Some(e) = over {
-                            return Err(e);
-                        }
-                        Ok((out, n, b, index))
-                    },
-                ),
-            )
-            .await?;
-            let mut all = Vec::new();
-            for (r, n, b, i) in results {
-                all.extend(r);
-                scanned += n;
-                scanned_bytes += b;
-                index.add(&i);
-            }
-            let desc = p.order_directions();
-            all.sort_by(|a, b| cmp_ranked(a, b, &desc));
-            let values: Result<Vec<Value>, ExecError> = all
-                .into_iter()
-                .map(|r| {
-                    serde_json::from_slice(&r.value).map_err(|e| ExecError::Corrupt(e.to_string()))
-                })
-                .collect();
-            p.finish_rows(values?)
+            let (values, n, b, i) = all_rows(&c, &p, &access, parts, &held).await?;
+            (scanned, scanned_bytes) = (scanned + n, scanned_bytes + b);
+            index.add(&i);
+            p.finish_rows(values)
         }
     };
     let end = (start + page_size).min(rows.len());
@@ -172,6 +84,131 @@ pub(super) async fn run_complete(
         scanned_bytes,
         index,
     })
+}
+
+/// What the partitions' scans read, summed: documents, their bytes, index entries.
+type Scanned = (u64, u64, IndexStats);
+
+/// An aggregate's partial results, one per partition in parallel, merged: groups as they
+/// appear are charged to the query's memory budget.
+async fn partial_aggregates(
+    c: &Arc<Container>,
+    p: &Arc<PreparedQuery>,
+    access: &Arc<Access>,
+    parts: Vec<EpkRange>,
+    held: &Arc<memory::Held>,
+) -> Result<(Groups, u64, u64, IndexStats), ExecError> {
+    let (c2, p2, a2) = (Arc::clone(c), Arc::clone(p), Arc::clone(access));
+    let held = Arc::clone(held);
+    let results = parallel(
+        parts,
+        Arc::new(
+            move |range: EpkRange| -> Result<(Groups, Scanned), ExecError> {
+                let cx = query_ctx(&c2, &p2);
+                let mut g = Groups::default();
+                let (mut n, mut b) = (0u64, 0u64);
+                let mut index = IndexStats::default();
+                scan(&c2, &a2, &range, None, &mut index, |_, json| {
+                    n += 1;
+                    b += json.len() as u64;
+                    let before = g.map.len();
+                    p2.accumulate_doc(&parse_doc(&p2, &a2.computed, json)?, &cx, &mut g)?;
+                    // A new group holds its key and its accumulators.
+                    let grew = g.map.len() - before;
+                    if grew > 0 {
+                        held.charge(grew * 2 * memory::PER_ENTRY)?;
+                    }
+                    Ok(Flow::Continue)
+                })?;
+                Ok((g, (n, b, index)))
+            },
+        ),
+    )
+    .await?;
+    let mut all = Groups::default();
+    let (mut scanned, mut bytes, mut index) = (0, 0, IndexStats::default());
+    for (g, (n, b, i)) in results {
+        all.merge(g);
+        scanned += n;
+        bytes += b;
+        index.add(&i);
+    }
+    Ok((all, scanned, bytes, index))
+}
+
+/// Every row of the query from every partition in parallel, in ORDER BY order (document
+/// order without one), each charged to the query's memory budget; DISTINCT keeps one of rows
+/// alike in value and order keys as they come (which one is kept cannot matter), so a small
+/// answer over many rows stays small.
+async fn all_rows(
+    c: &Arc<Container>,
+    p: &Arc<PreparedQuery>,
+    access: &Arc<Access>,
+    parts: Vec<EpkRange>,
+    held: &Arc<memory::Held>,
+) -> Result<(Vec<Value>, u64, u64, IndexStats), ExecError> {
+    let (c2, p2, a2) = (Arc::clone(c), Arc::clone(p), Arc::clone(access));
+    let distinct = p.query.select.distinct;
+    let held = Arc::clone(held);
+    let results = parallel(
+        parts,
+        Arc::new(
+            move |range: EpkRange| -> Result<(Vec<Ranked>, Scanned), ExecError> {
+                let mut out = Vec::new();
+                let mut index = IndexStats::default();
+                let mut seen = std::collections::HashSet::new();
+                let mut over = None;
+                let (n, b) = scan_rows(&c2, &p2, &a2, &range, &mut index, |r| {
+                    if distinct {
+                        let mut k = r.value.to_vec();
+                        for key in &r.keys {
+                            k.push(0);
+                            k.extend(
+                                key.as_ref()
+                                    .map(|v| v.to_string())
+                                    .unwrap_or_default()
+                                    .bytes(),
+                            );
+                        }
+                        let size = k.len();
+                        if !seen.insert(k) {
+                            return Flow::Continue;
+                        }
+                        if let Err(e) = held.charge(size) {
+                            over = Some(e);
+                            return Flow::Stop;
+                        }
+                    }
+                    if let Err(e) = held.charge(r.held_bytes()) {
+                        over = Some(e);
+                        return Flow::Stop;
+                    }
+                    out.push(r);
+                    Flow::Continue
+                })?;
+                if let Some(e) = over {
+                    return Err(e);
+                }
+                Ok((out, (n, b, index)))
+            },
+        ),
+    )
+    .await?;
+    let mut all = Vec::new();
+    let (mut scanned, mut bytes, mut index) = (0, 0, IndexStats::default());
+    for (r, (n, b, i)) in results {
+        all.extend(r);
+        scanned += n;
+        bytes += b;
+        index.add(&i);
+    }
+    let desc = p.order_directions();
+    all.sort_by(|a, b| cmp_ranked(a, b, &desc));
+    let values = all
+        .into_iter()
+        .map(|r| serde_json::from_slice(&r.value).map_err(|e| ExecError::Corrupt(e.to_string())))
+        .collect::<Result<Vec<Value>, ExecError>>()?;
+    Ok((values, scanned, bytes, index))
 }
 
 /// `SELECT VALUE MIN(path)` / `MAX(path)` from the index: per partition, the documents of
