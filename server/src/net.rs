@@ -181,55 +181,9 @@ impl Running {
 
 /// Opens the store and starts serving. Returns once the listener is bound.
 pub async fn start(cfg: ServerConfig) -> Result<Running, BoxError> {
-    let keys = api::auth::Keys {
-        read_write: MasterKey::from_base64(&cfg.key)?,
-        read_only: match &cfg.read_only_key {
-            Some(k) => Some(MasterKey::from_base64(k)?),
-            None => None,
-        },
-    };
     let store_cfg = cfg.store.clone();
     let store = tokio::task::spawn_blocking(move || Store::open(store_cfg)).await??;
-    let (acceptor, cert_pem) = match &cfg.tls {
-        None => (None, None),
-        Some(t) => {
-            let (a, pem) = tls_acceptor(t)?;
-            (Some(a), Some(pem))
-        }
-    };
-    let token_key = token_key(cfg.store.data_dir.as_deref())?;
-    let jobs = crate::transfer::jobs::Jobs::open(
-        cfg.store.data_dir.as_deref(),
-        crate::transfer::sealed::Sealer::new(token_key.derive("copy job account keys")),
-    )?;
-    let loopback_only = match cfg.host.parse::<std::net::IpAddr>() {
-        Ok(ip) => ip.is_loopback(),
-        Err(_) => cfg.host.eq_ignore_ascii_case("localhost"),
-    };
-    let explorer = crate::api::explorer::Explorer::new(
-        crate::api::explorer::ExplorerConfig {
-            enabled: cfg.explorer,
-            open: loopback_only,
-            hosts: std::iter::once(cfg.host.clone())
-                .chain(cfg.public_host.clone())
-                .collect(),
-            cert_pem,
-        },
-        &cfg.key,
-    );
-    let app = App::new(
-        store.clone(),
-        keys,
-        token_key,
-        ApiOptions {
-            tls: acceptor.is_some(),
-            gateway_compat: cfg.gateway_compat,
-            enforce_throughput: cfg.enforce_throughput,
-            body_timeout: Some(cfg.connections.body_timeout),
-        },
-        jobs.clone(),
-        explorer,
-    );
+    let (app, acceptor, jobs) = build_app(&cfg, store.clone())?;
     // Resume splits that a raised throughput still calls for (e.g. after a restart).
     for c in store.all_containers() {
         store.maybe_split(&c);
@@ -290,60 +244,14 @@ pub async fn start(cfg: ServerConfig) -> Result<Running, BoxError> {
             };
             let _ = stream.set_nodelay(true);
             let (id, activity) = registry.add();
-            // The service notes when each request starts and ends (idle or busy).
-            let svc = {
-                let inner = TowerToHyperService::new(router.clone());
-                let (registry, activity) = (Arc::clone(&registry), Arc::clone(&activity));
-                hyper::service::service_fn(move |req| {
-                    use hyper::service::Service as _;
-                    activity.begin();
-                    let answer = inner.call(req);
-                    let (registry, activity) = (Arc::clone(&registry), Arc::clone(&activity));
-                    async move {
-                        let r = answer.await;
-                        activity.end(registry.now_ms());
-                        r
-                    }
-                })
-            };
+            let svc = tracked(router.clone(), &registry, &activity);
             let watcher = graceful.watcher();
             let acceptor = acceptor.clone();
             let limits = limits.clone();
             let registry = Arc::clone(&registry);
             tokio::spawn(async move {
                 let _permit = permit;
-                let mut builder = auto::Builder::new(TokioExecutor::new());
-                builder
-                    .http1()
-                    .timer(TokioTimer::new())
-                    .header_read_timeout(limits.header_timeout);
-                // A read that stalls past the idle timeout ends the connection, over
-                // TLS and HTTP/2 too (hyper's header timeout covers HTTP/1 only).
-                let mut stream = tokio_io_timeout::TimeoutStream::new(stream);
-                stream.set_read_timeout(Some(limits.idle_timeout));
-                let stream = Box::pin(stream);
-                let served = async {
-                    match acceptor {
-                        Some(acc) => {
-                            match tokio::time::timeout(limits.header_timeout, acc.accept(stream))
-                                .await
-                            {
-                                Ok(Ok(s)) => {
-                                    let conn = builder
-                                        .serve_connection_with_upgrades(TokioIo::new(s), svc);
-                                    let _ = watcher.watch(conn.into_owned()).await;
-                                }
-                                Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
-                                Err(_) => tracing::debug!("TLS handshake timed out"),
-                            }
-                        }
-                        None => {
-                            let conn =
-                                builder.serve_connection_with_upgrades(TokioIo::new(stream), svc);
-                            let _ = watcher.watch(conn.into_owned()).await;
-                        }
-                    }
-                };
+                let served = serve(stream, acceptor, &limits, svc, watcher);
                 // Closed by the accept loop (idle, at the limit): dropping it closes it.
                 tokio::select! {
                     _ = served => {}
@@ -366,15 +274,7 @@ pub async fn start(cfg: ServerConfig) -> Result<Running, BoxError> {
             .map_err(|e| e.to_string())
     });
     // Jobs reach this server over loopback, as any client would.
-    let loopback = match addr.ip() {
-        ip if ip.is_unspecified() && ip.is_ipv6() => {
-            SocketAddr::new(std::net::Ipv6Addr::LOCALHOST.into(), addr.port())
-        }
-        ip if ip.is_unspecified() => {
-            SocketAddr::new(std::net::Ipv4Addr::LOCALHOST.into(), addr.port())
-        }
-        _ => addr,
-    };
+    let loopback = loopback_of(addr);
     let scheme = if tls { "https" } else { "http" };
     jobs.start(&format!("{scheme}://{loopback}/"), &cfg.key);
     Ok(Running {
@@ -385,6 +285,157 @@ pub async fn start(cfg: ServerConfig) -> Result<Running, BoxError> {
         stop_tx,
         task,
     })
+}
+
+/// The API's state for `cfg` over `store`: keys, the token key, copy jobs, the explorer; with
+/// the TLS acceptor when serving HTTPS, and the jobs (started once the listener is bound).
+fn build_app(
+    cfg: &ServerConfig,
+    store: Store,
+) -> Result<
+    (
+        App,
+        Option<tokio_rustls::TlsAcceptor>,
+        crate::transfer::jobs::Jobs,
+    ),
+    BoxError,
+> {
+    let keys = api::auth::Keys {
+        read_write: MasterKey::from_base64(&cfg.key)?,
+        read_only: match &cfg.read_only_key {
+            Some(k) => Some(MasterKey::from_base64(k)?),
+            None => None,
+        },
+    };
+    let (acceptor, cert_pem) = match &cfg.tls {
+        None => (None, None),
+        Some(t) => {
+            let (a, pem) = tls_acceptor(t)?;
+            (Some(a), Some(pem))
+        }
+    };
+    let token_key = token_key(cfg.store.data_dir.as_deref())?;
+    let jobs = crate::transfer::jobs::Jobs::open(
+        cfg.store.data_dir.as_deref(),
+        crate::transfer::sealed::Sealer::new(token_key.derive("copy job account keys")),
+    )?;
+    let loopback_only = match cfg.host.parse::<std::net::IpAddr>() {
+        Ok(ip) => ip.is_loopback(),
+        Err(_) => cfg.host.eq_ignore_ascii_case("localhost"),
+    };
+    let explorer = crate::api::explorer::Explorer::new(
+        crate::api::explorer::ExplorerConfig {
+            enabled: cfg.explorer,
+            open: loopback_only,
+            hosts: std::iter::once(cfg.host.clone())
+                .chain(cfg.public_host.clone())
+                .collect(),
+            cert_pem,
+        },
+        &cfg.key,
+    );
+    let app = App::new(
+        store,
+        keys,
+        token_key,
+        ApiOptions {
+            tls: acceptor.is_some(),
+            gateway_compat: cfg.gateway_compat,
+            enforce_throughput: cfg.enforce_throughput,
+            body_timeout: Some(cfg.connections.body_timeout),
+        },
+        jobs.clone(),
+        explorer,
+    );
+    Ok((app, acceptor, jobs))
+}
+
+/// Serves one accepted connection (after the TLS handshake, when serving HTTPS) until it
+/// ends or the server shuts down.
+async fn serve<S>(
+    stream: tokio::net::TcpStream,
+    acceptor: Option<tokio_rustls::TlsAcceptor>,
+    limits: &Connections,
+    svc: S,
+    watcher: hyper_util::server::graceful::Watcher,
+) where
+    S: hyper::service::Service<
+            hyper::Request<hyper::body::Incoming>,
+            Response = axum::response::Response,
+        > + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    // A read that stalls past the idle timeout ends the connection, over TLS and HTTP/2 too
+    // (hyper's header timeout covers HTTP/1 only).
+    let mut stream = tokio_io_timeout::TimeoutStream::new(stream);
+    stream.set_read_timeout(Some(limits.idle_timeout));
+    let stream = Box::pin(stream);
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_timeout);
+    match acceptor {
+        Some(acc) => match tokio::time::timeout(limits.header_timeout, acc.accept(stream)).await {
+            Ok(Ok(s)) => {
+                let conn = builder.serve_connection_with_upgrades(TokioIo::new(s), svc);
+                let _ = watcher.watch(conn.into_owned()).await;
+            }
+            Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
+            Err(_) => tracing::debug!("TLS handshake timed out"),
+        },
+        None => {
+            let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), svc);
+            let _ = watcher.watch(conn.into_owned()).await;
+        }
+    }
+}
+
+/// The router as a hyper service that notes when each request of a connection starts and
+/// ends (so the accept loop knows which connections are idle).
+fn tracked(
+    router: axum::Router,
+    registry: &Arc<crate::connections::Registry>,
+    activity: &Arc<crate::connections::Conn>,
+) -> impl hyper::service::Service<
+    hyper::Request<hyper::body::Incoming>,
+    Response = axum::response::Response,
+    Error = std::convert::Infallible,
+    Future = impl std::future::Future<
+        Output = Result<axum::response::Response, std::convert::Infallible>,
+    > + Send,
+> + Clone
+       + Send
+       + 'static {
+    let inner = TowerToHyperService::new(router);
+    let (registry, activity) = (Arc::clone(registry), Arc::clone(activity));
+    hyper::service::service_fn(move |req| {
+        use hyper::service::Service as _;
+        activity.begin();
+        let answer = inner.call(req);
+        let (registry, activity) = (Arc::clone(&registry), Arc::clone(&activity));
+        async move {
+            let r = answer.await;
+            activity.end(registry.now_ms());
+            r
+        }
+    })
+}
+
+/// The loopback address of a listener bound to `addr` (itself unless it is unspecified).
+fn loopback_of(addr: SocketAddr) -> SocketAddr {
+    match addr.ip() {
+        ip if ip.is_unspecified() && ip.is_ipv6() => {
+            SocketAddr::new(std::net::Ipv6Addr::LOCALHOST.into(), addr.port())
+        }
+        ip if ip.is_unspecified() => {
+            SocketAddr::new(std::net::Ipv4Addr::LOCALHOST.into(), addr.port())
+        }
+        _ => addr,
+    }
 }
 
 /// The TLS acceptor, and the certificate chain (PEM) clients should trust.
