@@ -296,6 +296,28 @@ impl Endpoint {
                     _ => return Err(not_allowed(m, "a container")),
                 }
             }
+            ["dbs", _, "colls", _, _, ..] => Self::in_container(m, headers, &s)?,
+            ["dbs", _, "users", ..] => Self::users(m, headers, &s)?,
+            ["offers"] => match *m {
+                Method::GET => Endpoint::ListOffers,
+                Method::POST => Endpoint::QueryOffers,
+                _ => return Err(not_allowed(m, "offers")),
+            },
+            ["offers", id] => match *m {
+                Method::GET => Endpoint::ReadOffer { id: owned(id) },
+                Method::PUT => Endpoint::ReplaceOffer { id: owned(id) },
+                _ => return Err(not_allowed(m, "an offer")),
+            },
+            ["_strata", ..] => Self::strata(m, &s)?,
+            _ => return Err(no_such_path(&s)),
+        })
+    }
+
+    /// What lives in a container: items, the change feed, queries, batches, partition key
+    /// ranges, conflicts, scripts.
+    fn in_container(m: &Method, headers: &HeaderMap, s: &[&str]) -> Result<Self, ApiError> {
+        let owned = |x: &str| x.to_string();
+        Ok(match s {
             ["dbs", db, "colls", coll, "docs"] => {
                 let (db, coll) = (owned(db), owned(coll));
                 match *m {
@@ -360,33 +382,6 @@ impl Endpoint {
                 },
                 _ => return Err(not_allowed(m, "a conflict")),
             },
-            ["offers"] => match *m {
-                Method::GET => Endpoint::ListOffers,
-                Method::POST => Endpoint::QueryOffers,
-                _ => return Err(not_allowed(m, "offers")),
-            },
-            ["offers", id] => match *m {
-                Method::GET => Endpoint::ReadOffer { id: owned(id) },
-                Method::PUT => Endpoint::ReplaceOffer { id: owned(id) },
-                _ => return Err(not_allowed(m, "an offer")),
-            },
-            ["_strata", "containers", db, coll, "partitions"] => match *m {
-                Method::GET => Endpoint::InspectPartitions {
-                    db: owned(db),
-                    coll: owned(coll),
-                },
-                _ => return Err(not_allowed(m, "the partitions view")),
-            },
-            ["_strata", "jobs"] => match *m {
-                Method::GET => Endpoint::ListJobs,
-                Method::POST => Endpoint::CreateJob,
-                _ => return Err(not_allowed(m, "copy jobs")),
-            },
-            ["_strata", "jobs", id] => match *m {
-                Method::GET => Endpoint::ReadJob { id: owned(id) },
-                Method::DELETE => Endpoint::DeleteJob { id: owned(id) },
-                _ => return Err(not_allowed(m, "a copy job")),
-            },
             ["dbs", db, "colls", coll, seg] if ScriptKind::from_segment(seg).is_some() => {
                 let (db, coll) = (owned(db), owned(coll));
                 let kind = ScriptKind::from_segment(seg).unwrap_or(ScriptKind::Sproc);
@@ -410,6 +405,17 @@ impl Endpoint {
                     _ => return Err(not_allowed(m, &format!("a {}", kind.noun()))),
                 }
             }
+            ["dbs", _, "colls", _, "docs", _, kind, ..] | ["dbs", _, "colls", _, kind, ..] => {
+                return Err(unsupported(kind))
+            }
+            _ => return Err(no_such_path(s)),
+        })
+    }
+
+    /// A database's users and their permissions.
+    fn users(m: &Method, headers: &HeaderMap, s: &[&str]) -> Result<Self, ApiError> {
+        let owned = |x: &str| x.to_string();
+        Ok(match s {
             ["dbs", db, "users"] => {
                 let db = owned(db);
                 match *m {
@@ -446,17 +452,42 @@ impl Endpoint {
                     _ => return Err(not_allowed(m, "a permission")),
                 }
             }
-            ["dbs", _, "colls", _, "docs", _, kind, ..] | ["dbs", _, "colls", _, kind, ..] => {
-                return Err(unsupported(kind))
-            }
-            _ => {
-                return Err(ApiError::not_found(format!(
-                    "The resource path '/{}' does not name a resource strata serves.",
-                    segs.join("/")
-                )))
-            }
+            _ => return Err(no_such_path(s)),
         })
     }
+
+    /// strata's own endpoints: the partitions view and copy jobs.
+    fn strata(m: &Method, s: &[&str]) -> Result<Self, ApiError> {
+        let owned = |x: &str| x.to_string();
+        Ok(match s {
+            ["_strata", "containers", db, coll, "partitions"] => match *m {
+                Method::GET => Endpoint::InspectPartitions {
+                    db: owned(db),
+                    coll: owned(coll),
+                },
+                _ => return Err(not_allowed(m, "the partitions view")),
+            },
+            ["_strata", "jobs"] => match *m {
+                Method::GET => Endpoint::ListJobs,
+                Method::POST => Endpoint::CreateJob,
+                _ => return Err(not_allowed(m, "copy jobs")),
+            },
+            ["_strata", "jobs", id] => match *m {
+                Method::GET => Endpoint::ReadJob { id: owned(id) },
+                Method::DELETE => Endpoint::DeleteJob { id: owned(id) },
+                _ => return Err(not_allowed(m, "a copy job")),
+            },
+            _ => return Err(no_such_path(s)),
+        })
+    }
+}
+
+/// A path that names nothing strata serves.
+fn no_such_path(s: &[&str]) -> ApiError {
+    ApiError::not_found(format!(
+        "The resource path '/{}' does not name a resource strata serves.",
+        s.join("/")
+    ))
 }
 
 #[cfg(test)]
