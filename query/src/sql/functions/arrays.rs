@@ -45,115 +45,20 @@ pub(super) fn call<'a>(f: ArrayFn, args: Vec<Val<'a>>, _cx: &Ctx) -> R<Val<'a>> 
             };
             b(arr.iter().any(|e| contains_match(e, x, partial)))
         }
-        ArrayFn::ArrayContainsAny | ArrayFn::ArrayContainsAll => {
-            let Some(Value::Array(arr)) = get(0) else {
-                return Ok(Val::Undef);
-            };
-            let wanted: Vec<&Value> = a[1..].iter().filter_map(|v| v.get()).collect();
-            let some_undefined = wanted.len() < a.len() - 1;
-            let has = |w: &Value| arr.iter().any(|e| json_equal(e, w));
-            // An undefined argument makes the answer undefined unless the defined ones decide it.
-            if f == ArrayFn::ArrayContainsAny {
-                if wanted.iter().any(|w| has(w)) {
-                    b(true)
-                } else if some_undefined {
-                    Val::Undef
-                } else {
-                    b(false)
-                }
-            } else if !wanted.iter().all(|w| has(w)) {
-                b(false)
-            } else if some_undefined {
-                Val::Undef
-            } else {
-                b(true)
-            }
-        }
+        ArrayFn::ArrayContainsAny | ArrayFn::ArrayContainsAll => contains_any_all(f, a)?,
         ArrayFn::ArrayLength => match get(0) {
             Some(Value::Array(x)) => n(x.len() as f64),
             _ => Val::Undef,
         },
-        ArrayFn::ArraySlice => {
-            let (Some(Value::Array(arr)), Some(st)) = (get(0), int(&a[1])) else {
-                return Ok(Val::Undef);
-            };
-            let len = arr.len() as i64;
-            let st = if st < 0 {
-                (len + st).max(0)
-            } else {
-                st.min(len)
-            };
-            let end = match a.get(2) {
-                Some(v) => match int(v) {
-                    Some(k) if k < 0 => (len + k).max(st),
-                    Some(k) => (st + k).min(len),
-                    None => return Ok(Val::Undef),
-                },
-                None => len,
-            };
-            Val::Own(Value::Array(
-                arr[st as usize..end.max(st) as usize].to_vec(),
-            ))
-        }
-        ArrayFn::SetIntersect | ArrayFn::SetUnion => {
-            let (Some(Value::Array(x)), Some(Value::Array(y))) = (get(0), get(1)) else {
-                return Ok(Val::Undef);
-            };
-            let mut seen = std::collections::HashSet::new();
-            let mut out = Vec::new();
-            if f == ArrayFn::SetUnion {
-                for v in x.iter().chain(y) {
-                    if seen.insert(canonical(v)) {
-                        out.push(v.clone());
-                    }
-                }
-            } else {
-                // Cosmos returns the intersection in the order of the second array.
-                let xs: std::collections::HashSet<String> = x.iter().map(canonical).collect();
-                for v in y {
-                    let k = canonical(v);
-                    if xs.contains(&k) && seen.insert(k) {
-                        out.push(v.clone());
-                    }
-                }
-            }
-            Val::Own(Value::Array(out))
-        }
+        ArrayFn::ArraySlice => array_slice(a)?,
+        ArrayFn::SetIntersect | ArrayFn::SetUnion => set_op(f, a)?,
         ArrayFn::Choose => match int(&a[0]) {
             Some(i) if i >= 1 && (i as usize) < a.len() => {
                 args.into_iter().nth(i as usize).unwrap_or(Val::Undef)
             }
             _ => Val::Undef,
         },
-        ArrayFn::ObjectToArray => {
-            let Some(Value::Object(m)) = get(0) else {
-                return Ok(Val::Undef);
-            };
-            let kname = match a.get(1) {
-                Some(v) => match v.as_str() {
-                    Some(k) => k.to_string(),
-                    None => return Ok(Val::Undef),
-                },
-                None => "k".into(),
-            };
-            let vname = match a.get(2) {
-                Some(v) => match v.as_str() {
-                    Some(k) => k.to_string(),
-                    None => return Ok(Val::Undef),
-                },
-                None => "v".into(),
-            };
-            Val::Own(Value::Array(
-                m.iter()
-                    .map(|(k, v)| {
-                        let mut o = Map::new();
-                        o.insert(kname.clone(), Value::String(k.clone()));
-                        o.insert(vname.clone(), v.clone());
-                        Value::Object(o)
-                    })
-                    .collect(),
-            ))
-        }
+        ArrayFn::ObjectToArray => object_to_array(a)?,
         ArrayFn::Iif => {
             let cond = a[0].as_bool() == Some(true);
             let mut it = args.into_iter();
@@ -176,4 +81,115 @@ pub(super) fn call<'a>(f: ArrayFn, args: Vec<Val<'a>>, _cx: &Ctx) -> R<Val<'a>> 
             _ => Val::Undef,
         },
     })
+}
+
+/// `ARRAY_CONTAINS_ANY` and `ARRAY_CONTAINS_ALL`: whether the array holds any (all) of the values.
+fn contains_any_all<'a>(f: ArrayFn, a: &[Val<'a>]) -> R<Val<'a>> {
+    let get = |i: usize| a.get(i).and_then(|v| v.get());
+    let Some(Value::Array(arr)) = get(0) else {
+        return Ok(Val::Undef);
+    };
+    let wanted: Vec<&Value> = a[1..].iter().filter_map(|v| v.get()).collect();
+    let some_undefined = wanted.len() < a.len() - 1;
+    let has = |w: &Value| arr.iter().any(|e| json_equal(e, w));
+    // An undefined argument makes the answer undefined unless the defined ones decide it.
+    Ok(if f == ArrayFn::ArrayContainsAny {
+        if wanted.iter().any(|w| has(w)) {
+            b(true)
+        } else if some_undefined {
+            Val::Undef
+        } else {
+            b(false)
+        }
+    } else if !wanted.iter().all(|w| has(w)) {
+        b(false)
+    } else if some_undefined {
+        Val::Undef
+    } else {
+        b(true)
+    })
+}
+
+/// `ARRAY_SLICE(array, start[, length])`, negative positions counting from the end.
+fn array_slice<'a>(a: &[Val<'a>]) -> R<Val<'a>> {
+    let get = |i: usize| a.get(i).and_then(|v| v.get());
+    let (Some(Value::Array(arr)), Some(st)) = (get(0), int(&a[1])) else {
+        return Ok(Val::Undef);
+    };
+    let len = arr.len() as i64;
+    let st = if st < 0 {
+        (len + st).max(0)
+    } else {
+        st.min(len)
+    };
+    let end = match a.get(2) {
+        Some(v) => match int(v) {
+            Some(k) if k < 0 => (len + k).max(st),
+            Some(k) => (st + k).min(len),
+            None => return Ok(Val::Undef),
+        },
+        None => len,
+    };
+    Ok(Val::Own(Value::Array(
+        arr[st as usize..end.max(st) as usize].to_vec(),
+    )))
+}
+
+/// `SetIntersect` and `SetUnion`: distinct values, in first appearance order.
+fn set_op<'a>(f: ArrayFn, a: &[Val<'a>]) -> R<Val<'a>> {
+    let get = |i: usize| a.get(i).and_then(|v| v.get());
+    let (Some(Value::Array(x)), Some(Value::Array(y))) = (get(0), get(1)) else {
+        return Ok(Val::Undef);
+    };
+    let mut seen = std::collections::HashSet::new();
+    let mut out = Vec::new();
+    if f == ArrayFn::SetUnion {
+        for v in x.iter().chain(y) {
+            if seen.insert(canonical(v)) {
+                out.push(v.clone());
+            }
+        }
+    } else {
+        // Cosmos returns the intersection in the order of the second array.
+        let xs: std::collections::HashSet<String> = x.iter().map(canonical).collect();
+        for v in y {
+            let k = canonical(v);
+            if xs.contains(&k) && seen.insert(k) {
+                out.push(v.clone());
+            }
+        }
+    }
+    Ok(Val::Own(Value::Array(out)))
+}
+
+/// `ObjectToArray(object[, keyName[, valueName]])`: one `{k, v}` object per property.
+fn object_to_array<'a>(a: &[Val<'a>]) -> R<Val<'a>> {
+    let get = |i: usize| a.get(i).and_then(|v| v.get());
+    let Some(Value::Object(m)) = get(0) else {
+        return Ok(Val::Undef);
+    };
+    let kname = match a.get(1) {
+        Some(v) => match v.as_str() {
+            Some(k) => k.to_string(),
+            None => return Ok(Val::Undef),
+        },
+        None => "k".into(),
+    };
+    let vname = match a.get(2) {
+        Some(v) => match v.as_str() {
+            Some(k) => k.to_string(),
+            None => return Ok(Val::Undef),
+        },
+        None => "v".into(),
+    };
+    Ok(Val::Own(Value::Array(
+        m.iter()
+            .map(|(k, v)| {
+                let mut o = Map::new();
+                o.insert(kname.clone(), Value::String(k.clone()));
+                o.insert(vname.clone(), v.clone());
+                Value::Object(o)
+            })
+            .collect(),
+    )))
 }
