@@ -61,25 +61,7 @@ pub fn query_plan(p: &PreparedQuery, ranges: &[EpkRange]) -> Value {
     let q = &p.parsed;
     let a = alias(q);
     let has_value = matches!(q.select.projection, Projection::Value(_));
-    let payload = match &q.select.projection {
-        Projection::Star => a.clone(),
-        Projection::Value(e) => e.to_string(),
-        Projection::List(items) => {
-            let names = super::eval::item_names(items);
-            let fields: Vec<String> = items
-                .iter()
-                .zip(&names)
-                .map(|(it, n)| {
-                    format!(
-                        "{}: {}",
-                        serde_json::to_string(n).unwrap_or_default(),
-                        it.expr
-                    )
-                })
-                .collect();
-            format!("{{{}}}", fields.join(", "))
-        }
-    };
+    let payload = payload(q, &a);
     let mut aggregates = Vec::new();
     match &q.select.projection {
         Projection::Value(e) => collect_aggs(e, &mut aggregates),
@@ -119,7 +101,82 @@ pub fn query_plan(p: &PreparedQuery, ranges: &[EpkRange]) -> Value {
     let aggregate_query = !aggregates.is_empty() || !q.group_by.is_empty();
     let mut group_aliases = Vec::new();
     let mut alias_to_agg = serde_json::Map::new();
-    let rewritten = if aggregate_query && q.group_by.is_empty() && has_value {
+    let rewritten = if aggregate_query {
+        grouped_query(q, &a, has_value, &mut group_aliases, &mut alias_to_agg)
+    } else if !order_exprs.is_empty() {
+        ordered_query(q, &a, &payload, &order_exprs, distinct, &top_prefix)
+    } else {
+        plain_query(q, distinct, &top_prefix)
+    };
+    let distinct_type = if !q.select.distinct {
+        "None"
+    } else if order_exprs.is_empty() {
+        "Unordered"
+    } else {
+        "Ordered"
+    };
+    let query_ranges: Vec<Value> = ranges
+        .iter()
+        .map(|r| json!({"min": r.min, "max": r.max, "isMinInclusive": true, "isMaxInclusive": false}))
+        .collect();
+    let group_exprs: Vec<String> = q.group_by.iter().map(|g| g.to_string()).collect();
+    json!({
+        "partitionedQueryExecutionInfoVersion": 2,
+        "queryInfo": {
+            "distinctType": distinct_type,
+            "top": top,
+            "offset": q.offset.as_ref().map(|_| p.offset),
+            "limit": q.limit.as_ref().and(p.limit),
+            "orderBy": order_dirs,
+            "orderByExpressions": order_exprs,
+            "groupByExpressions": group_exprs,
+            "groupByAliases": group_aliases,
+            "aggregates": if q.group_by.is_empty() { aggregates } else { Vec::new() },
+            "groupByAliasToAggregateType": alias_to_agg,
+            "rewrittenQuery": rewritten,
+            "hasSelectValue": has_value,
+            "dCountInfo": null,
+            "hasNonStreamingOrderBy": false,
+        },
+        "queryRanges": query_ranges,
+    })
+}
+
+/// What a row of the query carries: the document (`*`), the VALUE expression, or an object
+/// of the listed items by their names.
+fn payload(q: &Query, a: &str) -> String {
+    match &q.select.projection {
+        Projection::Star => a.to_string(),
+        Projection::Value(e) => e.to_string(),
+        Projection::List(items) => {
+            let names = super::eval::item_names(items);
+            let fields: Vec<String> = items
+                .iter()
+                .zip(&names)
+                .map(|(it, n)| {
+                    format!(
+                        "{}: {}",
+                        serde_json::to_string(n).unwrap_or_default(),
+                        it.expr
+                    )
+                })
+                .collect();
+            format!("{{{}}}", fields.join(", "))
+        }
+    }
+}
+
+/// The rewritten query of an aggregate or GROUP BY: each partition's partial aggregates
+/// (`{"item": ...}`) under the group keys, for the SDK to combine; notes the groups' aliases
+/// and which aggregate each one is.
+fn grouped_query(
+    q: &Query,
+    a: &str,
+    has_value: bool,
+    group_aliases: &mut Vec<String>,
+    alias_to_agg: &mut serde_json::Map<String, Value>,
+) -> String {
+    if q.group_by.is_empty() && has_value {
         let Projection::Value(e) = &q.select.projection else {
             unreachable!("has_value")
         };
@@ -128,7 +185,7 @@ pub fn query_plan(p: &PreparedQuery, ranges: &[EpkRange]) -> Value {
             agg_item(e),
             from_and_where(q, false)
         )
-    } else if aggregate_query {
+    } else {
         let keys: Vec<String> = q
             .group_by
             .iter()
@@ -163,7 +220,7 @@ pub fn query_plan(p: &PreparedQuery, ranges: &[EpkRange]) -> Value {
                     e.to_string()
                 }
             }
-            Projection::Star => a.clone(),
+            Projection::Star => a.to_string(),
         };
         let mut s = format!(
             "SELECT [{}] AS groupByItems, {body} AS payload{}",
@@ -175,85 +232,67 @@ pub fn query_plan(p: &PreparedQuery, ranges: &[EpkRange]) -> Value {
             s.push_str(&format!("\nGROUP BY {}", g.join(", ")));
         }
         s
-    } else if !order_exprs.is_empty() {
-        let items: Vec<String> = order_exprs
-            .iter()
-            .map(|e| format!("{{\"item\": {e}}}"))
-            .collect();
-        let order: Vec<String> = match &q.order_by {
-            Some(OrderBy::Items(items)) => items
-                .iter()
-                .map(|i| format!("{} {}", i.expr, if i.descending { "DESC" } else { "ASC" }))
-                .collect(),
-            _ => Vec::new(),
-        };
-        // A document's _rid would make every row distinct: DISTINCT rows carry none.
-        let rid = if q.select.distinct {
-            String::new()
-        } else {
-            format!("{a}._rid, ")
-        };
-        format!(
-            "SELECT {distinct}{top_prefix}{rid}[{}] AS orderByItems, {payload} AS payload{}\nORDER BY {}",
-            items.join(", "),
-            from_and_where(q, true),
-            order.join(", ")
-        )
-    } else {
-        let sel = match &q.select.projection {
-            Projection::Star => "*".to_string(),
-            Projection::Value(e) => format!("VALUE {e}"),
-            Projection::List(_) => {
-                let Projection::List(items) = &q.select.projection else {
-                    unreachable!()
-                };
-                items
-                    .iter()
-                    .map(|it| match &it.alias {
-                        Some(al) => format!("{} AS {al}", it.expr),
-                        None => it.expr.to_string(),
-                    })
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            }
-        };
-        format!(
-            "SELECT {distinct}{top_prefix}{sel}{}",
-            from_and_where(q, false)
-        )
-    };
-    let distinct_type = if !q.select.distinct {
-        "None"
-    } else if order_exprs.is_empty() {
-        "Unordered"
-    } else {
-        "Ordered"
-    };
-    let query_ranges: Vec<Value> = ranges
+    }
+}
+
+/// The rewritten query of an ORDER BY: each row with its sort keys (`orderByItems`) and, unless
+/// DISTINCT, the document's `_rid` for ties, for the SDK's k-way merge.
+fn ordered_query(
+    q: &Query,
+    a: &str,
+    payload: &str,
+    order_exprs: &[String],
+    distinct: &str,
+    top_prefix: &str,
+) -> String {
+    let items: Vec<String> = order_exprs
         .iter()
-        .map(|r| json!({"min": r.min, "max": r.max, "isMinInclusive": true, "isMaxInclusive": false}))
+        .map(|e| format!("{{\"item\": {e}}}"))
         .collect();
-    let group_exprs: Vec<String> = q.group_by.iter().map(|g| g.to_string()).collect();
-    json!({
-        "partitionedQueryExecutionInfoVersion": 2,
-        "queryInfo": {
-            "distinctType": distinct_type,
-            "top": top,
-            "offset": q.offset.as_ref().map(|_| p.offset),
-            "limit": q.limit.as_ref().and(p.limit),
-            "orderBy": order_dirs,
-            "orderByExpressions": order_exprs,
-            "groupByExpressions": group_exprs,
-            "groupByAliases": group_aliases,
-            "aggregates": if q.group_by.is_empty() { aggregates } else { Vec::new() },
-            "groupByAliasToAggregateType": alias_to_agg,
-            "rewrittenQuery": rewritten,
-            "hasSelectValue": has_value,
-            "dCountInfo": null,
-            "hasNonStreamingOrderBy": false,
-        },
-        "queryRanges": query_ranges,
-    })
+    let order: Vec<String> = match &q.order_by {
+        Some(OrderBy::Items(items)) => items
+            .iter()
+            .map(|i| format!("{} {}", i.expr, if i.descending { "DESC" } else { "ASC" }))
+            .collect(),
+        _ => Vec::new(),
+    };
+    // A document's _rid would make every row distinct: DISTINCT rows carry none.
+    let rid = if q.select.distinct {
+        String::new()
+    } else {
+        format!("{a}._rid, ")
+    };
+    format!(
+        "SELECT {distinct}{top_prefix}{rid}[{}] AS orderByItems, {payload} AS payload{}\nORDER BY {}",
+        items.join(", "),
+        from_and_where(q, true),
+        order.join(", ")
+    )
+}
+
+/// The rewritten query of anything else: the query itself, TOP pushed down.
+fn plain_query(q: &Query, distinct: &str, top_prefix: &str) -> String {
+    let sel = match &q.select.projection {
+        Projection::Star => "*".to_string(),
+        Projection::Value(e) => format!("VALUE {e}"),
+        Projection::List(_) => {
+            let Projection::List(items) = &q.select.projection else {
+                unreachable!()
+            };
+            items
+                .iter()
+                .map(|it| match &it.alias {
+                    Some(al) => format!("{} AS {al}", it.expr),
+                    None => it.expr.to_string(),
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    };
+    format!(
+        "SELECT {distinct}{top_prefix}{sel}{}",
+        from_and_where(q, false)
+    )
 }
 
 #[cfg(test)]
