@@ -85,125 +85,27 @@ fn eval_at_depth<'e>(e: &'e Expr, env: EnvRef<'e>, cx: &Ctx) -> R<Val<'e>> {
                 None => Val::Undef,
             }
         }
-        Expr::Array(items) => {
-            let mut out = Vec::with_capacity(items.len());
-            let mut budget = SizeBudget::default();
-            for it in items {
-                let v = eval(it, env, cx)?;
-                if let Some(x) = v.get() {
-                    budget.add(x)?;
-                }
-                if let Some(v) = v.into_owned() {
-                    out.push(v);
-                }
-            }
-            Val::Own(Value::Array(out))
-        }
-        Expr::Object(props) => {
-            let mut m = Map::new();
-            let mut budget = SizeBudget::default();
-            for (k, it) in props {
-                let v = eval(it, env, cx)?;
-                if let Some(x) = v.get() {
-                    budget.add(x)?;
-                    budget.add_bytes(k.len())?;
-                }
-                if let Some(v) = v.into_owned() {
-                    m.insert(k.clone(), v);
-                }
-            }
-            Val::Own(Value::Object(m))
-        }
-        Expr::Unary(op, x) => {
-            let v = eval(x, env, cx)?;
-            match op {
-                UnOp::Not => bool_val(v.as_bool().map(|b| !b)),
-                UnOp::Neg => match v.get().and_then(value::as_nonfinite) {
-                    Some(f) => Val::Own(value::nonfinite(-f)),
-                    None => v.as_f64().map(|f| num_val(-f)).unwrap_or(Val::Undef),
-                },
-                UnOp::Plus => match v.as_f64() {
-                    Some(_) => v,
-                    None => Val::Undef,
-                },
-                UnOp::BitNot => v
-                    .as_f64()
-                    .and_then(to_i32)
-                    .map(|i| num_val(!i as f64))
-                    .unwrap_or(Val::Undef),
-            }
-        }
+        Expr::Array(items) => construct_array(items, env, cx)?,
+        Expr::Object(props) => construct_object(props, env, cx)?,
+        Expr::Unary(op, x) => unary(*op, x, env, cx)?,
         Expr::Binary(op, a, b) => binary(*op, a, b, env, cx)?,
         Expr::Between {
             expr,
             low,
             high,
             negated,
-        } => {
-            let v = eval(expr, env, cx)?;
-            let lo = eval(low, env, cx)?;
-            let hi = eval(high, env, cx)?;
-            let r = match (v.get(), lo.get(), hi.get()) {
-                (Some(v), Some(lo), Some(hi)) => match (compare(v, lo), compare(v, hi)) {
-                    (Some(a), Some(b)) => Some(a != Ordering::Less && b != Ordering::Greater),
-                    _ => None,
-                },
-                _ => None,
-            };
-            bool_val(r.map(|b| b != *negated))
-        }
+        } => between(expr, low, high, *negated, env, cx)?,
         Expr::In {
             expr,
             list,
             negated,
-        } => {
-            let v = eval(expr, env, cx)?;
-            let Some(v) = v.get() else {
-                return Ok(Val::Undef);
-            };
-            let mut found = false;
-            for it in list {
-                if let Some(x) = eval(it, env, cx)?.get() {
-                    if equals(v, x) == Some(true) {
-                        found = true;
-                        break;
-                    }
-                }
-            }
-            bool_val(Some(found != *negated))
-        }
+        } => in_list(expr, list, *negated, env, cx)?,
         Expr::Like {
             expr,
             pattern,
             escape,
             negated,
-        } => {
-            let v = eval(expr, env, cx)?;
-            let p = eval(pattern, env, cx)?;
-            let esc = match escape {
-                Some(x) => match eval(x, env, cx)?.as_str() {
-                    Some(s) if s.chars().count() == 1 => s.chars().next(),
-                    Some(_) => {
-                        return Err(QueryError::semantic(
-                            "The ESCAPE value of LIKE must be a single character.",
-                        ))
-                    }
-                    None => return Ok(Val::Undef),
-                },
-                None => None,
-            };
-            match (v.as_str(), p.as_str()) {
-                (Some(s), Some(p)) => match like_within(s, p, esc, MAX_LIKE_STEPS) {
-                    Some(m) => bool_val(Some(m != *negated)),
-                    None => {
-                        return Err(QueryError::semantic(format!(
-                            "The LIKE pattern is too costly to match against this value (more than {MAX_LIKE_STEPS} steps); use a shorter pattern or STARTSWITH/CONTAINS."
-                        )))
-                    }
-                },
-                _ => Val::Undef,
-            }
-        }
+        } => like_expr(expr, pattern, escape.as_deref(), *negated, env, cx)?,
         Expr::Ternary(c, a, b) => {
             if eval(c, env, cx)?.as_bool() == Some(true) {
                 eval(a, env, cx)?
@@ -269,6 +171,142 @@ fn eval_at_depth<'e>(e: &'e Expr, env: EnvRef<'e>, cx: &Ctx) -> R<Val<'e>> {
                 "Identifier '{n}' could not be resolved."
             )))
         }
+    })
+}
+
+/// An array literal: undefined elements left out, the size bounded.
+fn construct_array<'e>(items: &'e [Expr], env: EnvRef<'e>, cx: &Ctx) -> R<Val<'e>> {
+    let mut out = Vec::with_capacity(items.len());
+    let mut budget = SizeBudget::default();
+    for it in items {
+        let v = eval(it, env, cx)?;
+        if let Some(x) = v.get() {
+            budget.add(x)?;
+        }
+        if let Some(v) = v.into_owned() {
+            out.push(v);
+        }
+    }
+    Ok(Val::Own(Value::Array(out)))
+}
+
+/// An object literal: undefined properties left out, the size bounded.
+fn construct_object<'e>(props: &'e [(String, Expr)], env: EnvRef<'e>, cx: &Ctx) -> R<Val<'e>> {
+    let mut m = Map::new();
+    let mut budget = SizeBudget::default();
+    for (k, it) in props {
+        let v = eval(it, env, cx)?;
+        if let Some(x) = v.get() {
+            budget.add(x)?;
+            budget.add_bytes(k.len())?;
+        }
+        if let Some(v) = v.into_owned() {
+            m.insert(k.clone(), v);
+        }
+    }
+    Ok(Val::Own(Value::Object(m)))
+}
+
+/// `NOT`, unary minus and plus, `~`.
+fn unary<'e>(op: UnOp, x: &'e Expr, env: EnvRef<'e>, cx: &Ctx) -> R<Val<'e>> {
+    let v = eval(x, env, cx)?;
+    Ok(match op {
+        UnOp::Not => bool_val(v.as_bool().map(|b| !b)),
+        UnOp::Neg => match v.get().and_then(value::as_nonfinite) {
+            Some(f) => Val::Own(value::nonfinite(-f)),
+            None => v.as_f64().map(|f| num_val(-f)).unwrap_or(Val::Undef),
+        },
+        UnOp::Plus => match v.as_f64() {
+            Some(_) => v,
+            None => Val::Undef,
+        },
+        UnOp::BitNot => v
+            .as_f64()
+            .and_then(to_i32)
+            .map(|i| num_val(!i as f64))
+            .unwrap_or(Val::Undef),
+    })
+}
+
+/// `x [NOT] BETWEEN low AND high`: undefined unless all three compare.
+fn between<'e>(
+    expr: &'e Expr,
+    low: &'e Expr,
+    high: &'e Expr,
+    negated: bool,
+    env: EnvRef<'e>,
+    cx: &Ctx,
+) -> R<Val<'e>> {
+    let v = eval(expr, env, cx)?;
+    let lo = eval(low, env, cx)?;
+    let hi = eval(high, env, cx)?;
+    let r = match (v.get(), lo.get(), hi.get()) {
+        (Some(v), Some(lo), Some(hi)) => match (compare(v, lo), compare(v, hi)) {
+            (Some(a), Some(b)) => Some(a != Ordering::Less && b != Ordering::Greater),
+            _ => None,
+        },
+        _ => None,
+    };
+    Ok(bool_val(r.map(|b| b != negated)))
+}
+
+/// `x [NOT] IN (...)`.
+fn in_list<'e>(
+    expr: &'e Expr,
+    list: &'e [Expr],
+    negated: bool,
+    env: EnvRef<'e>,
+    cx: &Ctx,
+) -> R<Val<'e>> {
+    let v = eval(expr, env, cx)?;
+    let Some(v) = v.get() else {
+        return Ok(Val::Undef);
+    };
+    let mut found = false;
+    for it in list {
+        if let Some(x) = eval(it, env, cx)?.get() {
+            if equals(v, x) == Some(true) {
+                found = true;
+                break;
+            }
+        }
+    }
+    Ok(bool_val(Some(found != negated)))
+}
+
+/// `x [NOT] LIKE pattern [ESCAPE c]`, within the step budget.
+fn like_expr<'e>(
+    expr: &'e Expr,
+    pattern: &'e Expr,
+    escape: Option<&'e Expr>,
+    negated: bool,
+    env: EnvRef<'e>,
+    cx: &Ctx,
+) -> R<Val<'e>> {
+    let v = eval(expr, env, cx)?;
+    let p = eval(pattern, env, cx)?;
+    let esc = match escape {
+        Some(x) => match eval(x, env, cx)?.as_str() {
+            Some(s) if s.chars().count() == 1 => s.chars().next(),
+            Some(_) => {
+                return Err(QueryError::semantic(
+                    "The ESCAPE value of LIKE must be a single character.",
+                ))
+            }
+            None => return Ok(Val::Undef),
+        },
+        None => None,
+    };
+    Ok(match (v.as_str(), p.as_str()) {
+        (Some(s), Some(p)) => match like_within(s, p, esc, MAX_LIKE_STEPS) {
+            Some(m) => bool_val(Some(m != negated)),
+            None => {
+                return Err(QueryError::semantic(format!(
+                    "The LIKE pattern is too costly to match against this value (more than {MAX_LIKE_STEPS} steps); use a shorter pattern or STARTSWITH/CONTAINS."
+                )))
+            }
+        },
+        _ => Val::Undef,
     })
 }
 
