@@ -256,66 +256,21 @@ pub fn tokenize(sql: &str) -> Result<Vec<Token>, QueryError> {
                 }
                 Tok::Gt
             }
-            SqlToken::Comma => Tok::Comma,
-            SqlToken::Period => Tok::Dot,
-            SqlToken::LParen => Tok::LParen,
-            SqlToken::RParen => Tok::RParen,
-            SqlToken::LBracket => Tok::LBracket,
-            SqlToken::RBracket => Tok::RBracket,
-            SqlToken::LBrace => Tok::LBrace,
-            SqlToken::RBrace => Tok::RBrace,
-            SqlToken::Colon => Tok::Colon,
-            SqlToken::Mul => Tok::Star,
-            SqlToken::Plus => Tok::Plus,
-            SqlToken::Minus => Tok::Minus,
-            SqlToken::Div => Tok::Slash,
-            SqlToken::Mod => Tok::Percent,
-            SqlToken::Eq => Tok::Eq,
-            SqlToken::Neq => Tok::Neq,
-            SqlToken::Lt => Tok::Lt,
-            SqlToken::LtEq => Tok::Le,
-            SqlToken::GtEq => Tok::Ge,
-            SqlToken::StringConcat => Tok::Concat,
-            SqlToken::Ampersand => Tok::Amp,
-            SqlToken::Pipe => Tok::Pipe,
-            SqlToken::Caret => Tok::Caret,
-            SqlToken::Tilde => Tok::Tilde,
-            SqlToken::ShiftLeft => Tok::Shl,
-            SqlToken::ShiftRight => Tok::Shr,
-            other => {
-                return Err(QueryError::syntax(
-                    format!("Syntax error, incorrect syntax near '{other}'."),
-                    span,
-                ))
-            }
+            other => match punctuation(&other) {
+                Some(tok) => tok,
+                None => {
+                    return Err(QueryError::syntax(
+                        format!("Syntax error, incorrect syntax near '{other}'."),
+                        span,
+                    ))
+                }
+            },
         };
-        if let Some(Token {
-            tok: Tok::Param(p),
-            span: ps,
-        }) = out.last()
-        {
-            if p.is_empty() {
-                return Err(QueryError::syntax(
-                    "Syntax error: '@' must be followed by a parameter name.",
-                    *ps,
-                ));
-            }
-        }
+        named_param(&out)?;
         prev_end = end;
         out.push(Token { tok, span });
     }
-    if let Some(Token {
-        tok: Tok::Param(p),
-        span,
-    }) = out.last()
-    {
-        if p.is_empty() {
-            return Err(QueryError::syntax(
-                "Syntax error: '@' must be followed by a parameter name.",
-                *span,
-            ));
-        }
-    }
+    named_param(&out)?;
     let end = Span {
         line: prev_end.0.max(1),
         col: prev_end.1.max(1),
@@ -325,6 +280,53 @@ pub fn tokenize(sql: &str) -> Result<Vec<Token>, QueryError> {
         span: end,
     });
     Ok(out)
+}
+
+/// The token of a one-for-one operator or punctuation mark.
+fn punctuation(t: &SqlToken) -> Option<Tok> {
+    Some(match t {
+        SqlToken::Comma => Tok::Comma,
+        SqlToken::Period => Tok::Dot,
+        SqlToken::LParen => Tok::LParen,
+        SqlToken::RParen => Tok::RParen,
+        SqlToken::LBracket => Tok::LBracket,
+        SqlToken::RBracket => Tok::RBracket,
+        SqlToken::LBrace => Tok::LBrace,
+        SqlToken::RBrace => Tok::RBrace,
+        SqlToken::Colon => Tok::Colon,
+        SqlToken::Mul => Tok::Star,
+        SqlToken::Plus => Tok::Plus,
+        SqlToken::Minus => Tok::Minus,
+        SqlToken::Div => Tok::Slash,
+        SqlToken::Mod => Tok::Percent,
+        SqlToken::Eq => Tok::Eq,
+        SqlToken::Neq => Tok::Neq,
+        SqlToken::Lt => Tok::Lt,
+        SqlToken::LtEq => Tok::Le,
+        SqlToken::GtEq => Tok::Ge,
+        SqlToken::StringConcat => Tok::Concat,
+        SqlToken::Ampersand => Tok::Amp,
+        SqlToken::Pipe => Tok::Pipe,
+        SqlToken::Caret => Tok::Caret,
+        SqlToken::Tilde => Tok::Tilde,
+        SqlToken::ShiftLeft => Tok::Shl,
+        SqlToken::ShiftRight => Tok::Shr,
+        _ => return None,
+    })
+}
+
+/// A parameter is `@` and a name: the last token may not be a bare `@`.
+fn named_param(out: &[Token]) -> Result<(), QueryError> {
+    match out.last() {
+        Some(Token {
+            tok: Tok::Param(p),
+            span,
+        }) if p.is_empty() => Err(QueryError::syntax(
+            "Syntax error: '@' must be followed by a parameter name.",
+            *span,
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// Decodes backslash escapes, JSON style (`\uXXXX` with surrogate pairs).
