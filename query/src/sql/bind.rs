@@ -101,24 +101,7 @@ impl Binder<'_> {
                 }
             }
         }
-        match &mut q.order_by {
-            Some(OrderBy::Items(items)) => {
-                for it in items.iter_mut() {
-                    self.expr(&mut it.expr, &scope)?;
-                    if it.expr.contains_aggregate() {
-                        return semantic("Aggregates are not allowed in the ORDER BY clause.");
-                    }
-                    if it.expr.as_path().is_none() {
-                        return semantic(format!(
-                            "Unsupported ORDER BY clause: the ORDER BY item '{}' could not be mapped to a document path.",
-                            it.expr
-                        ));
-                    }
-                }
-            }
-            Some(OrderBy::Rank(e)) => self.expr(e, &scope)?,
-            None => {}
-        }
+        self.order_by(q, &scope)?;
         // Number the aggregates of this level.
         let mut aggs = Vec::new();
         let mut number = |e: &mut Expr| number_aggregates(e, &mut aggs);
@@ -163,6 +146,29 @@ impl Binder<'_> {
                 }
                 Projection::Star => {}
             }
+        }
+        Ok(())
+    }
+
+    /// ORDER BY items: bound, no aggregates, each a document path (as the service requires).
+    fn order_by(&mut self, q: &mut Query, scope: &[(String, Slot)]) -> R<()> {
+        match &mut q.order_by {
+            Some(OrderBy::Items(items)) => {
+                for it in items.iter_mut() {
+                    self.expr(&mut it.expr, scope)?;
+                    if it.expr.contains_aggregate() {
+                        return semantic("Aggregates are not allowed in the ORDER BY clause.");
+                    }
+                    if it.expr.as_path().is_none() {
+                        return semantic(format!(
+                        "Unsupported ORDER BY clause: the ORDER BY item '{}' could not be mapped to a document path.",
+                        it.expr
+                    ));
+                    }
+                }
+            }
+            Some(OrderBy::Rank(e)) => self.expr(e, scope)?,
+            None => {}
         }
         Ok(())
     }

@@ -263,35 +263,10 @@ impl Parser {
                 }
             }
         }
-        let mut order_by = None;
-        if self.eat_kw("ORDER") {
-            self.expect_kw("BY")?;
-            if matches!(self.peek(), Tok::Ident(s) if s.eq_ignore_ascii_case("RANK"))
-                && !matches!(
-                    self.peek_at(1),
-                    Tok::Dot | Tok::LBracket | Tok::Comma | Tok::Eof
-                )
-            {
-                self.bump();
-                order_by = Some(OrderBy::Rank(self.expr()?));
-            } else {
-                let mut items = Vec::new();
-                loop {
-                    let expr = self.expr()?;
-                    let descending = if self.eat_kw("DESC") {
-                        true
-                    } else {
-                        self.eat_kw("ASC");
-                        false
-                    };
-                    items.push(OrderItem { expr, descending });
-                    if !self.eat(&Tok::Comma) {
-                        break;
-                    }
-                }
-                order_by = Some(OrderBy::Items(items));
-            }
-        }
+        let order_by = match self.eat_kw("ORDER") {
+            true => Some(self.order_by()?),
+            false => None,
+        };
         let (mut offset, mut limit) = (None, None);
         if self.eat_kw("OFFSET") {
             offset = Some(self.top_operand()?);
@@ -317,6 +292,37 @@ impl Parser {
             limit,
             aggregates: Vec::new(),
         })
+    }
+
+    /// What follows `ORDER`: `BY RANK expr` (full-text scoring) or `BY` sort items, each
+    /// `ASC` (the default) or `DESC`.
+    fn order_by(&mut self) -> R<OrderBy> {
+        self.expect_kw("BY")?;
+        if matches!(self.peek(), Tok::Ident(s) if s.eq_ignore_ascii_case("RANK"))
+            && !matches!(
+                self.peek_at(1),
+                Tok::Dot | Tok::LBracket | Tok::Comma | Tok::Eof
+            )
+        {
+            self.bump();
+            Ok(OrderBy::Rank(self.expr()?))
+        } else {
+            let mut items = Vec::new();
+            loop {
+                let expr = self.expr()?;
+                let descending = if self.eat_kw("DESC") {
+                    true
+                } else {
+                    self.eat_kw("ASC");
+                    false
+                };
+                items.push(OrderItem { expr, descending });
+                if !self.eat(&Tok::Comma) {
+                    break;
+                }
+            }
+            Ok(OrderBy::Items(items))
+        }
     }
 
     /// `TOP`, `OFFSET` and `LIMIT` take a number or a parameter.
