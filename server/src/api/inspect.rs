@@ -62,13 +62,13 @@ pub fn partitions(app: &App, db: &str, coll: &str) -> Result<Reply, ApiError> {
             },
         }));
     }
-    let warnings = warnings(&out, c.limits.logical_partition_limit_bytes);
+    let warnings = warnings(&out, c.limits().logical_partition_limit_bytes);
     let body = json!({
         "database": c.db,
         "container": c.id,
         "partitionKey": c.pk.to_json(),
-        "splitThresholdBytes": c.limits.partition_split_bytes,
-        "logicalPartitionLimitBytes": c.limits.logical_partition_limit_bytes,
+        "splitThresholdBytes": c.limits().partition_split_bytes,
+        "logicalPartitionLimitBytes": c.limits().logical_partition_limit_bytes,
         "generation": view.generation,
         "partitions": out,
         "warnings": warnings,

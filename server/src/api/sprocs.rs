@@ -55,7 +55,7 @@ impl Host {
             ops: 0,
             charge: 0.0,
             started: Instant::now(),
-            soft: c.limits.script_timeout.mul_f64(0.6),
+            soft: c.limits().script_timeout.mul_f64(0.6),
         }
     }
 
@@ -464,7 +464,7 @@ pub async fn execute(
         Value::Array(a) => a,
         other => vec![other],
     };
-    let timeout = c.limits.script_timeout;
+    let timeout = c.limits().script_timeout;
     let job = Job {
         body: rec.body.clone(),
         setup: Host::setup(c, Some(&Value::Array(args.clone())), None, "Execute"),

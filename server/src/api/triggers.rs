@@ -114,7 +114,7 @@ pub fn run(
     cond: &Conditions,
 ) -> Result<(Outcome, f64), ApiError> {
     let c = t.container();
-    let timeout = c.limits.script_timeout;
+    let timeout = c.limits().script_timeout;
     let mut host = Host::new(c, pk.clone(), epk.to_string());
     let mut id = id.to_string();
     for trig in &triggers.pre {

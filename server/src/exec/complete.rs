@@ -26,13 +26,13 @@ pub(super) async fn run_complete(
             None => 0,
         };
     let cx = query_ctx(&c, &p);
-    let parts = per_partition(&c, &ranges);
+    let parts = c.split_by_partition(&ranges);
     // A few complete results are built at once, each within its budget (see `memory`).
     let _turn = match p.mode {
         Mode::NoFrom => None,
         _ => memory::heavy_turn().await,
     };
-    let held = Arc::new(memory::Held::new(c.limits.query_memory_bytes));
+    let held = Arc::new(memory::Held::new(c.limits().query_memory_bytes));
     let (mut scanned, mut scanned_bytes) = (0u64, 0u64);
     let mut index = IndexStats::default();
     let counted = match access.count_only && p.mode == Mode::Aggregate {

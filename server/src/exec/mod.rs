@@ -4,7 +4,7 @@
 //! knows HTTP: `api/query.rs` decodes the request, asks `strata_query` for the plan, calls
 //! [`run`] and encodes the page.
 
-use crate::store::container::{read, Container};
+use crate::store::container::Container;
 use crate::store::lookup::IndexStats;
 use crate::store::{keys, StoreError};
 use bytes::Bytes;
@@ -167,20 +167,6 @@ async fn run_page(
         Mode::Ordered => run_ordered(c, p, access, ranges, page_size, token).await,
         _ => run_complete(c, p, access, ranges, page_size, token).await,
     }
-}
-
-/// Splits the target ranges along physical partition boundaries (units of parallel work).
-fn per_partition(c: &Container, ranges: &[EpkRange]) -> Vec<EpkRange> {
-    let map = read(&c.map);
-    let mut out = Vec::new();
-    for r in ranges {
-        for s in map.overlapping(r) {
-            if let Some(x) = s.epk_range().intersect(r) {
-                out.push(x);
-            }
-        }
-    }
-    out
 }
 
 /// What one page produced.

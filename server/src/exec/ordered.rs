@@ -261,7 +261,7 @@ pub(super) async fn run_ordered(
     }
     let desc = p.order_directions();
     let last = Arc::new(last);
-    let parts = per_partition(&c, &ranges);
+    let parts = c.split_by_partition(&ranges);
     let (c2, p2, desc2, last2) = (
         Arc::clone(&c),
         Arc::clone(&p),

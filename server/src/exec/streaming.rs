@@ -26,7 +26,7 @@ pub(super) fn run_streaming(
     };
     let sliced;
     let ranges = if budget.per_range {
-        sliced = per_partition(c, ranges);
+        sliced = c.split_by_partition(ranges);
         &sliced[..]
     } else {
         ranges

@@ -35,7 +35,7 @@ pub fn of(c: &Container) -> Arc<dyn Udfs> {
     Arc::new(ContainerUdfs {
         key: (c.cid, scripts.version),
         bodies: Arc::new(bodies),
-        timeout: c.limits.script_timeout,
+        timeout: c.limits().script_timeout,
     })
 }
 

@@ -8,7 +8,7 @@
 //! tracked either way, for the partitions view: RU/s per partition, throttled requests, and
 //! the hottest logical partitions.
 
-use crate::store::container::{read, Container};
+use crate::store::container::Container;
 use dashmap::DashMap;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -124,13 +124,12 @@ impl Governor {
 
     /// RU/s budget of one physical partition of `c`.
     pub fn rate(&self, c: &Container, shared_db_ru: Option<u64>) -> f64 {
-        let ru = read(&c.meta)
-            .throughput
-            .as_ref()
+        let ru = c
+            .throughput()
             .map(|t| t.max_ru())
             .or(shared_db_ru)
             .unwrap_or(400);
-        ru as f64 / read(&c.map).ranges.len().max(1) as f64
+        ru as f64 / c.physical_partitions().max(1) as f64
     }
 
     fn container(&self, cid: u32) -> Arc<Mutex<HashMap<u32, Bucket>>> {

@@ -100,7 +100,9 @@ impl DocPos {
     }
 }
 
-/// A container and its runtime state. Shared behind an `Arc`.
+/// A container and its runtime state. Shared behind an `Arc`. Its identity (ids, rids, key
+/// definition) is plain public data that never changes; its state — the partition map, the
+/// record, the log, the index, scripts and limits — is reached through its methods only.
 pub struct Container {
     pub cid: u32,
     pub db: String,
@@ -113,17 +115,17 @@ pub struct Container {
     pub pk: PartitionKeyDefinition,
     /// User-settable properties, timestamps and throughput (the `ranges` field is not kept
     /// current here; the partition map is authoritative).
-    pub meta: RwLock<ContainerRecord>,
-    pub map: RwLock<PartitionMap>,
+    pub(in crate::store) meta: RwLock<ContainerRecord>,
+    pub(in crate::store) map: RwLock<PartitionMap>,
     /// The container's change log: LSNs and the isolation of its writes.
     log: Log,
-    pub splitting: AtomicBool,
+    pub(in crate::store) splitting: AtomicBool,
     /// The partition-map generation at which a split for throughput found no place to cut;
     /// no further throughput split is tried until the map changes (`u64::MAX`: none failed).
-    pub throughput_split_stuck_at: AtomicU64,
-    pub deleted: AtomicBool,
-    pub engine: Engine,
-    pub limits: Limits,
+    pub(in crate::store) throughput_split_stuck_at: AtomicU64,
+    pub(in crate::store) deleted: AtomicBool,
+    pub(in crate::store) engine: Engine,
+    pub(in crate::store) limits: Limits,
     /// The index's policy, unique keys and generation (see [`super::index`]).
     index: RwLock<IndexState>,
     /// The last document number given out: new documents take the next (their `_rid` and
@@ -132,15 +134,15 @@ pub struct Container {
     /// number given out until then.
     doc_counter: AtomicU64,
     /// Documents the running index build has visited, and how many it will visit.
-    pub index_done: AtomicU64,
-    pub index_total: AtomicU64,
+    pub(in crate::store) index_done: AtomicU64,
+    pub(in crate::store) index_total: AtomicU64,
     /// Documents with a value at a path, per (path id, generation, EPK range): the LSN of the
     /// partition when counted and the count (see `Container::index_order`).
     pub(super) defined_cache: DefinedCache,
     /// The container's computed properties (see `strata_query::sql::computed`).
     computed: RwLock<Arc<Vec<ComputedProperty>>>,
     /// Stored procedures, triggers and UDFs (see [`super::scripts`]).
-    pub scripts: RwLock<Arc<scripts::Scripts>>,
+    pub(in crate::store) scripts: RwLock<Arc<scripts::Scripts>>,
     /// Requests' transactions take their turn here, first come first served, waiting
     /// without holding a thread (see [`Container::write_turn`]).
     turn: tokio::sync::Mutex<()>,
@@ -549,6 +551,32 @@ impl Container {
     }
 
     /// Whether splits the provisioned throughput calls for are still to be made.
+    /// The limits this container was opened with (split size, logical partition size,
+    /// script timeout, query memory).
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// How many physical partitions the container has now.
+    pub fn physical_partitions(&self) -> usize {
+        read(&self.map).ranges.len()
+    }
+
+    /// Splits `ranges` along physical partition boundaries: the units of parallel work of a
+    /// query.
+    pub fn split_by_partition(&self, ranges: &[EpkRange]) -> Vec<EpkRange> {
+        let map = read(&self.map);
+        let mut out = Vec::new();
+        for r in ranges {
+            for s in map.overlapping(r) {
+                if let Some(x) = s.epk_range().intersect(r) {
+                    out.push(x);
+                }
+            }
+        }
+        out
+    }
+
     pub fn throughput_split_pending(&self) -> bool {
         self.needs_split() && read(&self.map).ranges.len() < self.partitions_for_throughput()
     }
