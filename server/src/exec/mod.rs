@@ -6,7 +6,7 @@
 
 use crate::store::container::Container;
 use crate::store::lookup::IndexStats;
-use crate::store::{keys, StoreError};
+use crate::store::StoreError;
 use bytes::Bytes;
 use serde_json::Value;
 use std::cmp::Ordering;

@@ -31,12 +31,12 @@ pub(super) fn scan_with(
     let own;
     let candidates = match (found, &access.lookup) {
         (Some(all), _) => {
-            let lo = keys::epk_bound(c.cid, &range.min);
+            let lo = c.position_before(&range.min);
             let from = all.partition_point(|k| *k < lo);
             let to = if range.max.as_str() >= "FF" {
                 all.len()
             } else {
-                let hi = keys::epk_bound(c.cid, &range.max);
+                let hi = c.position_before(&range.max);
                 all.partition_point(|k| *k < hi)
             };
             Some(&all[from..to.max(from)])
@@ -102,20 +102,16 @@ pub fn to_bytes(v: &Value) -> Bytes {
     Bytes::from(serde_json::to_vec(v).unwrap_or_default())
 }
 
-/// The key of the document a row came from, for tie-breaking and continuation.
+/// The position of the document a row came from, for tie-breaking and continuation.
 pub(super) fn suffix_hex(key: &[u8]) -> String {
-    strata_query::pk::epk::encode_hex(&key[4..])
+    Container::position_hex(key)
 }
 
+/// The document position a continuation token names.
 pub(super) fn key_from_hex(c: &Container, hex: &str) -> Result<Vec<u8>, ExecError> {
-    let suffix = strata_query::pk::epk::decode_hex(hex)
-        .filter(|s| keys::split_item_suffix(s).is_some())
-        .ok_or_else(|| {
-            ExecError::BadToken(String::from(
-                "The continuation token is invalid (bad position); run the query again without it.",
-            ))
-        })?;
-    let mut k = keys::container_prefix(c.cid);
-    k.extend_from_slice(&suffix);
-    Ok(k)
+    c.position_from_hex(hex).ok_or_else(|| {
+        ExecError::BadToken(String::from(
+            "The continuation token is invalid (bad position); run the query again without it.",
+        ))
+    })
 }

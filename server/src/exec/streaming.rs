@@ -36,7 +36,7 @@ pub(super) fn run_streaming(
         if s.finished || s.page.continuation.is_some() {
             break;
         }
-        let range_end = keys::epk_bound(c.cid, &range.max);
+        let range_end = c.position_before(&range.max);
         let after = match &s.start_key {
             Some(k) if *k >= range_end && range.max.as_str() < "FF" => continue,
             Some(k) => {

@@ -96,7 +96,7 @@ impl DocPos {
 
     /// The position as hex, for continuation tokens (the container prefix left out).
     pub fn to_hex(&self) -> String {
-        strata_query::pk::epk::encode_hex(self.0.get(4..).unwrap_or(&[]))
+        Container::position_hex(&self.0)
     }
 }
 
@@ -429,6 +429,23 @@ impl Container {
         let mut key = keys::container_prefix(self.cid);
         key.extend_from_slice(&suffix);
         Some(DocPos(key))
+    }
+
+    /// The position just before every document of EPK `epk`. Positions are the keys the
+    /// scans hand out with each document: outside the store they are compared and handed
+    /// back, never built or taken apart.
+    pub fn position_before(&self, epk: &str) -> Vec<u8> {
+        keys::epk_bound(self.cid, epk)
+    }
+
+    /// A document position as text for a continuation token (the container left out).
+    pub fn position_hex(position: &[u8]) -> String {
+        strata_query::pk::epk::encode_hex(position.get(4..).unwrap_or(&[]))
+    }
+
+    /// The position a continuation token's text names, if it names a document's.
+    pub fn position_from_hex(&self, hex: &str) -> Option<Vec<u8>> {
+        self.doc_pos(hex).map(|p| p.0)
     }
 
     /// Waits until the write behind `token` is durable (at once in memory).
