@@ -1,0 +1,107 @@
+//! The API's shared state, apart from the router that serves it: the store, keys, options,
+//! the throughput governor, prepared queries, copy jobs and the explorer, behind one cheap
+//! handle every handler receives.
+
+use super::auth::Keys;
+use super::error::ApiError;
+use super::explorer;
+use crate::store::container::Container;
+use crate::store::Store;
+use std::sync::Arc;
+
+/// Behaviour switches of the API.
+#[derive(Debug, Clone, Default)]
+pub struct ApiOptions {
+    /// Whether clients reach us over HTTPS (for the advertised endpoint).
+    pub tls: bool,
+    /// Answer cross-partition queries that need client-side merging with 400/1004, as the
+    /// Cosmos gateway does.
+    pub gateway_compat: bool,
+    /// Throttle (429) requests beyond each partition's share of the provisioned RU/s.
+    pub enforce_throughput: bool,
+    /// How long a client may take to send a request body (`None`: no limit).
+    pub body_timeout: Option<std::time::Duration>,
+}
+
+/// Shared state of the API: one cheap handle.
+#[derive(Clone)]
+pub struct App {
+    inner: Arc<AppInner>,
+}
+
+pub struct AppInner {
+    pub store: Store,
+    pub keys: Keys,
+    pub options: ApiOptions,
+    pub governor: crate::throughput::governor::Governor,
+    /// Signs continuation tokens (kept in the data folder, so tokens outlive a restart).
+    pub token_key: strata_query::sql::token::TokenKey,
+    /// Queries prepared recently (see [`crate::exec::prepared`]).
+    pub prepared: crate::exec::prepared::Prepared,
+    /// Server-side copy jobs.
+    pub jobs: crate::transfer::jobs::Jobs,
+    /// The Data Explorer and the keyless conventions (certificate, readiness).
+    pub explorer: explorer::Explorer,
+}
+
+impl std::ops::Deref for App {
+    type Target = AppInner;
+    fn deref(&self) -> &AppInner {
+        &self.inner
+    }
+}
+
+impl App {
+    pub fn new(
+        store: Store,
+        keys: Keys,
+        token_key: strata_query::sql::token::TokenKey,
+        options: ApiOptions,
+        jobs: crate::transfer::jobs::Jobs,
+        explorer: explorer::Explorer,
+    ) -> Self {
+        Self {
+            inner: Arc::new(AppInner {
+                store,
+                keys,
+                token_key,
+                jobs,
+                explorer,
+                prepared: Default::default(),
+                governor: crate::throughput::governor::Governor::new(options.enforce_throughput),
+                options,
+            }),
+        }
+    }
+
+    /// RU/s budget of each physical partition of `c` (its own throughput, else its database's
+    /// shared throughput).
+    pub fn partition_rate(&self, c: &Container) -> f64 {
+        self.governor.rate(c, self.store.database_throughput(&c.db))
+    }
+
+    /// Spends request units on partitions; 429 when throttling is on and they lack budget.
+    pub fn spend(
+        &self,
+        c: &Container,
+        ranges: &[u32],
+        epk: Option<&str>,
+        ru: f64,
+    ) -> Result<(), ApiError> {
+        Ok(self
+            .governor
+            .spend(c, || self.partition_rate(c), ranges, epk, ru)?)
+    }
+
+    /// Records request units already consumed (no admission check).
+    pub fn record(&self, c: &Container, ranges: &[u32], epk: Option<&str>, ru: f64) {
+        self.governor
+            .record(c, || self.partition_rate(c), ranges, epk, ru)
+    }
+
+    /// Runs after every successful item write: starts a split when a partition outgrew the
+    /// threshold.
+    pub fn after_write(&self, c: &Arc<Container>) {
+        self.store.maybe_split(c);
+    }
+}
