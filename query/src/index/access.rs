@@ -164,7 +164,11 @@ fn doc_path(e: &Expr, slot: Slot) -> Option<(Vec<Seg>, bool)> {
 
 /// Plans how `q` reads a partition under `policy`, or says why the service would refuse it.
 /// `enable_scan` is the request's `x-ms-documentdb-query-enable-scan`.
-pub fn plan(q: &Query, policy: &IndexingPolicy, enable_scan: bool) -> Result<Access, AccessError> {
+pub fn choose(
+    q: &Query,
+    policy: &IndexingPolicy,
+    enable_scan: bool,
+) -> Result<Access, AccessError> {
     let mut access = Access::default();
     let slot = doc_slot(q);
     check_order_by(q, policy, slot)?;
@@ -476,7 +480,7 @@ mod tests {
 
     fn access(sql: &str, policy: &IndexingPolicy) -> Result<Access, AccessError> {
         let p = prepare(sql, &[], None).unwrap();
-        plan(&p.query, policy, false)
+        choose(&p.query, policy, false)
     }
 
     fn default() -> IndexingPolicy {
@@ -621,10 +625,10 @@ mod tests {
     fn a_container_without_index_needs_the_scan_header() {
         let none = IndexingPolicy::from_json(&json!({"indexingMode": "none"})).unwrap();
         let p = prepare("SELECT * FROM c WHERE c.a = 1", &[], None).unwrap();
-        assert_eq!(plan(&p.query, &none, false).unwrap_err().0, SCAN_NEEDED);
-        assert!(plan(&p.query, &none, true).unwrap().lookup.is_none());
+        assert_eq!(choose(&p.query, &none, false).unwrap_err().0, SCAN_NEEDED);
+        assert!(choose(&p.query, &none, true).unwrap().lookup.is_none());
         let all = prepare("SELECT * FROM c", &[], None).unwrap();
-        assert!(plan(&all.query, &none, false).is_ok());
+        assert!(choose(&all.query, &none, false).is_ok());
     }
 
     #[test]

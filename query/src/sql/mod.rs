@@ -20,8 +20,8 @@ pub mod like;
 pub mod limits;
 pub mod merge;
 pub mod parser;
-pub mod plan;
 pub mod query_plan;
+pub mod routing;
 pub mod sdkplan;
 pub mod spatial;
 pub mod token;
@@ -31,7 +31,7 @@ pub use ast::Query;
 pub use ctx::Ctx;
 pub use error::QueryError;
 pub use eval::{Flow, Groups};
-pub use plan::{Mode, Routing};
+pub use routing::{Mode, Routing};
 
 use crate::pk::PartitionKeyDefinition;
 use ast::{Expr, Projection, SourceKind, DOC_SLOT};
@@ -85,7 +85,7 @@ pub fn prepare(
     let (query, calls_udf) = bind::bind(parsed.clone(), &map)?;
     let mode = Mode::of(&query);
     let routing = match pk {
-        Some(def) => plan::route(&query, def),
+        Some(def) => routing::route(&query, def),
         None => Routing::FanOut,
     };
     let mut fp_input = sql.to_string();

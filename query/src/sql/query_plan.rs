@@ -4,7 +4,7 @@
 //! without HTTP (DataFusion's `display_indent` is the model for [`QueryPlan`]'s `Display`).
 
 use super::ast::{OrderBy, Projection};
-use super::plan::{Mode, Routing};
+use super::routing::{Mode, Routing};
 use super::PreparedQuery;
 use crate::pk::EpkRange;
 use std::fmt;

@@ -67,7 +67,7 @@ pub enum ExecError {
 /// the service's refusal. `enable_scan` is `x-ms-documentdb-query-enable-scan`.
 pub fn access(c: &Container, p: &PreparedQuery, enable_scan: bool) -> Result<Access, ExecError> {
     let state = c.index_state();
-    let mut a = strata_query::index::access::plan(&p.query, &state.policy, enable_scan)
+    let mut a = strata_query::index::access::choose(&p.query, &state.policy, enable_scan)
         .map_err(ExecError::Index)?;
     let computed = c.computed();
     let used: Vec<ComputedProperty> = if computed.is_empty() {
