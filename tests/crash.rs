@@ -85,7 +85,7 @@ async fn acknowledged_writes_survive_sigkill() {
             }
         }
         // A concurrent write burst: creates, and upserts that overwrite earlier items.
-        let stop_at = Instant::now() + Duration::from_millis(1500);
+        let stop_at = Instant::now() + Duration::from_millis(3500);
         let mut writers = Vec::new();
         for w in 0..8 {
             let client = client.clone();
@@ -156,7 +156,7 @@ async fn batches_are_all_or_nothing_across_sigkill() {
                 .await;
             assert_eq!(r.status, StatusCode::CREATED, "{r:?}");
         }
-        let stop_at = Instant::now() + Duration::from_millis(1500);
+        let stop_at = Instant::now() + Duration::from_millis(3500);
         let mut writers = Vec::new();
         for w in 0..4u64 {
             let (client, acked, sent) = (client.clone(), Arc::clone(&acked), Arc::clone(&sent));
@@ -261,7 +261,7 @@ async fn stored_procedures_are_all_or_nothing_across_sigkill() {
             )
             .await
     };
-    let stop_at = Instant::now() + Duration::from_millis(1500);
+    let stop_at = Instant::now() + Duration::from_millis(3500);
     let mut writers = Vec::new();
     for w in 0..3u64 {
         let (client, acked) = (client.clone(), Arc::clone(&acked));
@@ -278,7 +278,13 @@ async fn stored_procedures_are_all_or_nothing_across_sigkill() {
     }
     // One execution still running (past its writes) when the process dies.
     let long = tokio::spawn(run(client.clone(), "slow", 99_999, 4_000));
+    // Kill once the slow execution is past its writes and some executions were acknowledged
+    // (on a loaded machine that takes longer than 700 ms), while the slow one still spins.
     tokio::time::sleep(Duration::from_millis(700)).await;
+    let deadline = Instant::now() + Duration::from_millis(2300);
+    while acked.lock().unwrap().len() <= 5 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     child.kill().expect("SIGKILL");
     child.wait().expect("reap");
     for w in writers {
