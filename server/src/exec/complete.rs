@@ -53,13 +53,13 @@ pub(super) async fn run_complete(
             p.finish_groups(groups, &cx)?
         }
         Mode::Aggregate => {
-            let (groups, n, b, i) = partial_aggregates(&c, &p, &access, parts, &held).await?;
+            let (groups, (n, b, i)) = partial_aggregates(&c, &p, &access, parts, &held).await?;
             (scanned, scanned_bytes) = (scanned + n, scanned_bytes + b);
             index.add(&i);
             p.finish_groups(groups, &cx)?
         }
         _ => {
-            let (values, n, b, i) = all_rows(&c, &p, &access, parts, &held).await?;
+            let (values, (n, b, i)) = all_rows(&c, &p, &access, parts, &held).await?;
             (scanned, scanned_bytes) = (scanned + n, scanned_bytes + b);
             index.add(&i);
             p.finish_rows(values)
@@ -89,6 +89,18 @@ pub(super) async fn run_complete(
 /// What the partitions' scans read, summed: documents, their bytes, index entries.
 type Scanned = (u64, u64, IndexStats);
 
+/// Hands each partition's part to `take` and sums what the partitions read.
+fn summed<T>(parts: Vec<(T, Scanned)>, mut take: impl FnMut(T)) -> Scanned {
+    let (mut docs, mut bytes, mut index) = (0, 0, IndexStats::default());
+    for (part, (n, b, i)) in parts {
+        take(part);
+        docs += n;
+        bytes += b;
+        index.add(&i);
+    }
+    (docs, bytes, index)
+}
+
 /// An aggregate's partial results, one per partition in parallel, merged: groups as they
 /// appear are charged to the query's memory budget.
 async fn partial_aggregates(
@@ -97,7 +109,7 @@ async fn partial_aggregates(
     access: &Arc<Access>,
     parts: Vec<EpkRange>,
     held: &Arc<memory::Held>,
-) -> Result<(Groups, u64, u64, IndexStats), ExecError> {
+) -> Result<(Groups, Scanned), ExecError> {
     let (c2, p2, a2) = (Arc::clone(c), Arc::clone(p), Arc::clone(access));
     let held = Arc::clone(held);
     let results = parallel(
@@ -126,14 +138,8 @@ async fn partial_aggregates(
     )
     .await?;
     let mut all = Groups::default();
-    let (mut scanned, mut bytes, mut index) = (0, 0, IndexStats::default());
-    for (g, (n, b, i)) in results {
-        all.merge(g);
-        scanned += n;
-        bytes += b;
-        index.add(&i);
-    }
-    Ok((all, scanned, bytes, index))
+    let scanned = summed(results, |g| all.merge(g));
+    Ok((all, scanned))
 }
 
 /// Every row of the query from every partition in parallel, in ORDER BY order (document
@@ -146,7 +152,7 @@ async fn all_rows(
     access: &Arc<Access>,
     parts: Vec<EpkRange>,
     held: &Arc<memory::Held>,
-) -> Result<(Vec<Value>, u64, u64, IndexStats), ExecError> {
+) -> Result<(Vec<Value>, Scanned), ExecError> {
     let (c2, p2, a2) = (Arc::clone(c), Arc::clone(p), Arc::clone(access));
     let distinct = p.query.select.distinct;
     let held = Arc::clone(held);
@@ -195,20 +201,14 @@ async fn all_rows(
     )
     .await?;
     let mut all = Vec::new();
-    let (mut scanned, mut bytes, mut index) = (0, 0, IndexStats::default());
-    for (r, (n, b, i)) in results {
-        all.extend(r);
-        scanned += n;
-        bytes += b;
-        index.add(&i);
-    }
+    let scanned = summed(results, |r| all.extend(r));
     let desc = p.order_directions();
     all.sort_by(|a, b| cmp_ranked(a, b, &desc));
     let values = all
         .into_iter()
         .map(|r| serde_json::from_slice(&r.value).map_err(|e| ExecError::Corrupt(e.to_string())))
         .collect::<Result<Vec<Value>, ExecError>>()?;
-    Ok((values, scanned, bytes, index))
+    Ok((values, scanned))
 }
 
 /// `SELECT VALUE MIN(path)` / `MAX(path)` from the index: per partition, the documents of
