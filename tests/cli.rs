@@ -50,6 +50,17 @@ fn closed_port() -> u16 {
     l.local_addr().unwrap().port()
 }
 
+/// A server with database `app` and container `c` keyed by `partition_key`.
+async fn with_container(partition_key: serde_json::Value) -> TestServer {
+    let s = TestServer::start().await;
+    let r = s.post("/dbs", &[], json!({"id": "app"})).await;
+    assert!(r.status.is_success(), "{r:?}");
+    let def = json!({"id": "c", "partitionKey": partition_key});
+    let r = s.post("/dbs/app/colls", &[], def).await;
+    assert!(r.status.is_success(), "{r:?}");
+    s
+}
+
 #[test]
 fn every_subcommand_says_at_once_that_nothing_listens() {
     let port = closed_port();
@@ -110,7 +121,7 @@ fn every_subcommand_says_at_once_that_nothing_listens() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_an_endpoint_subcommands_find_the_server_by_its_port() {
-    let s = TestServer::start().await;
+    let s = with_container(json!({"paths": ["/t"], "kind": "Hash", "version": 2})).await;
     let port = s
         .url
         .trim_end_matches('/')
@@ -118,10 +129,6 @@ async fn without_an_endpoint_subcommands_find_the_server_by_its_port() {
         .next()
         .unwrap()
         .to_string();
-    let r = s.post("/dbs", &[], json!({"id": "app"})).await;
-    assert!(r.status.is_success(), "{r:?}");
-    let def = json!({"id": "c", "partitionKey": {"paths": ["/t"], "kind": "Hash", "version": 2}});
-    assert!(s.post("/dbs/app/colls", &[], def).await.status.is_success());
     for var in ["PORT", "STRATA_PORT"] {
         let env = vec![(var.to_string(), port.clone())];
         let (ok, out) = strata_async(owned(&["ready"]), env.clone()).await;
@@ -134,14 +141,7 @@ async fn without_an_endpoint_subcommands_find_the_server_by_its_port() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_export_leaves_no_file_and_a_good_one_appears_whole() {
-    let s = TestServer::start().await;
-    assert!(s
-        .post("/dbs", &[], json!({"id": "app"}))
-        .await
-        .status
-        .is_success());
-    let def = json!({"id": "c", "partitionKey": {"paths": ["/t"], "kind": "Hash", "version": 2}});
-    assert!(s.post("/dbs/app/colls", &[], def).await.status.is_success());
+    let s = with_container(json!({"paths": ["/t"], "kind": "Hash", "version": 2})).await;
     let dir = TempDir::new("cli-export");
     let out = dir.0.join("backup.jsonl");
     let path = out.to_str().unwrap().to_string();
@@ -167,14 +167,7 @@ async fn a_failed_export_leaves_no_file_and_a_good_one_appears_whole() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_import_refuses_a_container_keyed_otherwise() {
-    let s = TestServer::start().await;
-    assert!(s
-        .post("/dbs", &[], json!({"id": "app"}))
-        .await
-        .status
-        .is_success());
-    let def = json!({"id": "c", "partitionKey": {"paths": ["/t"], "kind": "Hash", "version": 2}});
-    assert!(s.post("/dbs/app/colls", &[], def).await.status.is_success());
+    let s = with_container(json!({"paths": ["/t"], "kind": "Hash", "version": 2})).await;
     for i in 0..20 {
         let r = s
             .create(
@@ -196,18 +189,9 @@ async fn an_import_refuses_a_container_keyed_otherwise() {
     assert!(ok, "{text}");
 
     // Another server where app/c exists, keyed by /tenant/user.
-    let other = TestServer::start().await;
-    assert!(other
-        .post("/dbs", &[], json!({"id": "app"}))
-        .await
-        .status
-        .is_success());
-    let def = json!({"id": "c", "partitionKey": {"paths": ["/tenant", "/user"], "kind": "MultiHash", "version": 2}});
-    assert!(other
-        .post("/dbs/app/colls", &[], def)
-        .await
-        .status
-        .is_success());
+    let other =
+        with_container(json!({"paths": ["/tenant", "/user"], "kind": "MultiHash", "version": 2}))
+            .await;
     let (ok, text) = strata_async(
         owned(&["import", "--to", &other.url, "--in", &file]),
         vec![],
