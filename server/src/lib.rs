@@ -15,7 +15,9 @@
 pub mod api;
 pub mod cli;
 pub mod connections;
+pub mod error;
 pub mod exec;
+pub mod items;
 pub mod net;
 pub mod script;
 pub mod store;

@@ -12,9 +12,9 @@
 
 use super::auth::Principal;
 use super::endpoint::Endpoint;
-use super::error::ApiError;
 use super::request::Req;
 use super::App;
+use crate::error::CosmosError;
 use crate::store::container::Container;
 use crate::store::scripts::ScriptKind;
 use crate::store::users::{PermissionMode, PermissionRecord};
@@ -23,8 +23,8 @@ use strata_query::pk::epk::epk_range;
 use strata_query::pk::{EpkRange, PartitionKey};
 use strata_query::protocol::is_rid_based;
 
-fn forbidden(why: impl std::fmt::Display) -> ApiError {
-    ApiError::forbidden(format!(
+fn forbidden(why: impl std::fmt::Display) -> CosmosError {
+    CosmosError::forbidden(format!(
         "Insufficient permissions provided in the authorization header for the corresponding request. Please retry with another authorization header. ({why})"
     ))
 }
@@ -75,7 +75,7 @@ pub fn authorize(
     principal: &Principal,
     ep: &Endpoint,
     req: &Req,
-) -> Result<Option<EpkRange>, ApiError> {
+) -> Result<Option<EpkRange>, CosmosError> {
     match principal {
         Principal::Master => Ok(None),
         Principal::ReadOnly => {
@@ -96,7 +96,7 @@ pub fn authorize(
         }
         Principal::Resource(claims) => {
             let expired = || {
-                ApiError::unauthorized(
+                CosmosError::unauthorized(
                     "The resource token is no longer valid: its permission was deleted or replaced. Read the permission again for a fresh token.",
                 )
             };
@@ -314,7 +314,7 @@ impl Grant {
         g
     }
 
-    fn check(&self, app: &App, ep: &Endpoint, req: &Req) -> Result<Option<EpkRange>, ApiError> {
+    fn check(&self, app: &App, ep: &Endpoint, req: &Req) -> Result<Option<EpkRange>, CosmosError> {
         let write = is_write(ep, req);
         let link = &self.link;
         let Some(gdb) = &self.db else {
@@ -325,7 +325,7 @@ impl Grant {
                 ))),
             };
         };
-        let need_all = |what: &str| -> Result<(), ApiError> {
+        let need_all = |what: &str| -> Result<(), CosmosError> {
             if write && !self.all {
                 return Err(forbidden(format!(
                     "the token's permission on '{link}' is Read; {what} needs All"
@@ -382,9 +382,9 @@ impl Grant {
         part: Part<'_>,
         write: bool,
         req: &Req,
-    ) -> Result<Option<EpkRange>, ApiError> {
+    ) -> Result<Option<EpkRange>, CosmosError> {
         let link = &self.link;
-        let need_all = |what: &str| -> Result<(), ApiError> {
+        let need_all = |what: &str| -> Result<(), CosmosError> {
             if !self.all {
                 return Err(forbidden(format!(
                     "the token's permission on '{link}' is Read; {what} needs All"
@@ -443,7 +443,7 @@ impl Grant {
 
     /// Changes to the container itself (its properties, scripts, conflicts) reach every
     /// partition key, so a token scoped to one key or prefix may not make them.
-    fn whole_container(&self) -> Result<(), ApiError> {
+    fn whole_container(&self) -> Result<(), CosmosError> {
         match &self.partition_key {
             Some(v) => Err(forbidden(format!(
                 "the token is scoped to the partition key {v}; changing the container itself reaches every key"
@@ -459,7 +459,7 @@ impl Grant {
         c: &Container,
         req: &Req,
         point: bool,
-    ) -> Result<Option<EpkRange>, ApiError> {
+    ) -> Result<Option<EpkRange>, CosmosError> {
         let Some(v) = &self.partition_key else {
             return Ok(None);
         };
@@ -485,7 +485,7 @@ impl Grant {
         };
         match asked {
             Some(pk) => {
-                let r = epk_range(&c.pk, &pk).map_err(|e| ApiError::bad_request(e.0))?;
+                let r = epk_range(&c.pk, &pk).map_err(|e| CosmosError::bad_request(e.0))?;
                 if granted.intersect(&r).as_ref() != Some(&r) {
                     return Err(forbidden(format!(
                         "the partition key {pk} is outside the token's resourcePartitionKey {v}"

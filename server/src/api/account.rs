@@ -1,13 +1,13 @@
 //! `GET /`: the database account. Both SDKs read it first and send every later request to the
 //! endpoint it advertises, so that endpoint is built from how the client reached us.
 
-use super::error::ApiError;
 use super::request::Req;
 use super::response::Reply;
+use crate::error::CosmosError;
 use axum::http::StatusCode;
 use serde_json::json;
 
-pub fn read(req: &Req) -> Result<Reply, ApiError> {
+pub fn read(req: &Req) -> Result<Reply, CosmosError> {
     let loc = json!([{"name": "South Central US", "databaseAccountEndpoint": req.endpoint}]);
     let body = json!({
         "_self": "",

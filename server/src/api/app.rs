@@ -3,8 +3,8 @@
 //! handle every handler receives.
 
 use super::auth::Keys;
-use super::error::ApiError;
 use super::explorer;
+use crate::error::CosmosError;
 use crate::store::container::Container;
 use crate::store::Store;
 use std::sync::Arc;
@@ -87,7 +87,7 @@ impl App {
         ranges: &[u32],
         epk: Option<&str>,
         ru: f64,
-    ) -> Result<(), ApiError> {
+    ) -> Result<(), CosmosError> {
         Ok(self
             .governor
             .spend(c, || self.partition_rate(c), ranges, epk, ru)?)

@@ -8,7 +8,7 @@
 //! (`type=resource`) is verified by [`super::tokens`]; what it may do is
 //! [`super::access`]'s question.
 
-use super::error::ApiError;
+use crate::error::CosmosError;
 use axum::http::{HeaderMap, Method};
 use base64::Engine as _;
 use std::time::{Duration, SystemTime};
@@ -47,16 +47,16 @@ pub fn verify(
     method: &Method,
     scope: &AuthScope,
     headers: &HeaderMap,
-) -> Result<Principal, ApiError> {
+) -> Result<Principal, CosmosError> {
     let raw = header(headers, "authorization").ok_or_else(|| {
-        ApiError::unauthorized(
+        CosmosError::unauthorized(
             "Required header 'authorization' is missing. Sign every request with the account key (type=master&ver=1.0&sig=...).",
         )
     })?;
     let decoded = percent_encoding::percent_decode_str(raw)
         .decode_utf8()
         .map_err(|_| {
-            ApiError::unauthorized("The authorization header is not valid URL-encoded UTF-8.")
+            CosmosError::unauthorized("The authorization header is not valid URL-encoded UTF-8.")
         })?;
     let mut kind = None;
     let mut sig = None;
@@ -66,14 +66,14 @@ pub fn verify(
             Some(("sig", v)) => sig = Some(v),
             Some(("ver", _)) => {}
             _ => {
-                return Err(ApiError::unauthorized(
+                return Err(CosmosError::unauthorized(
                     "The authorization header is malformed; expected type=master&ver=1.0&sig=<signature> or a resource token (type=resource&ver=1.0&sig=...).",
                 ))
             }
         }
     }
     let sig =
-        sig.ok_or_else(|| ApiError::unauthorized("The authorization header has no 'sig'."))?;
+        sig.ok_or_else(|| CosmosError::unauthorized("The authorization header has no 'sig'."))?;
     match kind {
         Some("master") => {}
         Some("resource") => {
@@ -81,15 +81,17 @@ pub fn verify(
             return Ok(Principal::Resource(super::tokens::open(token_key, sig, now)?));
         }
         Some(other) => {
-            return Err(ApiError::unauthorized(format!(
+            return Err(CosmosError::unauthorized(format!(
                 "Authorization type '{other}' is not supported; use a master key (type=master) or a resource token (type=resource)."
             )))
         }
-        None => return Err(ApiError::unauthorized("The authorization header has no 'type'.")),
+        None => return Err(CosmosError::unauthorized("The authorization header has no 'type'.")),
     }
     let sig_bytes = base64::engine::general_purpose::STANDARD
         .decode(sig.trim())
-        .map_err(|_| ApiError::unauthorized("The authorization signature is not valid base64."))?;
+        .map_err(|_| {
+            CosmosError::unauthorized("The authorization signature is not valid base64.")
+        })?;
 
     let x_ms_date = header(headers, "x-ms-date").unwrap_or("");
     let date = if x_ms_date.is_empty() {
@@ -98,7 +100,7 @@ pub fn verify(
         ""
     };
     if x_ms_date.is_empty() && date.is_empty() {
-        return Err(ApiError::unauthorized(
+        return Err(CosmosError::unauthorized(
             "Required header 'x-ms-date' is missing; every signed request must carry its date.",
         ));
     }
@@ -115,7 +117,7 @@ pub fn verify(
     {
         Principal::ReadOnly
     } else {
-        return Err(ApiError::unauthorized(format!(
+        return Err(CosmosError::unauthorized(format!(
             "The input authorization token can't serve the request. The wrong key is being used or the expected payload is not built as per the protocol. The server used the following payload to sign: '{}'",
             string_to_sign(verb, scope, if x_ms_date.is_empty() { "" } else { x_ms_date }, date).replace('\n', "\\n")
         )));
@@ -126,14 +128,14 @@ pub fn verify(
         x_ms_date
     };
     let when = httpdate::parse_http_date(when_text).map_err(|_| {
-        ApiError::unauthorized(format!(
+        CosmosError::unauthorized(format!(
             "The request date '{when_text}' is not a valid RFC 1123 date (e.g. 'Tue, 01 Oct 2024 12:00:00 GMT')."
         ))
     })?;
     let now = SystemTime::now();
     let skew = now.duration_since(when).unwrap_or_else(|e| e.duration());
     if skew > MAX_CLOCK_SKEW {
-        return Err(ApiError::forbidden(format!(
+        return Err(CosmosError::forbidden(format!(
             "The authorization token is not valid at the current time: the request date '{when_text}' is {}s away from the server time '{}'; the allowed skew is 15 minutes. Check the client clock.",
             skew.as_secs(),
             httpdate::fmt_http_date(now)

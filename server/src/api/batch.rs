@@ -8,11 +8,12 @@
 //! operation's real status and 424 (Failed Dependency) for every other one.
 
 use super::commit::{Admission, Commit};
-use super::error::{substatus, ApiError};
-use super::items::{apply, check_doc_key, document, point_key, Conditions, Op, Outcome};
-use super::request::{Req, MAX_ITEM_BYTES};
+use super::request::Req;
 use super::response::Reply;
 use super::App;
+use crate::error::{substatus, CosmosError};
+use crate::items::MAX_ITEM_BYTES;
+use crate::items::{apply, check_doc_key, document, point_key, Conditions, Op, Outcome};
 use crate::store::container::Container;
 use crate::store::StoreError;
 use crate::throughput::charge;
@@ -27,7 +28,7 @@ pub const MAX_OPERATIONS: usize = 100;
 /// Why an atomic batch stopped.
 enum Abort {
     /// Operation `index` failed with this error.
-    Op(usize, ApiError),
+    Op(usize, CosmosError),
     Store(StoreError),
 }
 
@@ -49,8 +50,8 @@ fn parse_op(
     v: &Value,
     c: &crate::store::container::Container,
     pk: &PartitionKey,
-) -> Result<BatchOp, ApiError> {
-    let at = |m: String| ApiError::bad_request(format!("Batch operation {i}: {m}"));
+) -> Result<BatchOp, CosmosError> {
+    let at = |m: String| CosmosError::bad_request(format!("Batch operation {i}: {m}"));
     let o = v
         .as_object()
         .ok_or_else(|| at("it must be a JSON object".into()))?;
@@ -78,7 +79,7 @@ fn parse_op(
             .map(str::to_string),
     };
     let body = o.get("resourceBody").cloned();
-    let doc_op = |body: Option<Value>| -> Result<(Map<String, Value>, String), ApiError> {
+    let doc_op = |body: Option<Value>| -> Result<(Map<String, Value>, String), CosmosError> {
         let b = body.ok_or_else(|| at("it needs a 'resourceBody'".into()))?;
         let size = serde_json::to_vec(&b).map(|v| v.len()).unwrap_or(0);
         let (doc, id) = document(b, size).map_err(|e| at(e.message.clone()))?;
@@ -89,7 +90,7 @@ fn parse_op(
         })?;
         Ok((doc, id))
     };
-    let id_of = || -> Result<String, ApiError> {
+    let id_of = || -> Result<String, CosmosError> {
         o.get("id")
             .and_then(Value::as_str)
             .map(str::to_string)
@@ -148,7 +149,7 @@ fn result_json(c: &crate::store::container::Container, o: &Outcome) -> Value {
     r
 }
 
-fn error_json(e: &ApiError) -> Value {
+fn error_json(e: &CosmosError) -> Value {
     let mut r =
         json!({"statusCode": e.status.as_u16(), "requestCharge": 1.0, "message": e.message});
     if let Some(s) = e.sub_status {
@@ -159,7 +160,7 @@ fn error_json(e: &ApiError) -> Value {
 
 /// The results of an atomic batch whose operation `failed` failed: its error, and 424 for
 /// every other operation.
-fn failed_results(n: usize, failed: usize, e: &ApiError) -> Vec<Value> {
+fn failed_results(n: usize, failed: usize, e: &CosmosError) -> Vec<Value> {
     (0..n)
         .map(|i| {
             if i == failed {
@@ -177,7 +178,7 @@ fn failed_batch(
     epk: &str,
     n: usize,
     failed: usize,
-    e: &ApiError,
+    e: &CosmosError,
 ) -> Reply {
     Reply::json(
         StatusCode::MULTI_STATUS,
@@ -189,9 +190,9 @@ fn failed_batch(
 }
 
 /// `POST .../docs` with `x-ms-cosmos-is-batch-request`.
-pub async fn batch(app: &App, req: &Req, c: &Arc<Container>) -> Result<Reply, ApiError> {
+pub async fn batch(app: &App, req: &Req, c: &Arc<Container>) -> Result<Reply, CosmosError> {
     if req.body.len() > MAX_ITEM_BYTES {
-        return Err(ApiError::too_large(format!(
+        return Err(CosmosError::too_large(format!(
             "The batch request is {} bytes; a batch may carry at most {MAX_ITEM_BYTES} bytes (2 MB).",
             req.body.len()
         )));
@@ -199,18 +200,18 @@ pub async fn batch(app: &App, req: &Req, c: &Arc<Container>) -> Result<Reply, Ap
     let ops = match req.json()? {
         Value::Array(a) => a,
         _ => {
-            return Err(ApiError::bad_request(
+            return Err(CosmosError::bad_request(
                 "A batch body must be a JSON array of operations.",
             ))
         }
     };
     if ops.is_empty() {
-        return Err(ApiError::bad_request(
+        return Err(CosmosError::bad_request(
             "Batch request has no operations. Send a JSON array of 1 to 100 operations.",
         ));
     }
     if ops.len() > MAX_OPERATIONS {
-        return Err(ApiError::bad_request(format!(
+        return Err(CosmosError::bad_request(format!(
             "Batch request has more operations than what is supported. It has {}; at most {MAX_OPERATIONS} are allowed.",
             ops.len()
         )));
@@ -221,7 +222,7 @@ pub async fn batch(app: &App, req: &Req, c: &Arc<Container>) -> Result<Reply, Ap
         if !atomic {
             return bulk(app, req, c, &ops).await;
         }
-        return Err(ApiError::bad_request("A transactional batch needs the x-ms-documentdb-partitionkey header: it runs in one logical partition. (Bulk requests set x-ms-cosmos-batch-atomic: false and a partition key per operation.)"));
+        return Err(CosmosError::bad_request("A transactional batch needs the x-ms-documentdb-partitionkey header: it runs in one logical partition. (Bulk requests set x-ms-cosmos-batch-atomic: false and a partition key per operation.)"));
     };
     let (pk, epk) = point_key(c, Some(pk), None)?;
     let mut parsed: Vec<BatchOp> = Vec::with_capacity(ops.len());
@@ -302,9 +303,9 @@ pub async fn batch(app: &App, req: &Req, c: &Arc<Container>) -> Result<Reply, Ap
 
 /// The key of one bulk operation: its own `partitionKey` (a JSON string, as the SDKs send it,
 /// or the key's JSON value).
-fn op_key(i: usize, v: &Value, c: &Container) -> Result<(PartitionKey, String), ApiError> {
+fn op_key(i: usize, v: &Value, c: &Container) -> Result<(PartitionKey, String), CosmosError> {
     let raw = v.get("partitionKey").ok_or_else(|| {
-        ApiError::bad_request(format!(
+        CosmosError::bad_request(format!(
             "Bulk operation {i} has no 'partitionKey': without the x-ms-documentdb-partitionkey header every operation names its own."
         ))
     })?;
@@ -312,7 +313,7 @@ fn op_key(i: usize, v: &Value, c: &Container) -> Result<(PartitionKey, String), 
         Value::String(s) => PartitionKey::from_header(s),
         other => PartitionKey::from_json_value(other),
     }
-    .map_err(|e| ApiError::bad_request(format!("Bulk operation {i}: {}", e.0)))?;
+    .map_err(|e| CosmosError::bad_request(format!("Bulk operation {i}: {}", e.0)))?;
     point_key(c, Some(pk), None)
 }
 
@@ -322,7 +323,12 @@ fn op_key(i: usize, v: &Value, c: &Container) -> Result<(PartitionKey, String), 
 /// range that has split answers 410/1002 so the SDK re-routes; an operation outside the range
 /// answers 410/1002 alone; with `x-ms-cosmos-batch-continue-on-error: false` the operations
 /// after a failure are not run (424).
-async fn bulk(app: &App, req: &Req, c: &Arc<Container>, ops: &[Value]) -> Result<Reply, ApiError> {
+async fn bulk(
+    app: &App,
+    req: &Req,
+    c: &Arc<Container>,
+    ops: &[Value],
+) -> Result<Reply, CosmosError> {
     let range = req
         .header("x-ms-documentdb-partitionkeyrangeid")
         .map(|id| super::scope::range_by_id(c, id))
@@ -344,7 +350,7 @@ async fn bulk(app: &App, req: &Req, c: &Arc<Container>, ops: &[Value]) -> Result
         let run = async {
             let (pk, epk) = op_key(i, v, c)?;
             if range.as_ref().is_some_and(|r| !r.contains(&epk)) {
-                return Err(ApiError::gone(format!(
+                return Err(CosmosError::gone(format!(
                     "Bulk operation {i}: its partition key {pk} is not in the partition key range this request addressed; re-read /pkranges and retry."
                 )));
             }
@@ -364,7 +370,7 @@ async fn bulk(app: &App, req: &Req, c: &Arc<Container>, ops: &[Value]) -> Result
                 .await?;
             let r = result_json(c, &o);
             admitted.settle(r["requestCharge"].as_f64().unwrap_or(1.0));
-            Ok::<Value, ApiError>(r)
+            Ok::<Value, CosmosError>(r)
         };
         match run.await {
             Ok(r) => results.push(r),

@@ -7,11 +7,11 @@
 //! a container, so a position taken before a split continues on the children: nothing is
 //! skipped, nothing repeated.
 
-use super::error::ApiError;
 use super::feed::Feed;
 use super::request::Req;
 use super::response::Reply;
 use super::App;
+use crate::error::CosmosError;
 use crate::store::container::Container;
 use bytes::Bytes;
 use std::sync::Arc;
@@ -25,14 +25,14 @@ enum Start {
     Since(u64),
 }
 
-fn start(req: &Req, current: u64) -> Result<Start, ApiError> {
+fn start(req: &Req, current: u64) -> Result<Start, CosmosError> {
     if let Some(inm) = req.if_none_match() {
         let t = inm.trim();
         if t == "*" {
             return Ok(Start::After(current));
         }
         let lsn: u64 = t.trim_matches('"').parse().map_err(|_| {
-            ApiError::bad_request(format!(
+            CosmosError::bad_request(format!(
                 "The change feed continuation '{t}' (If-None-Match) is not valid; use the etag of a previous change feed response."
             ))
         })?;
@@ -40,7 +40,7 @@ fn start(req: &Req, current: u64) -> Result<Start, ApiError> {
     }
     if let Some(ims) = req.header("if-modified-since") {
         let when = httpdate::parse_http_date(ims).map_err(|_| {
-            ApiError::bad_request(format!(
+            CosmosError::bad_request(format!(
                 "If-Modified-Since '{ims}' is not an RFC 1123 date (e.g. 'Tue, 01 Oct 2024 12:00:00 GMT')."
             ))
         })?;
@@ -61,14 +61,14 @@ fn with_lsn(json: &Bytes, lsn: u64) -> Bytes {
     Bytes::from(v)
 }
 
-pub fn read(app: &App, req: &Req, c: &Arc<Container>) -> Result<Reply, ApiError> {
+pub fn read(app: &App, req: &Req, c: &Arc<Container>) -> Result<Reply, CosmosError> {
     match req.header("a-im") {
         Some(v) if v.eq_ignore_ascii_case("incremental feed") => {}
         Some(v) if v.eq_ignore_ascii_case("full-fidelity feed") => {
             return super::history::read(app, req, c)
         }
         Some(v) => {
-            return Err(ApiError::bad_request(format!(
+            return Err(CosmosError::bad_request(format!(
                 "A-IM '{v}' is not supported: use 'Incremental Feed' (latest version) or 'Full-Fidelity Feed' (all versions and deletes)."
             )))
         }

@@ -5,8 +5,8 @@
 //! transaction, a failed durable wait, an early `?` — settles the same way: the real charge
 //! on success, 1 RU otherwise (as the service charges a failed write).
 
-use super::error::ApiError;
 use super::App;
+use crate::error::CosmosError;
 use crate::store::container::{Container, Txn};
 use crate::store::engine::Durable;
 use crate::store::StoreError;
@@ -33,7 +33,7 @@ impl<'a> Admission<'a> {
         c: &'a Arc<Container>,
         epk: &str,
         estimate: f64,
-    ) -> Result<Self, ApiError> {
+    ) -> Result<Self, CosmosError> {
         let range = c.range_id_of(epk);
         app.spend(c, &[range], Some(epk), estimate)?;
         Ok(Self {
@@ -52,7 +52,7 @@ impl<'a> Admission<'a> {
         c: &'a Arc<Container>,
         ranges: Vec<u32>,
         estimate: f64,
-    ) -> Result<Self, ApiError> {
+    ) -> Result<Self, CosmosError> {
         app.spend(c, &ranges, None, estimate)?;
         Ok(Self {
             app,
@@ -102,7 +102,7 @@ impl<'a> Commit<'a> {
         c: &'a Arc<Container>,
         epk: &str,
         estimate: f64,
-    ) -> Result<Self, ApiError> {
+    ) -> Result<Self, CosmosError> {
         Ok(Self {
             admission: Admission::point(app, c, epk, estimate)?,
             token: None,
@@ -115,7 +115,7 @@ impl<'a> Commit<'a> {
         c: &'a Arc<Container>,
         ranges: Vec<u32>,
         estimate: f64,
-    ) -> Result<Self, ApiError> {
+    ) -> Result<Self, CosmosError> {
         Ok(Self {
             admission: Admission::ranges(app, c, ranges, estimate)?,
             token: None,
@@ -159,22 +159,22 @@ impl<'a> Commit<'a> {
     /// the async runtime's threads never block on JavaScript.
     pub async fn transact_blocking<T: Send + 'static>(
         &mut self,
-        f: impl FnOnce(&mut Txn<'_>) -> Result<T, ApiError> + Send + 'static,
-    ) -> Result<T, ApiError> {
+        f: impl FnOnce(&mut Txn<'_>) -> Result<T, CosmosError> + Send + 'static,
+    ) -> Result<T, CosmosError> {
         let c = Arc::clone(self.admission.c);
         // One script queued at a time, then its turn among the writes (see write_turn).
         let _script = self.admission.c.script_turn().await;
         let _turn = self.admission.c.write_turn().await;
         let (out, token) = tokio::task::spawn_blocking(move || c.write(f))
             .await
-            .map_err(|e| ApiError::internal(format!("a script transaction failed: {e}")))??;
+            .map_err(|e| CosmosError::internal(format!("a script transaction failed: {e}")))??;
         self.token = Some(self.token.map_or(token, |t| t.max(token)));
         Ok(out)
     }
 
     /// Waits until every transaction this commit ran is durable, then starts a split if a
     /// partition outgrew its threshold.
-    pub async fn durable(&mut self) -> Result<(), ApiError> {
+    pub async fn durable(&mut self) -> Result<(), CosmosError> {
         if let Some(token) = self.token.take() {
             let (app, c) = (self.admission.app, self.admission.c);
             c.durable(token).await?;

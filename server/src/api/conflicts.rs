@@ -3,14 +3,14 @@
 //! named conflict is never found. The SDKs' conflict calls therefore behave as they do on a
 //! single-region account instead of failing as unsupported.
 
-use super::error::ApiError;
 use super::response::Reply;
 use super::{query, App, Req};
+use crate::error::CosmosError;
 use axum::http::StatusCode;
 use serde_json::json;
 
 /// `GET .../colls/{coll}/conflicts`.
-pub fn list(app: &App, db: &str, coll: &str) -> Result<Reply, ApiError> {
+pub fn list(app: &App, db: &str, coll: &str) -> Result<Reply, CosmosError> {
     let c = app.store.container(db, coll)?;
     Ok(Reply::json(
         StatusCode::OK,
@@ -20,7 +20,7 @@ pub fn list(app: &App, db: &str, coll: &str) -> Result<Reply, ApiError> {
 }
 
 /// `POST .../colls/{coll}/conflicts` with a query: validated like any query, over no rows.
-pub fn query(app: &App, req: &Req, db: &str, coll: &str) -> Result<Reply, ApiError> {
+pub fn query(app: &App, req: &Req, db: &str, coll: &str) -> Result<Reply, CosmosError> {
     let c = app.store.container(db, coll)?;
     // Conflicts live in partitions like items: a query naming none must enable
     // cross-partition queries.
@@ -31,9 +31,9 @@ pub fn query(app: &App, req: &Req, db: &str, coll: &str) -> Result<Reply, ApiErr
 }
 
 /// `GET` or `DELETE .../colls/{coll}/conflicts/{id}`.
-pub fn one(app: &App, db: &str, coll: &str, id: &str) -> Result<Reply, ApiError> {
+pub fn one(app: &App, db: &str, coll: &str, id: &str) -> Result<Reply, CosmosError> {
     let c = app.store.container(db, coll)?;
-    Err(ApiError::not_found(format!(
+    Err(CosmosError::not_found(format!(
         "Conflict '{id}' does not exist in container '{}': strata has a single write region, so writes never conflict.",
         c.id
     )))

@@ -1,10 +1,11 @@
 //! Containers: create, read, list, query, replace, delete.
 
-use super::error::ApiError;
 use super::offers::throughput_from_headers;
-use super::request::{validate_id, Req};
+use super::request::Req;
 use super::response::Reply;
 use super::App;
+use crate::error::CosmosError;
+use crate::items::document::validate_id;
 use crate::store::catalog::{self, ContainerRecord};
 use crate::store::container::Container;
 use axum::http::StatusCode;
@@ -64,7 +65,7 @@ fn etag_of(c: &Container) -> String {
 }
 
 /// The user-settable properties of a container body, validated.
-fn user_props(body: &Map<String, Value>) -> Result<Map<String, Value>, ApiError> {
+fn user_props(body: &Map<String, Value>) -> Result<Map<String, Value>, CosmosError> {
     let mut props = Map::new();
     for (k, v) in body {
         if SYSTEM.contains(&k.as_str()) {
@@ -78,14 +79,14 @@ fn user_props(body: &Map<String, Value>) -> Result<Map<String, Value>, ApiError>
         }
         Some(Value::Number(n)) if matches!(n.as_i64(), Some(t) if t == -1 || t > 0) => {}
         Some(other) => {
-            return Err(ApiError::bad_request(format!(
+            return Err(CosmosError::bad_request(format!(
                 "The value {other} of 'defaultTtl' is invalid: it must be -1 (items never expire unless they set 'ttl') or a positive number of seconds."
             )))
         }
     }
     if let Some(ip) = props.get("indexingPolicy") {
         if !ip.is_object() {
-            return Err(ApiError::bad_request(
+            return Err(CosmosError::bad_request(
                 "The 'indexingPolicy' property must be a JSON object.",
             ));
         }
@@ -93,7 +94,7 @@ fn user_props(body: &Map<String, Value>) -> Result<Map<String, Value>, ApiError>
     Ok(props)
 }
 
-pub async fn create(app: &App, req: &Req, db: &str) -> Result<Reply, ApiError> {
+pub async fn create(app: &App, req: &Req, db: &str) -> Result<Reply, CosmosError> {
     let body = req.json_object()?;
     let id = validate_id(body.get("id").unwrap_or(&Value::Null), "container")?;
     let pk = match body.get("partitionKey") {
@@ -109,7 +110,7 @@ pub async fn create(app: &App, req: &Req, db: &str) -> Result<Reply, ApiError> {
     Ok(Reply::json(StatusCode::CREATED, &to_json(&c)).header("etag", etag_of(&c)))
 }
 
-pub fn read(app: &App, req: &Req, db: &str, coll: &str) -> Result<Reply, ApiError> {
+pub fn read(app: &App, req: &Req, db: &str, coll: &str) -> Result<Reply, CosmosError> {
     let c = app.store.container(db, coll)?;
     let mut body = to_json(&c);
     let (bytes, count) = {
@@ -152,7 +153,7 @@ pub fn read(app: &App, req: &Req, db: &str, coll: &str) -> Result<Reply, ApiErro
         .container(&c))
 }
 
-pub fn all(app: &App, db: &str) -> Result<Vec<Value>, ApiError> {
+pub fn all(app: &App, db: &str) -> Result<Vec<Value>, CosmosError> {
     Ok(app
         .store
         .list_containers(db)?
@@ -161,7 +162,7 @@ pub fn all(app: &App, db: &str) -> Result<Vec<Value>, ApiError> {
         .collect())
 }
 
-pub fn list(app: &App, db: &str) -> Result<Reply, ApiError> {
+pub fn list(app: &App, db: &str) -> Result<Reply, CosmosError> {
     let d = app.store.database(db)?;
     let docs = all(app, db)?;
     let body = serde_json::json!({
@@ -172,11 +173,11 @@ pub fn list(app: &App, db: &str) -> Result<Reply, ApiError> {
     Ok(Reply::json(StatusCode::OK, &body).header("x-ms-item-count", docs.len().to_string()))
 }
 
-pub async fn replace(app: &App, req: &Req, db: &str, coll: &str) -> Result<Reply, ApiError> {
+pub async fn replace(app: &App, req: &Req, db: &str, coll: &str) -> Result<Reply, CosmosError> {
     let c = app.store.container(db, coll)?;
     if let Some(m) = req.if_match() {
         if m != "*" && m != etag_of(&c) {
-            return Err(ApiError::precondition_failed(
+            return Err(CosmosError::precondition_failed(
                 "The container was changed since the given etag (If-Match).",
             ));
         }
@@ -184,7 +185,7 @@ pub async fn replace(app: &App, req: &Req, db: &str, coll: &str) -> Result<Reply
     let body = req.json_object()?;
     let id = validate_id(body.get("id").unwrap_or(&Value::Null), "container")?;
     if id != c.id {
-        return Err(ApiError::bad_request(format!(
+        return Err(CosmosError::bad_request(format!(
             "The id '{id}' in the body does not match the container '{}' being replaced.",
             c.id
         )));
@@ -192,7 +193,7 @@ pub async fn replace(app: &App, req: &Req, db: &str, coll: &str) -> Result<Reply
     if let Some(v) = body.get("partitionKey").filter(|v| !v.is_null()) {
         let new = PartitionKeyDefinition::from_json(v)?;
         if new.paths != c.pk.paths || new.kind != c.pk.kind || new.version != c.pk.version {
-            return Err(ApiError::bad_request(
+            return Err(CosmosError::bad_request(
                 "The partition key of a container cannot be changed; create a new container and copy the data.",
             ));
         }
@@ -204,7 +205,7 @@ pub async fn replace(app: &App, req: &Req, db: &str, coll: &str) -> Result<Reply
         .container(&c))
 }
 
-pub async fn delete(app: &App, db: &str, coll: &str) -> Result<Reply, ApiError> {
+pub async fn delete(app: &App, db: &str, coll: &str) -> Result<Reply, CosmosError> {
     app.store.delete_container(db, coll).await?;
     Ok(Reply::empty(StatusCode::NO_CONTENT))
 }

@@ -1,10 +1,11 @@
 //! Databases: create, read, list, query, delete.
 
-use super::error::ApiError;
 use super::offers::throughput_from_headers;
-use super::request::{validate_id, Req};
+use super::request::Req;
 use super::response::Reply;
 use super::App;
+use crate::error::CosmosError;
+use crate::items::document::validate_id;
 use crate::store::catalog::{self, DatabaseRecord};
 use axum::http::StatusCode;
 use serde_json::{json, Value};
@@ -22,7 +23,7 @@ pub fn to_json(d: &DatabaseRecord) -> Value {
     })
 }
 
-pub async fn create(app: &App, req: &Req) -> Result<Reply, ApiError> {
+pub async fn create(app: &App, req: &Req) -> Result<Reply, CosmosError> {
     let body = req.json_object()?;
     let id = validate_id(body.get("id").unwrap_or(&Value::Null), "database")?;
     let throughput = throughput_from_headers(req)?;
@@ -30,7 +31,7 @@ pub async fn create(app: &App, req: &Req) -> Result<Reply, ApiError> {
     Ok(Reply::json(StatusCode::CREATED, &to_json(&d)).header("etag", catalog::etag(0, d.etag_seq)))
 }
 
-pub fn read(app: &App, db: &str) -> Result<Reply, ApiError> {
+pub fn read(app: &App, db: &str) -> Result<Reply, CosmosError> {
     let d = app.store.database(db)?;
     Ok(Reply::json(StatusCode::OK, &to_json(&d)).header("etag", catalog::etag(0, d.etag_seq)))
 }
@@ -39,7 +40,7 @@ pub fn all(app: &App) -> Vec<Value> {
     app.store.list_databases().iter().map(to_json).collect()
 }
 
-pub fn list(app: &App) -> Result<Reply, ApiError> {
+pub fn list(app: &App) -> Result<Reply, CosmosError> {
     let docs = all(app);
     Ok(Reply::json(
         StatusCode::OK,
@@ -48,7 +49,7 @@ pub fn list(app: &App) -> Result<Reply, ApiError> {
     .header("x-ms-item-count", docs.len().to_string()))
 }
 
-pub async fn delete(app: &App, db: &str) -> Result<Reply, ApiError> {
+pub async fn delete(app: &App, db: &str) -> Result<Reply, CosmosError> {
     app.store.delete_database(db).await?;
     Ok(Reply::empty(StatusCode::NO_CONTENT))
 }

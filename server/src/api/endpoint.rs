@@ -4,7 +4,7 @@
 //! without a trailing slash, ids percent-encoded. The same segments also give the resource type
 //! and link that the master-key signature covers.
 
-use super::error::ApiError;
+use crate::error::CosmosError;
 use crate::store::scripts::ScriptKind;
 use axum::http::{HeaderMap, Method};
 
@@ -224,9 +224,9 @@ pub enum Endpoint {
 pub use strata_query::protocol::{auth_scope, is_rid_based, AuthScope, SignedAs};
 
 /// Splits and percent-decodes a request path; empty segments (trailing slashes) are dropped.
-pub fn path_segments(path: &str) -> Result<Vec<String>, ApiError> {
+pub fn path_segments(path: &str) -> Result<Vec<String>, CosmosError> {
     strata_query::protocol::path_segments(path).map_err(|s| {
-        ApiError::bad_request(format!(
+        CosmosError::bad_request(format!(
             "The request path segment '{s}' is not valid percent-encoded UTF-8."
         ))
     })
@@ -249,19 +249,23 @@ fn is_query(headers: &HeaderMap) -> bool {
             .unwrap_or(false)
 }
 
-fn not_allowed(method: &Method, what: &str) -> ApiError {
-    ApiError::method_not_allowed(format!("The method {method} is not supported on {what}."))
+fn not_allowed(method: &Method, what: &str) -> CosmosError {
+    CosmosError::method_not_allowed(format!("The method {method} is not supported on {what}."))
 }
 
-fn unsupported(kind: &str) -> ApiError {
-    ApiError::bad_request(format!(
+fn unsupported(kind: &str) -> CosmosError {
+    CosmosError::bad_request(format!(
         "strata does not support '{kind}' resources; it serves databases, containers, items, stored procedures, triggers, user-defined functions, users, permissions, partition key ranges and offers."
     ))
 }
 
 impl Endpoint {
     /// Decodes the request into an endpoint.
-    pub fn decode(method: &Method, segs: &[String], headers: &HeaderMap) -> Result<Self, ApiError> {
+    pub fn decode(
+        method: &Method,
+        segs: &[String],
+        headers: &HeaderMap,
+    ) -> Result<Self, CosmosError> {
         let s: Vec<&str> = segs.iter().map(String::as_str).collect();
         let m = method;
         let owned = |x: &str| x.to_string();
@@ -315,7 +319,7 @@ impl Endpoint {
 
     /// What lives in a container: items, the change feed, queries, batches, partition key
     /// ranges, conflicts, scripts.
-    fn in_container(m: &Method, headers: &HeaderMap, s: &[&str]) -> Result<Self, ApiError> {
+    fn in_container(m: &Method, headers: &HeaderMap, s: &[&str]) -> Result<Self, CosmosError> {
         let owned = |x: &str| x.to_string();
         Ok(match s {
             ["dbs", db, "colls", coll, "docs"] => {
@@ -413,7 +417,7 @@ impl Endpoint {
     }
 
     /// A database's users and their permissions.
-    fn users(m: &Method, headers: &HeaderMap, s: &[&str]) -> Result<Self, ApiError> {
+    fn users(m: &Method, headers: &HeaderMap, s: &[&str]) -> Result<Self, CosmosError> {
         let owned = |x: &str| x.to_string();
         Ok(match s {
             ["dbs", db, "users"] => {
@@ -457,7 +461,7 @@ impl Endpoint {
     }
 
     /// strata's own endpoints: the partitions view and copy jobs.
-    fn strata(m: &Method, s: &[&str]) -> Result<Self, ApiError> {
+    fn strata(m: &Method, s: &[&str]) -> Result<Self, CosmosError> {
         let owned = |x: &str| x.to_string();
         Ok(match s {
             ["_strata", "containers", db, coll, "partitions"] => match *m {
@@ -483,8 +487,8 @@ impl Endpoint {
 }
 
 /// A path that names nothing strata serves.
-fn no_such_path(s: &[&str]) -> ApiError {
-    ApiError::not_found(format!(
+fn no_such_path(s: &[&str]) -> CosmosError {
+    CosmosError::not_found(format!(
         "The resource path '/{}' does not name a resource strata serves.",
         s.join("/")
     ))

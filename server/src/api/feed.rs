@@ -1,11 +1,11 @@
 //! `GET .../docs` without `A-IM`: the read feed (every item, in key order, paged).
 
 use super::commit::Admission;
-use super::error::ApiError;
 use super::request::Req;
 use super::response::{feed_body, Reply};
 use super::scope::{ranges_touched, request_scope};
 use super::App;
+use crate::error::CosmosError;
 use crate::store::container::{Container, DocPos};
 use crate::throughput::charge;
 use axum::http::StatusCode;
@@ -26,9 +26,9 @@ fn encode_token(app: &App, c: &Container, last: &DocPos) -> String {
     app.token_key.seal(&feed_scope(c), &body)
 }
 
-fn decode_token(app: &App, c: &Container, token: &str) -> Result<DocPos, ApiError> {
+fn decode_token(app: &App, c: &Container, token: &str) -> Result<DocPos, CosmosError> {
     let bad = |why: &str| {
-        ApiError::bad_request(format!(
+        CosmosError::bad_request(format!(
             "The continuation token is invalid ({why}); start the feed again without it."
         ))
     };
@@ -39,7 +39,7 @@ fn decode_token(app: &App, c: &Container, token: &str) -> Result<DocPos, ApiErro
         .ok_or_else(|| bad("malformed"))
 }
 
-pub fn read_feed(app: &App, req: &Req, c: &Arc<Container>) -> Result<Reply, ApiError> {
+pub fn read_feed(app: &App, req: &Req, c: &Arc<Container>) -> Result<Reply, CosmosError> {
     let feed = Feed::open(app, req, c)?;
     let after = req
         .continuation()
@@ -78,7 +78,7 @@ pub(super) struct Feed<'a> {
 }
 
 impl<'a> Feed<'a> {
-    pub fn open(app: &'a App, req: &Req, c: &'a Arc<Container>) -> Result<Self, ApiError> {
+    pub fn open(app: &'a App, req: &Req, c: &'a Arc<Container>) -> Result<Self, CosmosError> {
         let scope = request_scope(c, req)?;
         let upto = c.current_lsn();
         let page = req.max_item_count()?.unwrap_or(DEFAULT_PAGE);

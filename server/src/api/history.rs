@@ -10,11 +10,11 @@
 //! etags shared with the latest-version feed; the feed starts from now (`If-None-Match: *`) or
 //! a continuation, as the service allows, and needs the container to keep history.
 
-use super::error::ApiError;
 use super::feed::Feed;
 use super::request::Req;
 use super::response::Reply;
 use super::App;
+use crate::error::CosmosError;
 use crate::store::container::Container;
 use crate::store::history::{Change, Operation};
 use bytes::Bytes;
@@ -25,12 +25,12 @@ use std::sync::Arc;
 /// for "All Versions and Deletes" and "must be enabled").
 const NOT_ENABLED: &str = "Change Feed 'All Versions and Deletes' mode must be enabled on the container: set 'changeFeedPolicy': {'retentionDuration': <minutes>} on it (or start strata with --change-feed-retention <minutes>).";
 
-pub fn read(app: &App, req: &Req, c: &Arc<Container>) -> Result<Reply, ApiError> {
+pub fn read(app: &App, req: &Req, c: &Arc<Container>) -> Result<Reply, CosmosError> {
     if !c.keeps_history() {
-        return Err(ApiError::bad_request(NOT_ENABLED));
+        return Err(CosmosError::bad_request(NOT_ENABLED));
     }
     if req.header("if-modified-since").is_some() {
-        return Err(ApiError::bad_request(
+        return Err(CosmosError::bad_request(
             "The 'All Versions and Deletes' change feed starts from now (If-None-Match: *) or from a continuation; a start time is not supported.",
         ));
     }
@@ -40,14 +40,14 @@ pub fn read(app: &App, req: &Req, c: &Arc<Container>) -> Result<Reply, ApiError>
     let after = match req.if_none_match().map(str::trim) {
         Some("*") => upto,
         Some(t) => t.trim_matches('"').parse::<u64>().map_err(|_| {
-            ApiError::bad_request(format!(
+            CosmosError::bad_request(format!(
                 "The change feed continuation '{t}' (If-None-Match) is not valid; use the etag of a previous change feed response."
             ))
         })?,
         None => floor,
     };
     if after < floor {
-        return Err(ApiError::bad_request(format!(
+        return Err(CosmosError::bad_request(format!(
             "The change feed position {after} is older than the container's change feed retention: changes up to {floor} were purged. Start again from now."
         )));
     }
@@ -59,13 +59,13 @@ pub fn read(app: &App, req: &Req, c: &Arc<Container>) -> Result<Reply, ApiError>
     Ok(feed.changes(c, docs, after, history.last, history.exhausted))
 }
 
-fn parse(doc: &[u8]) -> Result<Value, ApiError> {
+fn parse(doc: &[u8]) -> Result<Value, CosmosError> {
     serde_json::from_slice(doc)
-        .map_err(|e| ApiError::internal(format!("a stored change is unreadable: {e}")))
+        .map_err(|e| CosmosError::internal(format!("a stored change is unreadable: {e}")))
 }
 
 /// One change as the service's wire format has it.
-fn render(c: &Container, change: &Change) -> Result<Bytes, ApiError> {
+fn render(c: &Container, change: &Change) -> Result<Bytes, CosmosError> {
     let mut metadata = Map::new();
     metadata.insert("operationType".into(), json!(change.op.as_str()));
     metadata.insert("lsn".into(), json!(change.lsn));

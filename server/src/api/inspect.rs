@@ -2,9 +2,9 @@
 //! or oversized partition. For each physical partition: its range and lineage, item count,
 //! bytes, LSN, largest logical partitions (with their key values) and request counts.
 
-use super::error::ApiError;
 use super::response::Reply;
 use super::App;
+use crate::error::CosmosError;
 use crate::store::split;
 use axum::http::StatusCode;
 use serde_json::{json, Value};
@@ -22,7 +22,7 @@ fn key_of(c: &crate::store::container::Container, epk: &str) -> Value {
 /// How many of the largest logical partitions to list per physical partition.
 const TOP_LOGICAL: usize = 5;
 
-pub fn partitions(app: &App, db: &str, coll: &str) -> Result<Reply, ApiError> {
+pub fn partitions(app: &App, db: &str, coll: &str) -> Result<Reply, CosmosError> {
     let c = app.store.container(db, coll)?;
     let view = c.partitions();
     let ranges = view.ranges;

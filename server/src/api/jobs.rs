@@ -5,26 +5,26 @@
 //! shows one with its progress (phase, items, bytes, rate, ETA, lag); `DELETE` stops and
 //! forgets one.
 
-use super::error::ApiError;
 use super::request::Req;
 use super::response::Reply;
 use super::App;
+use crate::error::CosmosError;
 use crate::transfer::jobs::JobError;
 use axum::http::StatusCode;
 use serde_json::json;
 
-impl From<JobError> for ApiError {
+impl From<JobError> for CosmosError {
     fn from(e: JobError) -> Self {
         match e {
-            JobError::BadRequest(m) => ApiError::bad_request(m),
-            JobError::NotFound(m) => ApiError::not_found(m),
-            JobError::Conflict(m) => ApiError::conflict(m),
-            JobError::Internal(m) => ApiError::internal(m),
+            JobError::BadRequest(m) => CosmosError::bad_request(m),
+            JobError::NotFound(m) => CosmosError::not_found(m),
+            JobError::Conflict(m) => CosmosError::conflict(m),
+            JobError::Internal(m) => CosmosError::internal(m),
         }
     }
 }
 
-pub fn list(app: &App) -> Result<Reply, ApiError> {
+pub fn list(app: &App) -> Result<Reply, CosmosError> {
     let jobs = app.jobs.list();
     Ok(Reply::json(
         StatusCode::OK,
@@ -32,16 +32,16 @@ pub fn list(app: &App) -> Result<Reply, ApiError> {
     ))
 }
 
-pub fn create(app: &App, req: &Req) -> Result<Reply, ApiError> {
+pub fn create(app: &App, req: &Req) -> Result<Reply, CosmosError> {
     let job = app.jobs.create(req.json_object()?)?;
     Ok(Reply::json(StatusCode::CREATED, &job))
 }
 
-pub fn read(app: &App, id: &str) -> Result<Reply, ApiError> {
+pub fn read(app: &App, id: &str) -> Result<Reply, CosmosError> {
     Ok(Reply::json(StatusCode::OK, &app.jobs.get(id)?))
 }
 
-pub fn delete(app: &App, id: &str) -> Result<Reply, ApiError> {
+pub fn delete(app: &App, id: &str) -> Result<Reply, CosmosError> {
     app.jobs.delete(id)?;
     Ok(Reply::empty(StatusCode::NO_CONTENT))
 }

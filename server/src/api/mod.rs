@@ -2,7 +2,7 @@
 //!
 //! One fallback handler receives every request: it authenticates it, decodes it into an
 //! [`Endpoint`], and calls the one handler for that endpoint. Handlers return a [`Reply`] or an
-//! [`ApiError`]; both become responses with the headers the SDKs expect.
+//! [`CosmosError`]; both become responses with the headers the SDKs expect.
 
 pub mod access;
 pub mod account;
@@ -15,7 +15,6 @@ pub mod conflicts;
 pub mod containers;
 pub mod databases;
 pub mod endpoint;
-pub mod error;
 pub mod explorer;
 pub mod feed;
 pub mod history;
@@ -31,10 +30,10 @@ pub mod scope;
 pub mod scripts;
 pub mod sprocs;
 pub mod tokens;
-pub mod triggers;
 pub mod users;
 pub mod wire;
 
+use crate::error::CosmosError;
 pub use app::{ApiOptions, App, AppInner};
 use axum::body::Body;
 use axum::extract::{DefaultBodyLimit, State};
@@ -42,7 +41,6 @@ use axum::http::Request;
 use axum::response::Response;
 use axum::Router;
 use endpoint::Endpoint;
-use error::ApiError;
 use futures::FutureExt as _;
 use request::Req;
 use response::Reply;
@@ -102,7 +100,7 @@ async fn handle(State(app): State<App>, req: Request<Body>) -> Response {
                 .map(|s| s.to_string())
                 .or_else(|| panic.downcast_ref::<String>().cloned())
                 .unwrap_or_default();
-            Err(ApiError::internal(format!(
+            Err(CosmosError::internal(format!(
                 "strata failed while serving this request ({what}); the server keeps running. Please report it with the request that caused it."
             )))
         });
@@ -114,7 +112,7 @@ async fn handle(State(app): State<App>, req: Request<Body>) -> Response {
             } else {
                 tracing::debug!(%method, %path, status = e.status.as_u16(), message = %e.message, "request rejected");
             }
-            e.into_response_with(&activity_id)
+            response::error_response(e, &activity_id)
         }
     };
     let mut resp = resp;
@@ -129,7 +127,7 @@ async fn handle(State(app): State<App>, req: Request<Body>) -> Response {
     resp
 }
 
-async fn dispatch(app: &App, req: Request<Body>, activity_id: &str) -> Result<Reply, ApiError> {
+async fn dispatch(app: &App, req: Request<Body>, activity_id: &str) -> Result<Reply, CosmosError> {
     let (parts, body) = req.into_parts();
     // The explorer's files, the certificate and readiness need no key. Only the explorer's
     // session request has a body, read here under a small limit.
@@ -137,11 +135,11 @@ async fn dispatch(app: &App, req: Request<Body>, activity_id: &str) -> Result<Re
     if method == axum::http::Method::POST && uri.path() == "/_explorer/session" {
         let body = axum::body::to_bytes(body, 16 * 1024)
             .await
-            .map_err(|_| ApiError::too_large("The session request is too large."))?;
+            .map_err(|_| CosmosError::too_large("The session request is too large."))?;
         return app
             .explorer
             .serve(method, uri, headers, &body)
-            .unwrap_or_else(|| Err(ApiError::not_found("The Data Explorer is off.")));
+            .unwrap_or_else(|| Err(CosmosError::not_found("The Data Explorer is off.")));
     }
     if let Some(r) = app.explorer.serve(method, uri, headers, &[]) {
         return r;
@@ -154,7 +152,7 @@ async fn dispatch_api(
     parts: axum::http::request::Parts,
     body: Body,
     activity_id: &str,
-) -> Result<Reply, ApiError> {
+) -> Result<Reply, CosmosError> {
     let segs = endpoint::path_segments(parts.uri.path())?;
     let principal = match app.explorer.principal(&parts.headers, &parts.uri) {
         Some(p) => p?,
@@ -168,7 +166,7 @@ async fn dispatch_api(
     };
     let ep = Endpoint::decode(&parts.method, &segs, &parts.headers)?;
     let too_large = || {
-        ApiError::too_large(format!(
+        CosmosError::too_large(format!(
             "The request body is larger than {MAX_BODY} bytes; items and batches are limited to 2 MB."
         ))
     };
@@ -184,7 +182,7 @@ async fn dispatch_api(
     let read = axum::body::to_bytes(body, MAX_BODY);
     let body = match app.options.body_timeout {
         Some(t) => tokio::time::timeout(t, read).await.map_err(|_| {
-            ApiError::request_timeout(format!(
+            CosmosError::request_timeout(format!(
                 "The request body did not arrive within {} s.",
                 t.as_secs()
             ))
@@ -219,7 +217,7 @@ async fn dispatch_api(
     })
 }
 
-async fn route(app: &App, req: &Req, ep: Endpoint) -> Result<Reply, ApiError> {
+async fn route(app: &App, req: &Req, ep: Endpoint) -> Result<Reply, CosmosError> {
     use Endpoint as E;
     // Item-level endpoints get their container resolved here, once, with the request's
     // intended-collection check; handlers never look one up themselves.

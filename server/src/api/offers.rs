@@ -1,20 +1,20 @@
 //! Throughput (offers): how containers and databases declare RU/s, read and replaced through
 //! `/offers` with the `_rid` linkage the SDKs use (`resource` = the container's `_self`).
 
-use super::error::ApiError;
 use super::request::Req;
 use super::response::Reply;
 use super::App;
+use crate::error::CosmosError;
 use crate::store::catalog::{self, Throughput, ThroughputRequest};
 use axum::http::StatusCode;
 use serde_json::{json, Value};
 
 /// Reads `x-ms-offer-throughput` (manual) or `x-ms-cosmos-offer-autopilot-settings`
 /// (autoscale, `{"maxThroughput": N}`) from a create request.
-pub fn throughput_from_headers(req: &Req) -> Result<Option<ThroughputRequest>, ApiError> {
+pub fn throughput_from_headers(req: &Req) -> Result<Option<ThroughputRequest>, CosmosError> {
     if let Some(v) = req.header("x-ms-offer-throughput") {
         let n: u64 = v.trim().parse().map_err(|_| {
-            ApiError::bad_request(format!(
+            CosmosError::bad_request(format!(
                 "Invalid value '{v}' for x-ms-offer-throughput: it must be a whole number of RU/s."
             ))
         })?;
@@ -27,7 +27,7 @@ pub fn throughput_from_headers(req: &Req) -> Result<Option<ThroughputRequest>, A
     }
     if let Some(v) = req.header("x-ms-cosmos-offer-autopilot-settings") {
         let parsed: Value = serde_json::from_str(v).map_err(|e| {
-            ApiError::bad_request(format!(
+            CosmosError::bad_request(format!(
                 "Invalid x-ms-cosmos-offer-autopilot-settings '{v}': {e}. Expected {{\"maxThroughput\": 4000}}."
             ))
         })?;
@@ -38,21 +38,21 @@ pub fn throughput_from_headers(req: &Req) -> Result<Option<ThroughputRequest>, A
 
 /// Autoscale settings (`{"maxThroughput": N, "autoUpgradePolicy": {"throughputPolicy":
 /// {"incrementPercent": P}}}`), from a create header or an offer's content.
-fn autoscale_settings(v: &Value) -> Result<ThroughputRequest, ApiError> {
+fn autoscale_settings(v: &Value) -> Result<ThroughputRequest, CosmosError> {
     let max = match v.get("maxThroughput") {
         Some(Value::Number(n)) => n.as_i64().ok_or_else(|| {
-            ApiError::bad_request(format!(
+            CosmosError::bad_request(format!(
                 "The autoscale maxThroughput {n} must be a whole number of RU/s."
             ))
         })?,
         _ => {
-            return Err(ApiError::bad_request(format!(
+            return Err(CosmosError::bad_request(format!(
                 "The autoscale settings {v} have no numeric 'maxThroughput'."
             )))
         }
     };
     if max < 1000 {
-        return Err(ApiError::bad_request(format!(
+        return Err(CosmosError::bad_request(format!(
             "Requested throughput {max} is less than required minimum throughput 1000."
         )));
     }
@@ -62,7 +62,7 @@ fn autoscale_settings(v: &Value) -> Result<ThroughputRequest, ApiError> {
         .and_then(Value::as_u64)
         .unwrap_or(0);
     let increment = u32::try_from(increment).map_err(|_| {
-        ApiError::bad_request(format!(
+        CosmosError::bad_request(format!(
             "The autoscale incrementPercent {increment} is out of range."
         ))
     })?;
@@ -73,33 +73,33 @@ fn autoscale_settings(v: &Value) -> Result<ThroughputRequest, ApiError> {
     })
 }
 
-pub fn validate_manual(n: u64) -> Result<(), ApiError> {
+pub fn validate_manual(n: u64) -> Result<(), CosmosError> {
     if n < 400 {
-        return Err(ApiError::bad_request(format!(
+        return Err(CosmosError::bad_request(format!(
             "The offer throughput {n} RU/s is below the minimum of 400 RU/s."
         )));
     }
     if !n.is_multiple_of(100) {
-        return Err(ApiError::bad_request(format!(
+        return Err(CosmosError::bad_request(format!(
             "The offer throughput {n} RU/s must be a multiple of 100."
         )));
     }
     if n > MAX_THROUGHPUT {
-        return Err(ApiError::bad_request(format!(
+        return Err(CosmosError::bad_request(format!(
             "The offer throughput {n} RU/s is above the maximum of 1,000,000 RU/s."
         )));
     }
     Ok(())
 }
 
-pub fn validate_autoscale(n: u64) -> Result<(), ApiError> {
+pub fn validate_autoscale(n: u64) -> Result<(), CosmosError> {
     if n < 1000 || !n.is_multiple_of(1000) {
-        return Err(ApiError::bad_request(format!(
+        return Err(CosmosError::bad_request(format!(
             "The autoscale maximum throughput {n} RU/s must be at least 1000 and a multiple of 1000."
         )));
     }
     if n > MAX_THROUGHPUT {
-        return Err(ApiError::bad_request(format!(
+        return Err(CosmosError::bad_request(format!(
             "The autoscale maximum throughput {n} RU/s is above the maximum of 1,000,000 RU/s."
         )));
     }
@@ -174,11 +174,11 @@ fn all(app: &App) -> Vec<(Value, Owner)> {
     out
 }
 
-fn find(app: &App, id: &str) -> Result<(Value, Owner), ApiError> {
+fn find(app: &App, id: &str) -> Result<(Value, Owner), CosmosError> {
     all(app)
         .into_iter()
         .find(|(o, _)| o["id"] == id)
-        .ok_or_else(|| ApiError::not_found(format!("The offer '{id}' does not exist.")))
+        .ok_or_else(|| CosmosError::not_found(format!("The offer '{id}' does not exist.")))
 }
 
 fn reply(offer: Value) -> Reply {
@@ -192,7 +192,7 @@ fn reply(offer: Value) -> Reply {
         )
 }
 
-pub fn list(app: &App) -> Result<Reply, ApiError> {
+pub fn list(app: &App) -> Result<Reply, CosmosError> {
     let offers: Vec<Value> = all(app).into_iter().map(|(o, _)| o).collect();
     Ok(Reply::json(
         StatusCode::OK,
@@ -201,35 +201,35 @@ pub fn list(app: &App) -> Result<Reply, ApiError> {
     .header("x-ms-item-count", offers.len().to_string()))
 }
 
-pub fn query(app: &App, req: &Req) -> Result<Reply, ApiError> {
+pub fn query(app: &App, req: &Req) -> Result<Reply, CosmosError> {
     let offers: Vec<Value> = all(app).into_iter().map(|(o, _)| o).collect();
     super::query::query_resources(req, "", "Offers", offers)
 }
 
-pub fn read_offer(app: &App, id: &str) -> Result<Reply, ApiError> {
+pub fn read_offer(app: &App, id: &str) -> Result<Reply, CosmosError> {
     Ok(reply(find(app, id)?.0))
 }
 
 /// `PUT /offers/{id}`: a new `content.offerThroughput` or autoscale maximum.
-pub async fn replace(app: &App, req: &Req, id: &str) -> Result<Reply, ApiError> {
+pub async fn replace(app: &App, req: &Req, id: &str) -> Result<Reply, CosmosError> {
     let (current, owner) = find(app, id)?;
     let body = req.json_object()?;
     if let Some(bid) = body.get("id").and_then(Value::as_str) {
         if bid != id {
-            return Err(ApiError::bad_request(format!(
+            return Err(CosmosError::bad_request(format!(
                 "The offer id '{bid}' in the body does not match '{id}' in the path."
             )));
         }
     }
     if let Some(m) = req.if_match() {
-        if !super::items::etag_matches(m, current["_etag"].as_str().unwrap_or("")) {
-            return Err(ApiError::precondition_failed(
+        if !crate::items::etag_matches(m, current["_etag"].as_str().unwrap_or("")) {
+            return Err(CosmosError::precondition_failed(
                 "The offer changed since the given etag (If-Match).",
             ));
         }
     }
     let content = body.get("content").ok_or_else(|| {
-        ApiError::bad_request("The offer has no 'content'; set content.offerThroughput.")
+        CosmosError::bad_request("The offer has no 'content'; set content.offerThroughput.")
     })?;
     let t = match content.get("offerAutopilotSettings") {
         Some(a) if a.get("maxThroughput").is_some() => autoscale_settings(a)?,
@@ -238,7 +238,9 @@ pub async fn replace(app: &App, req: &Req, id: &str) -> Result<Reply, ApiError> 
                 .get("offerThroughput")
                 .and_then(Value::as_u64)
                 .ok_or_else(|| {
-                    ApiError::bad_request("content.offerThroughput must be a whole number of RU/s.")
+                    CosmosError::bad_request(
+                        "content.offerThroughput must be a whole number of RU/s.",
+                    )
                 })?;
             validate_manual(n)?;
             ThroughputRequest {

@@ -5,16 +5,16 @@
 //! answer 304. After a split a client holding an older etag gets every live range; each child
 //! lists all its ancestors in `parents`, so the client drops every range that no longer exists.
 
-use super::error::ApiError;
 use super::request::Req;
 use super::response::Reply;
+use crate::error::CosmosError;
 use crate::store::catalog;
 use crate::store::container::Container;
 use axum::http::StatusCode;
 use serde_json::json;
 use std::sync::Arc;
 
-pub fn read_ranges(req: &Req, c: &Arc<Container>) -> Result<Reply, ApiError> {
+pub fn read_ranges(req: &Req, c: &Arc<Container>) -> Result<Reply, CosmosError> {
     let map = c.partitions();
     let etag = format!("\"{}\"", map.generation);
     if let Some(inm) = req.if_none_match() {

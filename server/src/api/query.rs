@@ -9,11 +9,11 @@
 //! metrics and continuation.
 
 use super::commit::Admission;
-use super::error::{substatus, ApiError};
 use super::request::Req;
 use super::response::Reply;
 use super::scope::request_scope;
 use super::App;
+use crate::error::{substatus, CosmosError};
 use crate::exec::{self, now_millis, to_bytes};
 use crate::store::container::Container;
 use crate::throughput::charge;
@@ -33,14 +33,14 @@ use strata_query::sql::{self, Ctx, PreparedQuery, Routing};
 const DEFAULT_PAGE: usize = 100;
 
 /// The query text and parameters of a query request body.
-fn query_body(req: &Req) -> Result<(String, Vec<(String, Value)>), ApiError> {
+fn query_body(req: &Req) -> Result<(String, Vec<(String, Value)>), CosmosError> {
     let body = req.json()?;
     let text = match &body {
         Value::Object(m) => m.get("query").and_then(Value::as_str).ok_or_else(|| {
-            ApiError::bad_request("The query body must have a string 'query' property.")
+            CosmosError::bad_request("The query body must have a string 'query' property.")
         })?,
         _ => {
-            return Err(ApiError::bad_request(
+            return Err(CosmosError::bad_request(
                 "The query body must be a JSON object: {\"query\": \"SELECT ...\", \"parameters\": [...]}.",
             ))
         }
@@ -51,7 +51,7 @@ fn query_body(req: &Req) -> Result<(String, Vec<(String, Value)>), ApiError> {
 
 /// Decides where the query goes: the pure planner over the request's scope and the current
 /// partition map.
-fn target(c: &Container, req: &Req, p: &PreparedQuery) -> Result<QueryPlan, ApiError> {
+fn target(c: &Container, req: &Req, p: &PreparedQuery) -> Result<QueryPlan, CosmosError> {
     let scope = request_scope(c, req)?;
     let partitions: Vec<Partition> = c
         .partitions()
@@ -122,7 +122,7 @@ fn required_features(p: &PreparedQuery) -> Vec<&'static str> {
 }
 
 /// The gateway refuses a plan the client could not execute.
-fn check_client_features(req: &Req, p: &PreparedQuery) -> Result<(), ApiError> {
+fn check_client_features(req: &Req, p: &PreparedQuery) -> Result<(), CosmosError> {
     let Some(supported) = req.header("x-ms-cosmos-supported-query-features") else {
         return Ok(());
     };
@@ -134,14 +134,14 @@ fn check_client_features(req: &Req, p: &PreparedQuery) -> Result<(), ApiError> {
     if missing.is_empty() {
         return Ok(());
     }
-    Err(ApiError::bad_request(format!(
+    Err(CosmosError::bad_request(format!(
         "Query contains 1 or more unsupported features. Upgrade your SDK to a version that does support the requested features: Query contained {}, which the calling client does not support.",
         missing.join(", ")
     )))
 }
 
 /// `POST .../docs` (query).
-pub async fn query_items(app: &App, req: &Req, c: &Arc<Container>) -> Result<Reply, ApiError> {
+pub async fn query_items(app: &App, req: &Req, c: &Arc<Container>) -> Result<Reply, CosmosError> {
     let started = Instant::now();
     let (text, params) = query_body(req)?;
     let p = app.prepared.get(c.cid, &c.rid, &c.pk, &text, &params)?;
@@ -237,14 +237,14 @@ pub async fn query_items(app: &App, req: &Req, c: &Arc<Container>) -> Result<Rep
 
 /// The gateway's 400/1004 for a cross-partition query the client must merge, carrying the
 /// query plan the SDKs then run (as the gateway sends it in `additionalErrorInfo`).
-fn client_merge_refusal(p: &PreparedQuery, ranges: &[EpkRange]) -> ApiError {
+fn client_merge_refusal(p: &PreparedQuery, ranges: &[EpkRange]) -> CosmosError {
     let ranges = if ranges.is_empty() {
         vec![EpkRange::full()]
     } else {
         ranges.to_vec()
     };
     let plan = sql::sdkplan::query_plan(p, &ranges);
-    let mut e = ApiError::bad_request(
+    let mut e = CosmosError::bad_request(
         "Cross partition query with TOP/ORDER BY/aggregates/DISTINCT/GROUP BY/OFFSET is executed by the client: request the query plan and run the rewritten query per partition key range.",
     )
     .with_sub_status(substatus::CROSS_PARTITION_QUERY_NOT_SERVABLE);
@@ -353,11 +353,11 @@ fn index_metrics(c: &Container, access: &Access, scoped_by_key: bool) -> String 
 /// 400 unless the request enables cross-partition queries
 /// (`x-ms-documentdb-query-enablecrosspartition: true`), as the service answers a query over
 /// a partitioned resource that names no partition.
-pub fn require_cross_partition(req: &Req) -> Result<(), ApiError> {
+pub fn require_cross_partition(req: &Req) -> Result<(), CosmosError> {
     if req.flag("x-ms-documentdb-query-enablecrosspartition") {
         return Ok(());
     }
-    Err(ApiError::bad_request(
+    Err(CosmosError::bad_request(
         "Cross partition query is required but disabled. Please set x-ms-documentdb-query-enablecrosspartition to true, specify x-ms-documentdb-partitionkey, or revise the query to avoid this exception.",
     ))
 }
@@ -378,7 +378,7 @@ fn is_foreign_service_token(token: &str, c: &Container) -> bool {
 }
 
 /// The query plan for the official SDKs' client-side execution.
-pub fn query_plan(req: &Req, c: &Arc<Container>) -> Result<Reply, ApiError> {
+pub fn query_plan(req: &Req, c: &Arc<Container>) -> Result<Reply, CosmosError> {
     let (text, params) = query_body(req)?;
     let p = sql::prepare(&text, &params, Some(&c.pk))?;
     check_client_features(req, &p)?;
@@ -400,7 +400,7 @@ pub fn query_resources(
     rid: &str,
     key: &str,
     docs: Vec<Value>,
-) -> Result<Reply, ApiError> {
+) -> Result<Reply, CosmosError> {
     let (text, params) = query_body(req)?;
     let p = sql::prepare(&text, &params, None)?;
     let rows = p.run_over(&docs, &Ctx::new(now_millis()))?;

@@ -1,13 +1,12 @@
 //! The decoded request every handler receives, with typed accessors for the `x-ms-*` headers.
 
-use super::error::ApiError;
+use crate::error::CosmosError;
 use axum::http::{HeaderMap, Method};
 use bytes::Bytes;
 use serde_json::{Map, Value};
 use strata_query::pk::PartitionKey;
 
-/// Largest document Cosmos accepts.
-pub const MAX_ITEM_BYTES: usize = 2 * 1024 * 1024;
+use crate::items::document::json_kind;
 
 pub struct Req {
     pub method: Method,
@@ -34,7 +33,7 @@ impl Req {
     }
 
     /// `x-ms-documentdb-partitionkey`, parsed.
-    pub fn partition_key(&self) -> Result<Option<PartitionKey>, ApiError> {
+    pub fn partition_key(&self) -> Result<Option<PartitionKey>, CosmosError> {
         match self.header("x-ms-documentdb-partitionkey") {
             None => Ok(None),
             Some(t) => Ok(Some(PartitionKey::from_header(t)?)),
@@ -42,13 +41,13 @@ impl Req {
     }
 
     /// `x-ms-max-item-count`: `None` when absent or -1 (service chooses).
-    pub fn max_item_count(&self) -> Result<Option<usize>, ApiError> {
+    pub fn max_item_count(&self) -> Result<Option<usize>, CosmosError> {
         match self.header("x-ms-max-item-count") {
             None => Ok(None),
             Some(v) => match v.trim().parse::<i64>() {
                 Ok(-1) => Ok(None),
                 Ok(n) if n > 0 => Ok(Some(n as usize)),
-                _ => Err(ApiError::bad_request(format!(
+                _ => Err(CosmosError::bad_request(format!(
                     "Invalid value '{v}' for header x-ms-max-item-count: it must be a positive number or -1."
                 ))),
             },
@@ -68,14 +67,14 @@ impl Req {
     }
 
     /// The body as JSON; parse errors name the line and column.
-    pub fn json(&self) -> Result<Value, ApiError> {
+    pub fn json(&self) -> Result<Value, CosmosError> {
         if self.body.is_empty() {
-            return Err(ApiError::bad_request(
+            return Err(CosmosError::bad_request(
                 "The request body is empty; a JSON body is required.",
             ));
         }
         serde_json::from_slice(&self.body).map_err(|e| {
-            ApiError::bad_request(format!(
+            CosmosError::bad_request(format!(
                 "The request body is not valid JSON: {e} (line {}, column {}).",
                 e.line(),
                 e.column()
@@ -84,10 +83,10 @@ impl Req {
     }
 
     /// The body as a JSON object.
-    pub fn json_object(&self) -> Result<Map<String, Value>, ApiError> {
+    pub fn json_object(&self) -> Result<Map<String, Value>, CosmosError> {
         match self.json()? {
             Value::Object(m) => Ok(m),
-            other => Err(ApiError::bad_request(format!(
+            other => Err(CosmosError::bad_request(format!(
                 "The request body must be a JSON object, not {}.",
                 json_kind(&other)
             ))),
@@ -100,55 +99,4 @@ impl Req {
             .map(|p| p.to_ascii_lowercase().contains("return=minimal"))
             .unwrap_or(false)
     }
-}
-
-pub fn json_kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
-
-/// Validates a resource id (database, container or item).
-pub fn validate_id(id: &Value, what: &str) -> Result<String, ApiError> {
-    let id = match id {
-        Value::String(s) => s,
-        Value::Null => {
-            return Err(ApiError::bad_request(format!(
-                "The input content is invalid because the required properties - 'id; ' - are missing: every {what} needs a string 'id'."
-            )))
-        }
-        other => {
-            return Err(ApiError::bad_request(format!(
-                "The {what} 'id' must be a string, not {}.",
-                json_kind(other)
-            )))
-        }
-    };
-    if id.is_empty() {
-        return Err(ApiError::bad_request(format!(
-            "The {what} 'id' must not be empty."
-        )));
-    }
-    if id.chars().count() > 255 {
-        return Err(ApiError::bad_request(format!(
-            "The {what} 'id' is {} characters long; at most 255 are allowed.",
-            id.chars().count()
-        )));
-    }
-    if let Some(c) = id.chars().find(|c| matches!(c, '/' | '\\' | '?' | '#')) {
-        return Err(ApiError::bad_request(format!(
-            "The {what} id '{id}' contains the character '{c}', which is not allowed ('/', '\\', '?' and '#' are reserved)."
-        )));
-    }
-    if id.ends_with(' ') {
-        return Err(ApiError::bad_request(format!(
-            "The {what} id '{id}' ends with a space, which is not allowed."
-        )));
-    }
-    Ok(id.clone())
 }

@@ -1,5 +1,6 @@
 //! Building responses: status, body and the headers the SDKs rely on.
 
+use crate::error::CosmosError;
 use crate::store::container::Container;
 use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -139,4 +140,41 @@ pub fn feed_body(rid: &str, key: &str, docs: &[Bytes]) -> Bytes {
     out.extend_from_slice(docs.len().to_string().as_bytes());
     out.push(b'}');
     Bytes::from(out)
+}
+
+/// The response for an error, with the activity id appended to the message as the service
+/// does, and the session token of the partition a failed point operation reached.
+pub fn error_response(e: CosmosError, activity_id: &str) -> Response {
+    let mut body = serde_json::Map::new();
+    body.insert("code".into(), e.code.into());
+    body.insert(
+        "message".into(),
+        format!("{}\r\nActivityId: {activity_id}", e.message).into(),
+    );
+    if let Some(extra) = e.extra {
+        body.extend(*extra);
+    }
+    let mut resp = (
+        e.status,
+        serde_json::to_vec(&serde_json::Value::Object(body)).unwrap_or_default(),
+    )
+        .into_response();
+    let h = resp.headers_mut();
+    h.insert("content-type", HeaderValue::from_static("application/json"));
+    if let Some(s) = e.sub_status {
+        h.insert("x-ms-substatus", HeaderValue::from(s));
+    }
+    if let Some(ms) = e.retry_after_ms {
+        h.insert("x-ms-retry-after-ms", HeaderValue::from(ms));
+    }
+    if let Ok(v) = HeaderValue::from_str(activity_id) {
+        h.insert("x-ms-activity-id", v);
+    }
+    h.insert("x-ms-request-charge", HeaderValue::from_static("1"));
+    if let Some((ranges, lsn)) = e.session {
+        for (k, v) in session_headers(&ranges, lsn) {
+            h.insert(k, v);
+        }
+    }
+    resp
 }

@@ -7,10 +7,10 @@
 //! * `x-ms-start-epk` / `x-ms-end-epk`: an EPK sub-range (Python prefix queries, change feed by
 //!   partition key, feed ranges).
 
-use super::error::ApiError;
 use super::request::Req;
+use crate::error::CosmosError;
 use crate::store::container::Container;
-use strata_query::pk::epk::{effective_partition_key, epk_range};
+use strata_query::pk::epk::epk_range;
 use strata_query::pk::{EpkRange, PartitionKey, PkComponent};
 
 pub use strata_query::sql::query_plan::Route;
@@ -26,20 +26,8 @@ pub struct Scope {
     pub source: &'static str,
 }
 
-/// A full partition key for a point operation, with its EPK. `[]` on a container created
-/// without a partition key addresses its single (undefined) logical partition.
-pub fn full_key(c: &Container, pk: PartitionKey) -> Result<(PartitionKey, String), ApiError> {
-    let pk = if c.pk.system_key && pk.is_empty() {
-        PartitionKey(vec![PkComponent::Undefined])
-    } else {
-        pk
-    };
-    let epk = effective_partition_key(&c.pk, &pk)?;
-    Ok((pk, epk))
-}
-
 /// The scope of a feed or query request.
-pub fn request_scope(c: &Container, req: &Req) -> Result<Scope, ApiError> {
+pub fn request_scope(c: &Container, req: &Req) -> Result<Scope, CosmosError> {
     let mut scope = Scope {
         range: Some(EpkRange::full()),
         exact_epk: None,
@@ -50,7 +38,7 @@ pub fn request_scope(c: &Container, req: &Req) -> Result<Scope, ApiError> {
         let pk = match (c.pk.system_key, pk.is_empty()) {
             (true, true) => PartitionKey(vec![PkComponent::Undefined]),
             (false, true) => {
-                return Err(ApiError::bad_request(format!(
+                return Err(CosmosError::bad_request(format!(
                     "The partition key [] names no value: give at least the first of the container's partition key paths ({}), or no partition key to query every partition.",
                     c.pk.paths.join(", ")
                 )))
@@ -82,7 +70,7 @@ pub fn request_scope(c: &Container, req: &Req) -> Result<Scope, ApiError> {
         let r = EpkRange::new(start.unwrap_or(""), end.unwrap_or("FF"));
         for b in [&r.min, &r.max] {
             if !b.bytes().all(|x| x.is_ascii_hexdigit()) {
-                return Err(ApiError::bad_request(format!(
+                return Err(CosmosError::bad_request(format!(
                     "The EPK bound '{b}' in x-ms-start-epk/x-ms-end-epk is not a hex string."
                 )));
             }
@@ -105,10 +93,10 @@ pub fn request_scope(c: &Container, req: &Req) -> Result<Scope, ApiError> {
 }
 
 /// The EPK range of a live physical partition; 410/1002 for one that split (or never was).
-pub fn range_by_id(c: &Container, id: &str) -> Result<EpkRange, ApiError> {
+pub fn range_by_id(c: &Container, id: &str) -> Result<EpkRange, CosmosError> {
     let found = id.trim().parse::<u32>().ok().and_then(|n| c.range_of_id(n));
     found.ok_or_else(|| {
-        ApiError::gone(format!(
+        CosmosError::gone(format!(
             "The partition key range '{id}' is gone (it was split or never existed); re-read /pkranges and retry."
         ))
     })

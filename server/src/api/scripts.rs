@@ -2,11 +2,12 @@
 //! list and query (`.../colls/{coll}/sprocs|triggers|udfs[/{id}]`). Executing a stored
 //! procedure is [`super::sprocs`]; triggers run from item writes ([`super::triggers`]).
 
-use super::error::ApiError;
-use super::request::{json_kind, validate_id, Req};
+use super::request::Req;
 use super::response::{feed_body, Reply};
 use super::App;
+use crate::error::CosmosError;
 use crate::exec::to_bytes;
+use crate::items::document::{json_kind, validate_id};
 use crate::store::container::Container;
 use crate::store::scripts::{NewScript, PutMode, ScriptKind, ScriptRecord, TriggerSpec};
 use axum::http::StatusCode;
@@ -48,8 +49,8 @@ fn one(c: &Container, r: &ScriptRecord, status: StatusCode) -> Reply {
         .container(c)
 }
 
-fn not_found(c: &Container, kind: ScriptKind, id: &str) -> ApiError {
-    ApiError::not_found(format!(
+fn not_found(c: &Container, kind: ScriptKind, id: &str) -> CosmosError {
+    CosmosError::not_found(format!(
         "Resource Not Found: the {} '{id}' does not exist in container '{}'.",
         kind.noun(),
         c.id
@@ -57,19 +58,19 @@ fn not_found(c: &Container, kind: ScriptKind, id: &str) -> ApiError {
 }
 
 /// Reads and checks a script body from a request.
-fn new_script(req: &Req, kind: ScriptKind) -> Result<NewScript, ApiError> {
+fn new_script(req: &Req, kind: ScriptKind) -> Result<NewScript, CosmosError> {
     let body = req.json_object()?;
     let id = validate_id(body.get("id").unwrap_or(&Value::Null), kind.noun())?;
     let text = match body.get("body") {
         Some(Value::String(s)) => s.clone(),
         None | Some(Value::Null) => {
-            return Err(ApiError::bad_request(format!(
+            return Err(CosmosError::bad_request(format!(
                 "The input content is invalid because the required properties - 'body; ' - are missing: a {} needs its JavaScript source in a string 'body'.",
                 kind.noun()
             )))
         }
         Some(other) => {
-            return Err(ApiError::bad_request(format!(
+            return Err(CosmosError::bad_request(format!(
                 "The {} 'body' must be a string of JavaScript, not {}.",
                 kind.noun(),
                 json_kind(other)
@@ -88,16 +89,16 @@ fn new_script(req: &Req, kind: ScriptKind) -> Result<NewScript, ApiError> {
     })
 }
 
-fn trigger_spec(body: &Map<String, Value>) -> Result<TriggerSpec, ApiError> {
-    let field = |name: &str, allowed: &[&str]| -> Result<String, ApiError> {
+fn trigger_spec(body: &Map<String, Value>) -> Result<TriggerSpec, CosmosError> {
+    let field = |name: &str, allowed: &[&str]| -> Result<String, CosmosError> {
         let v = body.get(name).and_then(Value::as_str).ok_or_else(|| {
-            ApiError::bad_request(format!(
+            CosmosError::bad_request(format!(
                 "The input content is invalid because the required properties - '{name}; ' - are missing: a trigger needs '{name}' ({}).",
                 allowed.join(", ")
             ))
         })?;
         if !allowed.iter().any(|a| a.eq_ignore_ascii_case(v)) {
-            return Err(ApiError::bad_request(format!(
+            return Err(CosmosError::bad_request(format!(
                 "The trigger's '{name}' value '{v}' is invalid: use one of {}.",
                 allowed.join(", ")
             )));
@@ -119,7 +120,7 @@ pub async fn create(
     req: &Req,
     c: &Arc<Container>,
     kind: ScriptKind,
-) -> Result<Reply, ApiError> {
+) -> Result<Reply, CosmosError> {
     let new = new_script(req, kind)?;
     let mode = if req.flag("x-ms-documentdb-is-upsert") {
         PutMode::Upsert
@@ -146,7 +147,7 @@ pub async fn replace(
     c: &Arc<Container>,
     kind: ScriptKind,
     id: &str,
-) -> Result<Reply, ApiError> {
+) -> Result<Reply, CosmosError> {
     let new = new_script(req, kind)?;
     let (rec, _) = app
         .store
@@ -156,13 +157,18 @@ pub async fn replace(
 }
 
 /// `GET .../{kind}/{id}`.
-pub fn read(req: &Req, c: &Arc<Container>, kind: ScriptKind, id: &str) -> Result<Reply, ApiError> {
+pub fn read(
+    req: &Req,
+    c: &Arc<Container>,
+    kind: ScriptKind,
+    id: &str,
+) -> Result<Reply, CosmosError> {
     let rec = c
         .scripts()
         .get(c, kind, id)
         .ok_or_else(|| not_found(c, kind, id))?;
     if let Some(inm) = req.if_none_match() {
-        if super::items::etag_matches(inm, &rec.etag()) {
+        if crate::items::etag_matches(inm, &rec.etag()) {
             return Ok(Reply::empty(StatusCode::NOT_MODIFIED)
                 .header("etag", rec.etag())
                 .charge(1.0));
@@ -177,7 +183,7 @@ pub async fn delete(
     c: &Arc<Container>,
     kind: ScriptKind,
     id: &str,
-) -> Result<Reply, ApiError> {
+) -> Result<Reply, CosmosError> {
     app.store.delete_script(c, kind, id).await?;
     Ok(Reply::empty(StatusCode::NO_CONTENT)
         .charge(1.0)
@@ -190,7 +196,7 @@ fn all(c: &Container, kind: ScriptKind) -> Vec<Value> {
 }
 
 /// `GET .../{kind}`.
-pub fn list(c: &Arc<Container>, kind: ScriptKind) -> Result<Reply, ApiError> {
+pub fn list(c: &Arc<Container>, kind: ScriptKind) -> Result<Reply, CosmosError> {
     let docs: Vec<_> = all(c, kind).iter().map(to_bytes).collect();
     Ok(
         Reply::new(StatusCode::OK, feed_body(&c.rid, kind.feed_key(), &docs))
@@ -201,6 +207,6 @@ pub fn list(c: &Arc<Container>, kind: ScriptKind) -> Result<Reply, ApiError> {
 }
 
 /// `POST .../{kind}` with a query.
-pub fn query(req: &Req, c: &Arc<Container>, kind: ScriptKind) -> Result<Reply, ApiError> {
+pub fn query(req: &Req, c: &Arc<Container>, kind: ScriptKind) -> Result<Reply, CosmosError> {
     super::query::query_resources(req, &c.rid, kind.feed_key(), all(c, kind))
 }

@@ -7,7 +7,7 @@
 //! so a token cannot be forged or widened, and deleting or replacing the permission retires
 //! every token issued for it.
 
-use super::error::ApiError;
+use crate::error::CosmosError;
 use base64::Engine as _;
 use strata_query::sql::token::TokenKey;
 
@@ -54,14 +54,14 @@ pub fn mint(key: &TokenKey, claims: &Claims) -> String {
     )
 }
 
-fn invalid() -> ApiError {
-    ApiError::unauthorized(
+fn invalid() -> CosmosError {
+    CosmosError::unauthorized(
         "The input authorization token can't serve the request: the resource token is malformed or was altered. Read the permission again for a fresh token.",
     )
 }
 
 /// Verifies the `sig` of a resource token; 401 when it was altered or has expired.
-pub fn open(key: &TokenKey, sig: &str, now: u64) -> Result<Claims, ApiError> {
+pub fn open(key: &TokenKey, sig: &str, now: u64) -> Result<Claims, CosmosError> {
     let sealed = base64::engine::general_purpose::URL_SAFE_NO_PAD
         .decode(sig.trim())
         .map_err(|_| invalid())?;
@@ -95,7 +95,7 @@ pub fn open(key: &TokenKey, sig: &str, now: u64) -> Result<Claims, ApiError> {
         expires: num(1 + rid_len + 8)?,
     };
     if now >= claims.expires {
-        return Err(ApiError::unauthorized(
+        return Err(CosmosError::unauthorized(
             "The resource token has expired; read the permission again for a fresh token (x-ms-documentdb-expiry-seconds sets its validity, at most five hours).",
         ));
     }

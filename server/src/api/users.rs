@@ -3,12 +3,13 @@
 //! listing it) returns its resource token in `_token`, valid for
 //! `x-ms-documentdb-expiry-seconds` (default one hour, at most five).
 
-use super::error::ApiError;
-use super::request::{json_kind, validate_id, Req};
+use super::request::Req;
 use super::response::{feed_body, Reply};
 use super::tokens::{self, Claims, DEFAULT_VALIDITY_SECS, MAX_VALIDITY_SECS, MIN_VALIDITY_SECS};
 use super::App;
+use crate::error::CosmosError;
 use crate::exec::to_bytes;
+use crate::items::document::{json_kind, validate_id};
 use crate::store::catalog::{self, DatabaseRecord};
 use crate::store::users::{
     permission_rid, user_rid, PermissionMode, PermissionRecord, PutMode, UserRecord,
@@ -29,12 +30,12 @@ fn user_json(d: &DatabaseRecord, u: &UserRecord) -> Value {
 }
 
 /// The validity a request asks its tokens to have.
-fn validity(req: &Req) -> Result<u64, ApiError> {
+fn validity(req: &Req) -> Result<u64, CosmosError> {
     match req.header("x-ms-documentdb-expiry-seconds") {
         None => Ok(DEFAULT_VALIDITY_SECS),
         Some(v) => match v.trim().parse::<u64>() {
             Ok(n) if (MIN_VALIDITY_SECS..=MAX_VALIDITY_SECS).contains(&n) => Ok(n),
-            _ => Err(ApiError::bad_request(format!(
+            _ => Err(CosmosError::bad_request(format!(
                 "Invalid value '{v}' for header x-ms-documentdb-expiry-seconds: a resource token is valid for {MIN_VALIDITY_SECS} to {MAX_VALIDITY_SECS} seconds."
             ))),
         },
@@ -104,7 +105,7 @@ fn one(v: Value, etag: String, status: StatusCode) -> Reply {
 
 // ---- users --------------------------------------------------------------------------------
 
-pub async fn create_user(app: &App, req: &Req, db: &str) -> Result<Reply, ApiError> {
+pub async fn create_user(app: &App, req: &Req, db: &str) -> Result<Reply, CosmosError> {
     let body = req.json_object()?;
     let id = validate_id(body.get("id").unwrap_or(&Value::Null), "user")?;
     let (u, created) = app.store.put_user(db, &id, put_mode(req), &id).await?;
@@ -116,7 +117,12 @@ pub async fn create_user(app: &App, req: &Req, db: &str) -> Result<Reply, ApiErr
     ))
 }
 
-pub async fn replace_user(app: &App, req: &Req, db: &str, user: &str) -> Result<Reply, ApiError> {
+pub async fn replace_user(
+    app: &App,
+    req: &Req,
+    db: &str,
+    user: &str,
+) -> Result<Reply, CosmosError> {
     let body = req.json_object()?;
     let id = validate_id(body.get("id").unwrap_or(&Value::Null), "user")?;
     let (u, _) = app.store.put_user(db, &id, PutMode::Replace, user).await?;
@@ -128,7 +134,7 @@ pub async fn replace_user(app: &App, req: &Req, db: &str, user: &str) -> Result<
     ))
 }
 
-pub fn read_user(app: &App, db: &str, user: &str) -> Result<Reply, ApiError> {
+pub fn read_user(app: &App, db: &str, user: &str) -> Result<Reply, CosmosError> {
     let d = app.store.database(db)?;
     let e = app.store.user(db, user)?;
     Ok(one(
@@ -138,19 +144,19 @@ pub fn read_user(app: &App, db: &str, user: &str) -> Result<Reply, ApiError> {
     ))
 }
 
-pub async fn delete_user(app: &App, db: &str, user: &str) -> Result<Reply, ApiError> {
+pub async fn delete_user(app: &App, db: &str, user: &str) -> Result<Reply, CosmosError> {
     app.store.delete_user(db, user).await?;
     Ok(Reply::empty(StatusCode::NO_CONTENT).charge(1.0))
 }
 
-fn all_users(app: &App, db: &str) -> Result<(DatabaseRecord, Vec<Value>), ApiError> {
+fn all_users(app: &App, db: &str) -> Result<(DatabaseRecord, Vec<Value>), CosmosError> {
     let d = app.store.database(db)?;
     let users = app.store.list_users(db)?;
     let docs = users.iter().map(|e| user_json(&d, &e.user)).collect();
     Ok((d, docs))
 }
 
-pub fn list_users(app: &App, db: &str) -> Result<Reply, ApiError> {
+pub fn list_users(app: &App, db: &str) -> Result<Reply, CosmosError> {
     let (d, docs) = all_users(app, db)?;
     let bytes: Vec<_> = docs.iter().map(to_bytes).collect();
     Ok(Reply::new(
@@ -161,7 +167,7 @@ pub fn list_users(app: &App, db: &str) -> Result<Reply, ApiError> {
     .charge(1.0))
 }
 
-pub fn query_users(app: &App, req: &Req, db: &str) -> Result<Reply, ApiError> {
+pub fn query_users(app: &App, req: &Req, db: &str) -> Result<Reply, CosmosError> {
     let (d, docs) = all_users(app, db)?;
     super::query::query_resources(req, &catalog::db_rid(d.seq), "Users", docs)
 }
@@ -169,19 +175,19 @@ pub fn query_users(app: &App, req: &Req, db: &str) -> Result<Reply, ApiError> {
 // ---- permissions --------------------------------------------------------------------------
 
 /// A permission as a client sent it, checked.
-fn new_permission(req: &Req) -> Result<PermissionRecord, ApiError> {
+fn new_permission(req: &Req) -> Result<PermissionRecord, CosmosError> {
     let body = req.json_object()?;
     let id = validate_id(body.get("id").unwrap_or(&Value::Null), "permission")?;
     let mode = match body.get("permissionMode") {
         Some(Value::String(m)) if m.eq_ignore_ascii_case("read") => PermissionMode::Read,
         Some(Value::String(m)) if m.eq_ignore_ascii_case("all") => PermissionMode::All,
         Some(other) => {
-            return Err(ApiError::bad_request(format!(
+            return Err(CosmosError::bad_request(format!(
                 "The permission's 'permissionMode' {other} is invalid: use \"Read\" or \"All\"."
             )))
         }
         None => {
-            return Err(ApiError::bad_request(
+            return Err(CosmosError::bad_request(
                 "The input content is invalid because the required properties - 'permissionMode; ' - are missing.",
             ))
         }
@@ -189,18 +195,18 @@ fn new_permission(req: &Req) -> Result<PermissionRecord, ApiError> {
     let resource = match body.get("resource") {
         Some(Value::String(r)) if r.split('/').any(|s| s == "dbs") => r.clone(),
         Some(Value::String(r)) => {
-            return Err(ApiError::bad_request(format!(
+            return Err(CosmosError::bad_request(format!(
                 "The permission's 'resource' '{r}' is not a resource link: give one like dbs/{{db}}/colls/{{container}}[/docs/{{id}}]."
             )))
         }
         Some(other) => {
-            return Err(ApiError::bad_request(format!(
+            return Err(CosmosError::bad_request(format!(
                 "The permission's 'resource' must be a string link, not {}.",
                 json_kind(other)
             )))
         }
         None => {
-            return Err(ApiError::bad_request(
+            return Err(CosmosError::bad_request(
                 "The input content is invalid because the required properties - 'resource; ' - are missing.",
             ))
         }
@@ -209,11 +215,11 @@ fn new_permission(req: &Req) -> Result<PermissionRecord, ApiError> {
         None | Some(Value::Null) => None,
         Some(v @ Value::Array(a)) if !a.is_empty() && a.len() <= 3 => {
             strata_query::pk::PartitionKey::from_json_value(v)
-                .map_err(|e| ApiError::bad_request(e.0))?;
+                .map_err(|e| CosmosError::bad_request(e.0))?;
             Some(v.clone())
         }
         Some(v) => {
-            return Err(ApiError::bad_request(format!(
+            return Err(CosmosError::bad_request(format!(
                 "The permission's 'resourcePartitionKey' {v} is invalid: give a JSON array of one to three partition key values (a full key, or a prefix of a hierarchical key)."
             )))
         }
@@ -231,7 +237,7 @@ fn new_permission(req: &Req) -> Result<PermissionRecord, ApiError> {
 
 /// A prefix key only makes sense on a hierarchical container: checked when the resource is a
 /// container that exists (a permission may name one that does not, as in the service).
-fn check_key_fits(app: &App, p: &PermissionRecord) -> Result<(), ApiError> {
+fn check_key_fits(app: &App, p: &PermissionRecord) -> Result<(), CosmosError> {
     let (Some(v), Some((db, coll))) = (&p.partition_key, container_of(&p.resource)) else {
         return Ok(());
     };
@@ -239,9 +245,9 @@ fn check_key_fits(app: &App, p: &PermissionRecord) -> Result<(), ApiError> {
         return Ok(());
     };
     let pk = strata_query::pk::PartitionKey::from_json_value(v)
-        .map_err(|e| ApiError::bad_request(e.0))?;
+        .map_err(|e| CosmosError::bad_request(e.0))?;
     strata_query::pk::epk::epk_range(&c.pk, &pk).map_err(|e| {
-        ApiError::bad_request(format!(
+        CosmosError::bad_request(format!(
             "The permission's 'resourcePartitionKey' {v} does not fit container '{}' ({}): {}",
             c.id,
             c.pk.paths.join(", "),
@@ -266,7 +272,7 @@ fn permission_reply(
     user: &str,
     p: &PermissionRecord,
     status: StatusCode,
-) -> Result<Reply, ApiError> {
+) -> Result<Reply, CosmosError> {
     let d = app.store.database(db)?;
     let e = app.store.user(db, user)?;
     let v = permission_json(app, &d, &e.user, p, validity(req)?);
@@ -281,7 +287,7 @@ async fn put_permission(
     user: &str,
     mode: PutMode,
     target: Option<&str>,
-) -> Result<Reply, ApiError> {
+) -> Result<Reply, CosmosError> {
     let p = new_permission(req)?;
     check_key_fits(app, &p)?;
     validity(req)?;
@@ -295,7 +301,7 @@ pub async fn create_permission(
     req: &Req,
     db: &str,
     user: &str,
-) -> Result<Reply, ApiError> {
+) -> Result<Reply, CosmosError> {
     put_permission(app, req, db, user, put_mode(req), None).await
 }
 
@@ -305,7 +311,7 @@ pub async fn replace_permission(
     db: &str,
     user: &str,
     id: &str,
-) -> Result<Reply, ApiError> {
+) -> Result<Reply, CosmosError> {
     put_permission(app, req, db, user, PutMode::Replace, Some(id)).await
 }
 
@@ -315,11 +321,11 @@ pub fn read_permission(
     db: &str,
     user: &str,
     id: &str,
-) -> Result<Reply, ApiError> {
+) -> Result<Reply, CosmosError> {
     let d = app.store.database(db)?;
     let e = app.store.user(db, user)?;
     let p = e.permission(d.seq, id).cloned().ok_or_else(|| {
-        ApiError::not_found(format!(
+        CosmosError::not_found(format!(
             "Resource Not Found: the permission '{id}' does not exist for user '{}'.",
             e.user.id
         ))
@@ -332,7 +338,7 @@ pub async fn delete_permission(
     db: &str,
     user: &str,
     id: &str,
-) -> Result<Reply, ApiError> {
+) -> Result<Reply, CosmosError> {
     app.store.delete_permission(db, user, id).await?;
     Ok(Reply::empty(StatusCode::NO_CONTENT).charge(1.0))
 }
@@ -342,7 +348,7 @@ fn all_permissions(
     req: &Req,
     db: &str,
     user: &str,
-) -> Result<(String, Vec<Value>), ApiError> {
+) -> Result<(String, Vec<Value>), CosmosError> {
     let d = app.store.database(db)?;
     let e = app.store.user(db, user)?;
     let valid_for = validity(req)?;
@@ -354,7 +360,7 @@ fn all_permissions(
     Ok((user_rid(d.seq, e.user.seq), docs))
 }
 
-pub fn list_permissions(app: &App, req: &Req, db: &str, user: &str) -> Result<Reply, ApiError> {
+pub fn list_permissions(app: &App, req: &Req, db: &str, user: &str) -> Result<Reply, CosmosError> {
     let (rid, docs) = all_permissions(app, req, db, user)?;
     let bytes: Vec<_> = docs.iter().map(to_bytes).collect();
     Ok(
@@ -364,7 +370,7 @@ pub fn list_permissions(app: &App, req: &Req, db: &str, user: &str) -> Result<Re
     )
 }
 
-pub fn query_permissions(app: &App, req: &Req, db: &str, user: &str) -> Result<Reply, ApiError> {
+pub fn query_permissions(app: &App, req: &Req, db: &str, user: &str) -> Result<Reply, CosmosError> {
     let (rid, docs) = all_permissions(app, req, db, user)?;
     super::query::query_resources(req, &rid, "Permissions", docs)
 }

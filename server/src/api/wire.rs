@@ -7,25 +7,25 @@
 //! (handlers, triggers, stored procedures, size limits and charges) works on text only.
 
 use super::endpoint::Endpoint;
-use super::error::ApiError;
 use super::response::Reply;
 use super::MAX_BODY;
+use crate::error::CosmosError;
 use axum::http::HeaderMap;
 use bytes::Bytes;
 use strata_query::binary::{self, BinaryError};
 use strata_query::protocol::header;
 
 /// The request body as JSON text: binary bodies are transcoded, anything else passes as is.
-pub fn request_body(body: Bytes) -> Result<Bytes, ApiError> {
+pub fn request_body(body: Bytes) -> Result<Bytes, CosmosError> {
     if !binary::is_binary(&body) {
         return Ok(body);
     }
     match binary::to_text(&body, MAX_BODY) {
         Ok(text) => Ok(Bytes::from(text)),
-        Err(BinaryError::TooLarge { .. }) => Err(ApiError::too_large(format!(
+        Err(BinaryError::TooLarge { .. }) => Err(CosmosError::too_large(format!(
             "The Cosmos binary JSON request body expands to more than {MAX_BODY} bytes of JSON; items and batches are limited to 2 MB."
         ))),
-        Err(e) => Err(ApiError::bad_request(format!(
+        Err(e) => Err(CosmosError::bad_request(format!(
             "The request body is not valid: {e}."
         ))),
     }

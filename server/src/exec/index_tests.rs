@@ -170,7 +170,7 @@ proptest! {
                 let key = PartitionKey::from_header(&json!([format!("p{pk}")]).to_string()).expect("key");
                 let epk = effective_partition_key(&c.pk, &key).expect("epk");
                 let Value::Object(m) = d else { unreachable!() };
-                let (_, t) = c.write(|t| t.put(&epk, &format!("d{i:02}"), m, None)).expect("write");
+                let (_, t) = c.write(|t| crate::items::ops::put(t, &epk, &format!("d{i:02}"), m, None)).expect("write");
                 c.durable(t).await.expect("durable");
             }
             check_all(&c, &filters).await;

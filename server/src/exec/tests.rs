@@ -29,7 +29,7 @@ async fn container() -> (Store, Arc<Container>) {
             _ => unreachable!(),
         };
         let (_, token) = c
-            .write(|t| t.put(&epk, &format!("i{n}"), doc, None))
+            .write(|t| crate::items::ops::put(t, &epk, &format!("i{n}"), doc, None))
             .expect("write");
         c.durable(token).await.expect("durable");
     }
@@ -297,7 +297,9 @@ async fn descending_pages_reach_documents_without_the_path() {
             Value::Object(m) => m,
             _ => unreachable!(),
         };
-        let (_, token) = c.write(|t| t.put(&epk, id, doc, None)).expect("write");
+        let (_, token) = c
+            .write(|t| crate::items::ops::put(t, &epk, id, doc, None))
+            .expect("write");
         c.durable(token).await.expect("durable");
     }
     let p = Arc::new(

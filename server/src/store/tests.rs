@@ -45,7 +45,9 @@ async fn lsn_never_goes_back_across_restarts() {
     {
         let (s, c) = open_with_container(cfg.clone()).await;
         for id in ["1", "2", "3"] {
-            let (_, seq) = c.write(|t| t.put(epk, id, doc(id), None)).unwrap();
+            let (_, seq) = c
+                .write(|t| crate::items::ops::put(t, epk, id, doc(id), None))
+                .unwrap();
             s.engine().durable(seq).await.unwrap();
         }
         let (_, seq) = c
@@ -61,7 +63,9 @@ async fn lsn_never_goes_back_across_restarts() {
     let s = Store::open(cfg.clone()).unwrap();
     let c = s.container("d", "c").unwrap();
     assert_eq!(c.current_lsn(), 4, "the delete's LSN is remembered");
-    let (w, _) = c.write(|t| t.put(epk, "4", doc("4"), None)).unwrap();
+    let (w, _) = c
+        .write(|t| crate::items::ops::put(t, epk, "4", doc("4"), None))
+        .unwrap();
     assert_eq!(w.item.lsn, 5);
     s.shutdown().unwrap();
     drop((c, s));
@@ -86,13 +90,15 @@ async fn an_older_store_gets_its_item_directory() {
     {
         let (s, c) = open_with_container(cfg.clone()).await;
         for id in ["1", "2", "3"] {
-            let (_, t) = c.write(|t| t.put(EPK, id, doc(id), None)).unwrap();
+            let (_, t) = c
+                .write(|t| crate::items::ops::put(t, EPK, id, doc(id), None))
+                .unwrap();
             s.engine().durable(t).await.unwrap();
         }
         let (_, t) = c
             .write(|t| {
                 let prev = t.get_raw(EPK, "2")?;
-                t.put(EPK, "2", doc("2"), prev.as_ref())
+                crate::items::ops::put(t, EPK, "2", doc("2"), prev.as_ref())
             })
             .unwrap();
         s.engine().durable(t).await.unwrap();
@@ -155,7 +161,9 @@ async fn history_is_logged_and_purged_past_its_retention() {
         .unwrap();
     let epk = EPK;
     for id in ["1", "2"] {
-        let (_, d) = c.write(|t| t.put(epk, id, doc(id), None)).unwrap();
+        let (_, d) = c
+            .write(|t| crate::items::ops::put(t, epk, id, doc(id), None))
+            .unwrap();
         c.durable(d).await.unwrap();
     }
     let (_, d) = c
@@ -177,7 +185,9 @@ async fn history_is_logged_and_purged_past_its_retention() {
     assert!(!c.keeps_history());
     assert_eq!(c.purge_history().unwrap(), 3);
     assert_eq!(c.history_floor().unwrap(), c.current_lsn());
-    let (_, d) = c.write(|t| t.put(epk, "3", doc("3"), None)).unwrap();
+    let (_, d) = c
+        .write(|t| crate::items::ops::put(t, epk, "3", doc("3"), None))
+        .unwrap();
     c.durable(d).await.unwrap();
     let h = c.history(&all, None, 0, c.current_lsn(), 100).unwrap();
     assert!(h.changes.is_empty(), "nothing logged without a policy");

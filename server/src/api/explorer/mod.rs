@@ -18,8 +18,8 @@
 //! DNS-rebinding page cannot borrow it either.
 
 use crate::api::auth::Principal;
-use crate::api::error::ApiError;
 use crate::api::response::Reply;
+use crate::error::CosmosError;
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use serde_json::json;
 
@@ -112,9 +112,9 @@ impl Explorer {
     }
 
     /// Whether a request is same-origin and addressed to this server by one of its names.
-    fn same_origin(&self, headers: &HeaderMap, uri: &Uri) -> Result<(), ApiError> {
+    fn same_origin(&self, headers: &HeaderMap, uri: &Uri) -> Result<(), CosmosError> {
         let refuse = |why: &str| {
-            ApiError::forbidden(format!(
+            CosmosError::forbidden(format!(
                 "The Data Explorer's API refuses this request: {why}. Open the explorer from this server's own address."
             ))
         };
@@ -138,14 +138,18 @@ impl Explorer {
 
     /// The principal of a request carrying the explorer's secret (`None` without the header:
     /// the request is authenticated as usual). The explorer acts with the account key.
-    pub fn principal(&self, headers: &HeaderMap, uri: &Uri) -> Option<Result<Principal, ApiError>> {
+    pub fn principal(
+        &self,
+        headers: &HeaderMap,
+        uri: &Uri,
+    ) -> Option<Result<Principal, CosmosError>> {
         let token = header(headers, TOKEN_HEADER)?;
         Some((|| {
             if !self.enabled
                 || self.secret.is_empty()
                 || !same(token.as_bytes(), self.secret.as_bytes())
             {
-                return Err(ApiError::unauthorized(
+                return Err(CosmosError::unauthorized(
                     "The Data Explorer's session is not valid (the server restarted?): reload the page.",
                 ));
             }
@@ -162,7 +166,7 @@ impl Explorer {
         uri: &Uri,
         headers: &HeaderMap,
         body: &[u8],
-    ) -> Option<Result<Reply, ApiError>> {
+    ) -> Option<Result<Reply, CosmosError>> {
         let path = uri.path();
         let get = method == Method::GET || method == Method::HEAD;
         let signed = headers.contains_key("authorization");
@@ -180,7 +184,7 @@ impl Explorer {
                 Some(pem) => Reply::new(StatusCode::OK, pem.clone())
                     .header("content-type", "application/x-pem-file"),
                 None => {
-                    return Some(Err(ApiError::not_found(
+                    return Some(Err(CosmosError::not_found(
                         "This server speaks plain HTTP and has no certificate; start it with --tls (or PROTOCOL=https) for one.",
                     )))
                 }
@@ -218,7 +222,7 @@ impl Explorer {
                 return Some(self.session(headers, uri, body).map(page))
             }
             (p, _) if p.starts_with("/_explorer/") => {
-                return Some(Err(ApiError::not_found(format!(
+                return Some(Err(CosmosError::not_found(format!(
                     "The Data Explorer has no '{p}'; open /_explorer/index.html."
                 ))))
             }
@@ -227,13 +231,14 @@ impl Explorer {
     }
 
     /// `POST /_explorer/session` with `{"key": "..."}`: the secret, for the account key.
-    fn session(&self, headers: &HeaderMap, uri: &Uri, body: &[u8]) -> Result<Reply, ApiError> {
+    fn session(&self, headers: &HeaderMap, uri: &Uri, body: &[u8]) -> Result<Reply, CosmosError> {
         self.same_origin(headers, uri)?;
-        let v: serde_json::Value = serde_json::from_slice(body)
-            .map_err(|_| ApiError::bad_request("Send {\"key\": \"<the account key>\"} as JSON."))?;
+        let v: serde_json::Value = serde_json::from_slice(body).map_err(|_| {
+            CosmosError::bad_request("Send {\"key\": \"<the account key>\"} as JSON.")
+        })?;
         let key = v["key"].as_str().unwrap_or_default().trim();
         if self.secret.is_empty() || !same(key.as_bytes(), self.key.as_bytes()) {
-            return Err(ApiError::unauthorized(
+            return Err(CosmosError::unauthorized(
                 "That is not this account's key (the --key the server was started with).",
             ));
         }

@@ -27,7 +27,7 @@ mod txn;
 pub use txn::{Savepoint, Txn};
 
 use bytes::Bytes;
-use serde_json::{Map, Value};
+use serde_json::Value;
 use std::collections::HashMap;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -151,6 +151,25 @@ pub struct Container {
 }
 
 type DefinedCache = std::sync::Mutex<HashMap<([u8; 8], u16, String, String), (u64, u64)>>;
+
+/// What a transaction gives the next version of an item (see [`Txn::next_version`]): its
+/// change position (LSN and the sub-sequence within the transaction), its document number and
+/// its timestamp — what the item layer stamps into `_etag`, `_rid`, `_self` and `_ts`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Version {
+    pub lsn: u64,
+    pub sub: u32,
+    pub doc_seq: u64,
+    pub ts: u64,
+}
+
+/// A new version ready to store: the stamped document and its validated `ttl`.
+#[derive(Debug, Clone)]
+pub struct Record {
+    pub version: Version,
+    pub doc: Value,
+    pub ttl: Option<i64>,
+}
 
 /// What a write produced, for the response.
 #[derive(Debug, Clone)]

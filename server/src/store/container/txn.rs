@@ -128,55 +128,41 @@ impl Txn<'_> {
         Ok(())
     }
 
-    /// Writes a new version of an item. `doc` is the user's document (system properties are
-    /// replaced); `previous` is the version being replaced, if any (from [`Txn::get_raw`]).
+    /// What the next version of an item gets from this transaction: the change position it
+    /// will take, its document number (a new document takes the container's next one, its
+    /// `_rid` and DOCUMENTID; a new version keeps its document's) and the write's timestamp.
+    /// `previous` is the version being replaced, if any (from [`Txn::get_raw`]).
+    pub fn next_version(&self, previous: Option<&StoredItem>) -> Version {
+        let (lsn, sub) = self.tx.peek_change();
+        Version {
+            lsn,
+            sub,
+            doc_seq: previous.map_or(self.next_doc + 1, |p| p.doc_seq),
+            ts: self.now,
+        }
+    }
+
+    /// Writes a new version of an item: `record` is the document as the item layer stamped it
+    /// for [`Txn::next_version`] (system properties included); `previous` is the version
+    /// being replaced, if any (from [`Txn::get_raw`]).
     pub fn put(
         &mut self,
         epk: &str,
         id: &str,
-        mut doc: Map<String, Value>,
+        record: Record,
         previous: Option<&StoredItem>,
     ) -> Result<Written, StoreError> {
-        let (lsn, sub) = self.tx.peek_change();
         let c = self.c;
-        // A new document takes the container's next document number (its `_rid` and
-        // DOCUMENTID); a new version keeps its document's.
-        let doc_seq = match previous {
-            Some(p) => p.doc_seq,
-            None => self.next_doc + 1,
-        };
-        let ttl = match doc.get("ttl") {
-            None => None,
-            Some(Value::Number(n)) => match n.as_i64() {
-                Some(t) if t == -1 || t > 0 => Some(t),
-                _ => {
-                    return Err(StoreError::BadRequest(format!(
-                        "The 'ttl' value {n} is invalid: it must be -1 (never expire) or a positive whole number of seconds."
-                    )))
-                }
-            },
-            Some(_) => {
-                return Err(StoreError::BadRequest(
-                    "The 'ttl' property must be a number: -1 (never expire) or a positive whole number of seconds.".into(),
-                ))
-            }
-        };
-        for k in strata_query::protocol::SYSTEM_PROPERTIES {
-            doc.remove(k);
+        let Record { version, doc, ttl } = record;
+        if version != self.next_version(previous) {
+            return Err(StoreError::Corrupt(format!(
+                "item '{id}' was stamped for another write ({version:?}, expected {:?})",
+                self.next_version(previous)
+            )));
         }
-        let rid = catalog::doc_rid(c.db_seq, c.cid, doc_seq);
-        doc.insert("_rid".into(), Value::String(rid.clone()));
-        doc.insert(
-            "_self".into(),
-            Value::String(format!("dbs/{}/colls/{}/docs/{}/", c.db_rid, c.rid, rid)),
-        );
-        doc.insert(
-            "_etag".into(),
-            Value::String(catalog::change_etag(c.cid, lsn, sub)),
-        );
-        doc.insert("_attachments".into(), Value::String("attachments/".into()));
-        doc.insert("_ts".into(), Value::from(self.now));
-        let doc = Value::Object(doc);
+        let Version {
+            lsn, sub, doc_seq, ..
+        } = version;
         let json = serde_json::to_vec(&doc)
             .map_err(|e| StoreError::BadRequest(format!("The document cannot be stored: {e}")))?;
         let item = StoredItem {

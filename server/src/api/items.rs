@@ -1,24 +1,21 @@
 //! Item requests: create, upsert, read, replace, delete, patch, delete-by-partition-key.
 //!
-//! Each request decodes into one [`Op`] that [`ops::apply`] runs inside a container
-//! transaction, so a point request, a transactional batch, a stored procedure and a trigger
-//! run exactly the same code. Every operation addresses one logical partition, by the
+//! Each request decodes into one [`Op`] that the item layer's [`apply`] runs inside a
+//! container transaction, so a point request, a transactional batch, a stored procedure and a
+//! trigger run exactly the same code. Every operation addresses one logical partition, by the
 //! `x-ms-documentdb-partitionkey` header (or, for writes without one, the key found in the
 //! document).
 
-pub mod ops;
-
-use ops::not_found;
-pub use ops::{
-    apply, check_doc_key, document, etag_matches, point_key, protected_paths, Conditions, Op,
-    Outcome,
+use crate::items::triggers;
+use crate::items::{
+    apply, check_doc_key, document, etag_matches, not_found, point_key, Conditions, Op, Outcome,
 };
 
 use super::commit::{Admission, Commit};
-use super::error::{substatus, ApiError};
 use super::request::Req;
 use super::response::Reply;
 use super::App;
+use crate::error::{substatus, CosmosError};
 use crate::store::catalog;
 use crate::store::container::Container;
 use crate::throughput::charge;
@@ -29,11 +26,16 @@ use strata_query::pk::PartitionKey;
 
 /// Resolves the container, honouring `x-ms-cosmos-intended-collection-rid` (a client whose
 /// cached container was deleted and re-created under the same name must refresh its cache).
-pub fn container(app: &App, req: &Req, db: &str, coll: &str) -> Result<Arc<Container>, ApiError> {
+pub fn container(
+    app: &App,
+    req: &Req,
+    db: &str,
+    coll: &str,
+) -> Result<Arc<Container>, CosmosError> {
     let c = app.store.container(db, coll)?;
     if let Some(rid) = req.header("x-ms-cosmos-intended-collection-rid") {
         if !rid.is_empty() && rid != c.rid {
-            return Err(ApiError::bad_request(format!(
+            return Err(CosmosError::bad_request(format!(
                 "The container '{}' has rid '{}', not the intended '{rid}': it was re-created; refresh the container cache.",
                 c.id, c.rid
             ))
@@ -46,7 +48,12 @@ pub fn container(app: &App, req: &Req, db: &str, coll: &str) -> Result<Arc<Conta
 /// The item id a request path names. The SDKs address an item by its `_self` link
 /// (`dbs/{rid}/colls/{rid}/docs/{rid}`) when given the item itself rather than its id, so on a
 /// rid-based path the last segment is the item's `_rid`; name-based paths pass through.
-fn item_id<'a>(c: &Container, db: &str, epk: &str, id: &'a str) -> Result<Cow<'a, str>, ApiError> {
+fn item_id<'a>(
+    c: &Container,
+    db: &str,
+    epk: &str,
+    id: &'a str,
+) -> Result<Cow<'a, str>, CosmosError> {
     if db == c.db || db != c.db_rid {
         return Ok(Cow::Borrowed(id));
     }
@@ -108,13 +115,18 @@ async fn write_one(
     epk: String,
     id: &str,
     op: Op,
-) -> Result<Reply, ApiError> {
+) -> Result<Reply, CosmosError> {
     let cond = conditions(req);
-    let triggers = super::triggers::requested(c, req, &op)?;
+    let triggers = triggers::requested(
+        c,
+        req.header(triggers::PRE_HEADER),
+        req.header(triggers::POST_HEADER),
+        &op,
+    )?;
     let mut commit = Commit::admit(app, c, &epk, charge::write(req.body.len()))?;
     let range = commit.range();
     // A write refused by the item's state still tells the client where the partition is.
-    let located = |e: ApiError| match e.status.as_u16() {
+    let located = |e: CosmosError| match e.status.as_u16() {
         404 | 409 | 412 => e.with_session(&[range], c.current_lsn()),
         _ => e,
     };
@@ -129,9 +141,7 @@ async fn write_one(
     } else {
         let id = id.to_string();
         commit
-            .transact_blocking(move |t| {
-                super::triggers::run(t, &triggers, &pk, &epk, &id, op, &cond)
-            })
+            .transact_blocking(move |t| triggers::run(t, &triggers, &pk, &epk, &id, op, &cond))
             .await
             .map_err(located)?
     };
@@ -146,7 +156,7 @@ async fn write_one(
 }
 
 /// `POST .../docs`: create, or upsert with `x-ms-documentdb-is-upsert`.
-pub async fn create(app: &App, req: &Req, c: &Arc<Container>) -> Result<Reply, ApiError> {
+pub async fn create(app: &App, req: &Req, c: &Arc<Container>) -> Result<Reply, CosmosError> {
     let (doc, id) = document(req.json()?, req.body.len())?;
     let (pk, epk) = point_key(c, req.partition_key()?, Some(&doc))?;
     check_doc_key(c, &pk, &doc)?;
@@ -165,7 +175,7 @@ pub fn read(
     c: &Arc<Container>,
     db: &str,
     id: &str,
-) -> Result<Reply, ApiError> {
+) -> Result<Reply, CosmosError> {
     let (pk, epk) = point_key(c, req.partition_key()?, None)?;
     let id = item_id(c, db, &epk, id)?;
     let admitted = Admission::point(app, c, &epk, charge::read(0))?;
@@ -200,7 +210,7 @@ pub async fn replace(
     c: &Arc<Container>,
     db: &str,
     id: &str,
-) -> Result<Reply, ApiError> {
+) -> Result<Reply, CosmosError> {
     // A different id in the body renames the item (see `apply`).
     let (doc, _) = document(req.json()?, req.body.len())?;
     let (pk, epk) = point_key(c, req.partition_key()?, Some(&doc))?;
@@ -216,7 +226,7 @@ pub async fn delete(
     c: &Arc<Container>,
     db: &str,
     id: &str,
-) -> Result<Reply, ApiError> {
+) -> Result<Reply, CosmosError> {
     let (pk, epk) = point_key(c, req.partition_key()?, None)?;
     let id = item_id(c, db, &epk, id)?;
     write_one(app, req, c, pk, epk, &id, Op::Delete).await
@@ -230,8 +240,8 @@ pub async fn patch(
     c: &Arc<Container>,
     db: &str,
     id: &str,
-) -> Result<Reply, ApiError> {
-    let patch = strata_query::patch::parse(&req.json()?).map_err(ApiError::bad_request)?;
+) -> Result<Reply, CosmosError> {
+    let patch = strata_query::patch::parse(&req.json()?).map_err(CosmosError::bad_request)?;
     let (pk, epk) = point_key(c, req.partition_key()?, None)?;
     let id = item_id(c, db, &epk, id)?;
     write_one(app, req, c, pk, epk, &id, Op::Patch(patch)).await
@@ -239,9 +249,13 @@ pub async fn patch(
 
 /// `POST .../operations/partitionkeydelete`: removes every item of one logical partition
 /// (or, on a hierarchical container, of a key prefix) in bounded transactions.
-pub async fn delete_partition(app: &App, req: &Req, c: &Arc<Container>) -> Result<Reply, ApiError> {
+pub async fn delete_partition(
+    app: &App,
+    req: &Req,
+    c: &Arc<Container>,
+) -> Result<Reply, CosmosError> {
     let pk = req.partition_key()?.ok_or_else(|| {
-        ApiError::bad_request(
+        CosmosError::bad_request(
             "Deleting all items of a partition key needs the x-ms-documentdb-partitionkey header.",
         )
     })?;
@@ -262,7 +276,7 @@ pub async fn delete_partition(app: &App, req: &Req, c: &Arc<Container>) -> Resul
                 for (pos, _) in &chunk {
                     t.delete_at(pos)?;
                 }
-                Ok::<_, ApiError>(chunk.len() as u64)
+                Ok::<_, CosmosError>(chunk.len() as u64)
             })
             .await?;
         deleted += n;

@@ -1,10 +1,11 @@
-//! The one error type of the REST API, mapped to Cosmos status codes, sub-status codes and the
-//! `{"code": ..., "message": ...}` body every SDK parses.
+//! The one error type of strata's Cosmos operations: a status code, the Cosmos `code` name, an
+//! optional sub-status and a message — the `{"code": ..., "message": ...}` body every SDK
+//! parses. It belongs to no layer: item operations, scripts and the REST handlers all return
+//! it, and `api::response::error_response` renders it.
 
 use crate::store::kv::KvError;
 use crate::store::StoreError;
-use axum::http::{HeaderName, HeaderValue, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::http::StatusCode;
 
 /// Cosmos sub-status codes we emit.
 pub mod substatus {
@@ -17,7 +18,7 @@ pub mod substatus {
 }
 
 #[derive(Debug, Clone)]
-pub struct ApiError {
+pub struct CosmosError {
     pub status: StatusCode,
     pub code: &'static str,
     pub sub_status: Option<u32>,
@@ -25,11 +26,12 @@ pub struct ApiError {
     pub retry_after_ms: Option<u64>,
     /// Extra top-level body fields (e.g. `additionalErrorInfo` for 400/1004).
     pub extra: Option<Box<serde_json::Map<String, serde_json::Value>>>,
-    /// Further headers, e.g. the session token of a point operation that failed.
-    pub headers: Vec<(HeaderName, HeaderValue)>,
+    /// The partition key ranges and LSN a failed point operation reached, sent back as its
+    /// session token.
+    pub session: Option<(Vec<u32>, u64)>,
 }
 
-impl ApiError {
+impl CosmosError {
     pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
         Self {
             status,
@@ -38,7 +40,7 @@ impl ApiError {
             message: message.into(),
             retry_after_ms: None,
             extra: None,
-            headers: Vec::new(),
+            session: None,
         }
     }
 
@@ -50,8 +52,7 @@ impl ApiError {
     /// The session token and LSN of the partition a failed point operation reached, as the
     /// service sends them with a 404, 409 or 412 (the SDKs keep session consistency with them).
     pub fn with_session(mut self, ranges: &[u32], lsn: u64) -> Self {
-        self.headers
-            .extend(super::response::session_headers(ranges, lsn));
+        self.session = Some((ranges.to_vec(), lsn));
         self
     }
 
@@ -126,98 +127,66 @@ impl ApiError {
             message,
         )
     }
-
-    /// The response, with the activity id appended to the message as the service does.
-    pub fn into_response_with(self, activity_id: &str) -> Response {
-        let mut body = serde_json::Map::new();
-        body.insert("code".into(), self.code.into());
-        body.insert(
-            "message".into(),
-            format!("{}\r\nActivityId: {activity_id}", self.message).into(),
-        );
-        if let Some(extra) = self.extra {
-            body.extend(*extra);
-        }
-        let mut resp = (
-            self.status,
-            serde_json::to_vec(&serde_json::Value::Object(body)).unwrap_or_default(),
-        )
-            .into_response();
-        let h = resp.headers_mut();
-        h.insert("content-type", HeaderValue::from_static("application/json"));
-        if let Some(s) = self.sub_status {
-            h.insert("x-ms-substatus", HeaderValue::from(s));
-        }
-        if let Some(ms) = self.retry_after_ms {
-            h.insert("x-ms-retry-after-ms", HeaderValue::from(ms));
-        }
-        if let Ok(v) = HeaderValue::from_str(activity_id) {
-            h.insert("x-ms-activity-id", v);
-        }
-        h.insert("x-ms-request-charge", HeaderValue::from_static("1"));
-        for (k, v) in self.headers {
-            h.insert(k, v);
-        }
-        resp
-    }
 }
 
-impl From<StoreError> for ApiError {
+impl From<StoreError> for CosmosError {
     fn from(e: StoreError) -> Self {
         match e {
-            StoreError::NotFound(m) => ApiError::not_found(m),
-            StoreError::Conflict(m) => ApiError::conflict(m),
-            StoreError::PreconditionFailed(m) => ApiError::precondition_failed(m),
-            StoreError::BadRequest(m) => ApiError::bad_request(m),
+            StoreError::NotFound(m) => CosmosError::not_found(m),
+            StoreError::Conflict(m) => CosmosError::conflict(m),
+            StoreError::PreconditionFailed(m) => CosmosError::precondition_failed(m),
+            StoreError::BadRequest(m) => CosmosError::bad_request(m),
             StoreError::PartitionKeyFull(m) => {
-                ApiError::forbidden(m).with_sub_status(substatus::PARTITION_KEY_QUOTA_EXCEEDED)
+                CosmosError::forbidden(m).with_sub_status(substatus::PARTITION_KEY_QUOTA_EXCEEDED)
             }
-            StoreError::RangeGone(m) => ApiError::gone(m),
-            StoreError::Engine(KvError::Poisoned) => ApiError::service_unavailable(
+            StoreError::RangeGone(m) => CosmosError::gone(m),
+            StoreError::Engine(KvError::Poisoned) => CosmosError::service_unavailable(
                 "Storage stopped accepting writes after a flush failure; restart the server.",
             ),
-            StoreError::Engine(e) => ApiError::internal(e.to_string()),
-            StoreError::Corrupt(m) => ApiError::internal(format!("stored data is unreadable: {m}")),
+            StoreError::Engine(e) => CosmosError::internal(e.to_string()),
+            StoreError::Corrupt(m) => {
+                CosmosError::internal(format!("stored data is unreadable: {m}"))
+            }
         }
     }
 }
 
-impl From<crate::throughput::governor::Throttled> for ApiError {
+impl From<crate::throughput::governor::Throttled> for CosmosError {
     fn from(e: crate::throughput::governor::Throttled) -> Self {
-        ApiError::throttled(e.retry_after_ms, e.message)
+        CosmosError::throttled(e.retry_after_ms, e.message)
     }
 }
 
 /// Everything a client can get wrong in a query (syntax, binding, limits, tokens) is a 400.
-impl From<strata_query::sql::QueryError> for ApiError {
+impl From<strata_query::sql::QueryError> for CosmosError {
     fn from(e: strata_query::sql::QueryError) -> Self {
-        ApiError::bad_request(e.to_string())
+        CosmosError::bad_request(e.to_string())
     }
 }
 
-impl From<crate::exec::ExecError> for ApiError {
+impl From<crate::exec::ExecError> for CosmosError {
     fn from(e: crate::exec::ExecError) -> Self {
         use crate::exec::ExecError as E;
         match e {
             E::Query(q) => q.into(),
             E::Store(s) => s.into(),
-            E::BadToken(m) => ApiError::bad_request(m),
-            E::Index(a) => ApiError::bad_request(a.0),
-            e @ E::Memory(_) => ApiError::bad_request(e.to_string()),
-            E::Corrupt(m) => ApiError::internal(format!("stored data is unreadable: {m}")),
-            e @ E::Worker(_) => ApiError::internal(e.to_string()),
+            E::BadToken(m) => CosmosError::bad_request(m),
+            E::Index(a) => CosmosError::bad_request(a.0),
+            e @ E::Memory(_) => CosmosError::bad_request(e.to_string()),
+            E::Corrupt(m) => CosmosError::internal(format!("stored data is unreadable: {m}")),
+            e @ E::Worker(_) => CosmosError::internal(e.to_string()),
         }
     }
 }
 
-impl From<KvError> for ApiError {
+impl From<KvError> for CosmosError {
     fn from(e: KvError) -> Self {
         StoreError::from(e).into()
     }
 }
 
-impl From<strata_query::pk::PkError> for ApiError {
+impl From<strata_query::pk::PkError> for CosmosError {
     fn from(e: strata_query::pk::PkError) -> Self {
-        ApiError::bad_request(e.0)
+        CosmosError::bad_request(e.0)
     }
 }

@@ -1,111 +1,21 @@
-//! The item operations themselves, below the HTTP handlers: what an operation is ([`Op`]),
-//! its conditions and outcome, the key it addresses, and [`apply`], which runs it in a
-//! container transaction. Requests, batches, stored procedures and triggers all call down
-//! into this module; it calls none of them.
+//! The item operations themselves: what an operation is ([`Op`]), its conditions and
+//! outcome, and [`apply`], which runs it in a container transaction.
 
-use crate::api::error::{substatus, ApiError};
-use crate::api::request::{validate_id, MAX_ITEM_BYTES};
-use crate::api::scope::full_key;
+use super::document::{protected_paths, MAX_ITEM_BYTES};
+use super::system::{stamp, user_properties};
+use crate::error::CosmosError;
 use crate::store::catalog;
-use crate::store::container::{Container, Txn};
+use crate::store::container::{Container, Txn, Written};
 use crate::store::item::StoredItem;
 use axum::http::StatusCode;
 use serde_json::{Map, Value};
 use strata_query::patch::Patch;
-use strata_query::pk::{PartitionKey, PartitionKind, PkComponent};
+use strata_query::pk::PartitionKey;
 
 /// Etags compare without regard to surrounding quotes; `*` matches any.
 pub fn etag_matches(header: &str, etag: &str) -> bool {
     let h = header.trim();
     h == "*" || h.trim_matches('"') == etag.trim_matches('"')
-}
-
-/// The partition key of a point operation: the given one, else (for writes) the document's.
-pub fn point_key(
-    c: &Container,
-    given: Option<PartitionKey>,
-    doc: Option<&Map<String, Value>>,
-) -> Result<(PartitionKey, String), ApiError> {
-    let pk = match (given, doc) {
-        (Some(pk), _) => pk,
-        (None, Some(d)) => c.pk.extract_map(d),
-        (None, None) if c.pk.system_key => PartitionKey::default(),
-        (None, None) => {
-            return Err(ApiError::bad_request(
-                "PartitionKey value must be supplied for this operation: send the x-ms-documentdb-partitionkey header (a JSON array with one value per partition key path).",
-            ))
-        }
-    };
-    if pk.len() < c.pk.levels() && !(c.pk.system_key && pk.is_empty()) {
-        return Err(ApiError::bad_request(format!(
-            "Partition key provided either doesn't correspond to definition in the collection or doesn't match partition key field values specified in the document. Point operations need the full partition key: the container has {} partition key path(s) ({}) but {} value(s) were given. A prefix is only accepted by queries and the change feed.",
-            c.pk.levels(),
-            c.pk.paths.join(", "),
-            pk.len()
-        ))
-        .with_sub_status(substatus::PARTITION_KEY_MISMATCH));
-    }
-    full_key(c, pk)
-}
-
-/// Checks that the document's own partition key matches the one the request routes by.
-pub fn check_doc_key(
-    c: &Container,
-    pk: &PartitionKey,
-    doc: &Map<String, Value>,
-) -> Result<(), ApiError> {
-    if c.pk.system_key {
-        return Ok(());
-    }
-    let found = c.pk.extract_map(doc);
-    // A hierarchical key needs every level in the document (an explicit null is a value); the
-    // service refuses an item missing one whatever the header says.
-    if c.pk.kind == PartitionKind::MultiHash {
-        if let Some(i) = found.0.iter().position(|v| *v == PkComponent::Undefined) {
-            return Err(ApiError::bad_request(format!(
-                "PartitionKey extracted from document doesn't match the one specified in the header: the document has no value at {}, level {} of the container's hierarchical partition key ({}); every level needs a value (null is one).",
-                c.pk.paths[i],
-                i + 1,
-                c.pk.paths.join(", ")
-            ))
-            .with_sub_status(substatus::PARTITION_KEY_MISMATCH));
-        }
-    }
-    let ok = pk.0.len() == found.0.len()
-        && pk
-            .0
-            .iter()
-            .zip(&found.0)
-            .all(|(h, d)| h.matches_document(d));
-    if ok {
-        Ok(())
-    } else {
-        Err(ApiError::bad_request(format!(
-            "PartitionKey extracted from document doesn't match the one specified in the header: the header says {pk}, the document has {found} at {}.",
-            c.pk.paths.join(", ")
-        ))
-        .with_sub_status(substatus::PARTITION_KEY_MISMATCH))
-    }
-}
-
-/// A document to write: size-checked, an object, with a valid id.
-pub fn document(body: Value, size: usize) -> Result<(Map<String, Value>, String), ApiError> {
-    if size > MAX_ITEM_BYTES {
-        return Err(ApiError::too_large(format!(
-            "The item is {size} bytes; the maximum document size is {MAX_ITEM_BYTES} bytes (2 MB)."
-        )));
-    }
-    let doc = match body {
-        Value::Object(m) => m,
-        other => {
-            return Err(ApiError::bad_request(format!(
-                "The item must be a JSON object, not {}.",
-                crate::api::request::json_kind(&other)
-            )))
-        }
-    };
-    let id = validate_id(doc.get("id").unwrap_or(&Value::Null), "item")?;
-    Ok((doc, id))
 }
 
 /// One item operation.
@@ -136,19 +46,23 @@ pub struct Outcome {
     pub bytes: usize,
 }
 
-pub fn not_found(id: &str, pk: &PartitionKey) -> ApiError {
-    ApiError::not_found(format!(
+pub fn not_found(id: &str, pk: &PartitionKey) -> CosmosError {
+    CosmosError::not_found(format!(
         "Entity with the specified id does not exist in the system: no item with id '{id}' in logical partition {pk}."
     ))
 }
 
-pub fn stale(what: &str) -> ApiError {
-    ApiError::precondition_failed(format!(
+pub fn stale(what: &str) -> CosmosError {
+    CosmosError::precondition_failed(format!(
         "Operation cannot be performed because one of the specified precondition is not met: {what}."
     ))
 }
 
-pub fn check_if_match(item: &StoredItem, c: &Container, cond: &Conditions) -> Result<(), ApiError> {
+pub fn check_if_match(
+    item: &StoredItem,
+    c: &Container,
+    cond: &Conditions,
+) -> Result<(), CosmosError> {
     if let Some(m) = &cond.if_match {
         if !etag_matches(m, &item.etag(c.cid)) {
             return Err(stale(
@@ -159,13 +73,6 @@ pub fn check_if_match(item: &StoredItem, c: &Container, cond: &Conditions) -> Re
     Ok(())
 }
 
-/// The paths a patch may not touch: the id and the partition key.
-pub fn protected_paths(c: &Container) -> Vec<String> {
-    let mut v = vec!["/id".to_string()];
-    v.extend(c.pk.paths.iter().cloned());
-    v
-}
-
 /// Applies one operation to the item `id` of logical partition `pk` (EPK `epk`).
 pub fn apply(
     t: &mut Txn<'_>,
@@ -174,19 +81,19 @@ pub fn apply(
     id: &str,
     op: Op,
     cond: &Conditions,
-) -> Result<Outcome, ApiError> {
+) -> Result<Outcome, CosmosError> {
     let c = t.container();
     let live = t.get(epk, id)?;
     let written = |t: &mut Txn<'_>, doc: Map<String, Value>, status: StatusCode| {
         let raw = t.get_raw(epk, id)?;
-        let w = t.put(epk, id, doc, raw.as_ref())?;
+        let w = put(t, epk, id, doc, raw.as_ref())?;
         let status = if status == StatusCode::OK && w.created {
             StatusCode::CREATED
         } else {
             status
         };
         let bytes = w.item.json.len();
-        Ok::<_, ApiError>(Outcome {
+        Ok::<_, CosmosError>(Outcome {
             status,
             item: Some(w.item),
             bytes,
@@ -195,7 +102,7 @@ pub fn apply(
     match op {
         Op::Create(doc) => {
             if live.is_some() {
-                return Err(ApiError::conflict(format!(
+                return Err(CosmosError::conflict(format!(
                     "Entity with the specified id already exists in the system: an item with id '{id}' already exists in logical partition {pk}."
                 )));
             }
@@ -265,6 +172,19 @@ pub fn apply(
     }
 }
 
+/// Stores `doc` as the new version of item `id` (replacing `previous`, the raw current
+/// version, if any), stamped with its system properties.
+pub fn put(
+    t: &mut Txn<'_>,
+    epk: &str,
+    id: &str,
+    doc: Map<String, Value>,
+    previous: Option<&StoredItem>,
+) -> Result<Written, CosmosError> {
+    let record = stamp(t.container(), doc, t.next_version(previous))?;
+    Ok(t.put(epk, id, record, previous)?)
+}
+
 /// A replace whose body carries another id renames the item, as the service allows; the new
 /// id must be free in the logical partition.
 fn rename(
@@ -275,16 +195,16 @@ fn rename(
     new_id: &str,
     doc: Map<String, Value>,
     prev: &StoredItem,
-) -> Result<Outcome, ApiError> {
+) -> Result<Outcome, CosmosError> {
     if t.get(epk, new_id)?.is_some() {
-        return Err(ApiError::conflict(format!(
+        return Err(CosmosError::conflict(format!(
             "Entity with the specified id already exists in the system: the item '{id}' cannot be renamed to '{new_id}', which already exists in logical partition {pk}."
         )));
     }
     let raw = t.get_raw(epk, id)?;
     t.delete(epk, id, raw.as_ref().unwrap_or(prev))?;
     let stale_new = t.get_raw(epk, new_id)?;
-    let w = t.put(epk, new_id, doc, stale_new.as_ref())?;
+    let w = put(t, epk, new_id, doc, stale_new.as_ref())?;
     let bytes = w.item.json.len();
     Ok(Outcome {
         status: StatusCode::OK,
@@ -299,37 +219,38 @@ fn patched(
     c: &Container,
     prev: &StoredItem,
     patch: &Patch,
-) -> Result<Map<String, Value>, ApiError> {
+) -> Result<Map<String, Value>, CosmosError> {
     let current: Value = serde_json::from_slice(&prev.json)
-        .map_err(|e| ApiError::internal(format!("stored item is not JSON: {e}")))?;
+        .map_err(|e| CosmosError::internal(format!("stored item is not JSON: {e}")))?;
     if let Some(text) = &patch.condition {
         let q = strata_query::sql::prepare_condition(text).map_err(|e| {
-            ApiError::bad_request(format!("The patch condition '{text}' is invalid: {e}"))
+            CosmosError::bad_request(format!("The patch condition '{text}' is invalid: {e}"))
         })?;
         let ok = q
             .matches(
                 &current,
                 &strata_query::sql::Ctx::new(catalog::now_millis() as i64),
             )
-            .map_err(|e| ApiError::bad_request(format!("The patch condition failed: {e}")))?;
+            .map_err(|e| CosmosError::bad_request(format!("The patch condition failed: {e}")))?;
         if !ok {
             return Err(stale(&format!(
                 "the patch condition '{text}' is false for the current item"
             )));
         }
     }
-    let mut doc = match current {
+    let doc = match current {
         Value::Object(m) => m,
-        _ => return Err(ApiError::internal("stored item is not a JSON object")),
+        _ => return Err(CosmosError::internal("stored item is not a JSON object")),
     };
-    for k in strata_query::protocol::SYSTEM_PROPERTIES {
-        doc.remove(k);
-    }
-    let doc = strata_query::patch::apply_to_object(doc, &patch.operations, &protected_paths(c))
-        .map_err(ApiError::bad_request)?;
+    let doc = strata_query::patch::apply_to_object(
+        user_properties(doc),
+        &patch.operations,
+        &protected_paths(c),
+    )
+    .map_err(CosmosError::bad_request)?;
     let size = serde_json::to_vec(&doc).map(|v| v.len()).unwrap_or(0);
     if size > MAX_ITEM_BYTES {
-        return Err(ApiError::too_large(format!(
+        return Err(CosmosError::too_large(format!(
             "The patched item would be {size} bytes; the maximum is {MAX_ITEM_BYTES} bytes (2 MB)."
         )));
     }

@@ -6,10 +6,10 @@
 //! (`getResponse().getBody()`) and may read and write more; a throw from either rolls the
 //! whole write back.
 
-use super::error::ApiError;
-use super::items::ops::{self as items, Conditions, Op, Outcome};
-use super::request::Req;
-use super::sprocs::{failure, Host};
+use super::document::{check_doc_key, document};
+use super::host::{failure, Host};
+use super::ops::{self, Conditions, Op, Outcome};
+use crate::error::CosmosError;
 use crate::script::{self, Job};
 use crate::store::container::{Container, Txn};
 use crate::store::scripts::{ScriptKind, ScriptRecord};
@@ -48,38 +48,46 @@ fn applies(declared: &str, operation: &str) -> bool {
         || (operation == "Replace" && declared.eq_ignore_ascii_case("Update"))
 }
 
-/// Resolves the trigger headers of a write: 404 for a trigger that does not exist, 400 for
-/// one of the other type or declared for another operation.
-pub fn requested(c: &Container, req: &Req, op: &Op) -> Result<Requested, ApiError> {
+/// The header that names a write's pre-triggers.
+pub const PRE_HEADER: &str = "x-ms-documentdb-pre-trigger-include";
+/// The header that names a write's post-triggers.
+pub const POST_HEADER: &str = "x-ms-documentdb-post-trigger-include";
+
+/// Resolves the trigger lists of a write (the values of [`PRE_HEADER`] and [`POST_HEADER`]):
+/// 404 for a trigger that does not exist, 400 for one of the other type or declared for
+/// another operation.
+pub fn requested(
+    c: &Container,
+    pre: Option<&str>,
+    post: Option<&str>,
+    op: &Op,
+) -> Result<Requested, CosmosError> {
     let operation = operation_of(op);
     let mut out = Requested {
         operation,
         ..Requested::default()
     };
     let scripts = c.scripts();
-    for (header, want) in [
-        ("x-ms-documentdb-pre-trigger-include", "Pre"),
-        ("x-ms-documentdb-post-trigger-include", "Post"),
-    ] {
-        let Some(list) = req.header(header) else {
+    for (header, want, list) in [(PRE_HEADER, "Pre", pre), (POST_HEADER, "Post", post)] {
+        let Some(list) = list else {
             continue;
         };
         for id in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
             let t = scripts.get(c, ScriptKind::Trigger, id).ok_or_else(|| {
-                ApiError::not_found(format!(
+                CosmosError::not_found(format!(
                     "Resource Not Found: the trigger '{id}' named in {header} does not exist in container '{}'.",
                     c.id
                 ))
             })?;
             let spec = t.trigger.clone().unwrap_or_default();
             if !spec.trigger_type.eq_ignore_ascii_case(want) {
-                return Err(ApiError::bad_request(format!(
+                return Err(CosmosError::bad_request(format!(
                     "The trigger '{id}' is a {} trigger and cannot be used as a {want} trigger ({header}).",
                     spec.trigger_type
                 )));
             }
             if !applies(&spec.trigger_operation, operation) {
-                return Err(ApiError::bad_request(format!(
+                return Err(CosmosError::bad_request(format!(
                     "The trigger '{id}' runs on {} operations and cannot be used with operation '{operation}'.",
                     spec.trigger_operation
                 )));
@@ -112,7 +120,7 @@ pub fn run(
     id: &str,
     mut op: Op,
     cond: &Conditions,
-) -> Result<(Outcome, f64), ApiError> {
+) -> Result<(Outcome, f64), CosmosError> {
     let c = t.container();
     let timeout = c.limits().script_timeout;
     let mut host = Host::new(c, pk.clone(), epk.to_string());
@@ -128,8 +136,8 @@ pub fn run(
             .map_err(|e| failure("trigger", timeout, e))?;
         if let (Some(changed), Some(_)) = (done.request, body_of(&op)) {
             let size = serde_json::to_vec(&changed).map(|v| v.len()).unwrap_or(0);
-            let (doc, new_id) = items::document(changed, size)?;
-            items::check_doc_key(c, pk, &doc)?;
+            let (doc, new_id) = document(changed, size)?;
+            check_doc_key(c, pk, &doc)?;
             op = match op {
                 Op::Create(_) => {
                     id = new_id;
@@ -145,7 +153,7 @@ pub fn run(
         }
     }
     let request = body_of(&op);
-    let outcome = items::apply(t, epk, pk, &id, op, cond)?;
+    let outcome = ops::apply(t, epk, pk, &id, op, cond)?;
     let written: Option<Value> = outcome
         .item
         .as_ref()
