@@ -60,7 +60,8 @@ pub struct QueryPlan {
     pub partitions: Vec<Partition>,
     /// How partial results combine.
     pub mode: Mode,
-    operators: Vec<String>,
+    /// The operators above the scans, outermost first.
+    pub operators: Vec<Operator>,
 }
 
 /// Decides the route of `p` under `scope` over the container's `partitions` (in EPK order).
@@ -133,55 +134,119 @@ impl QueryPlan {
     }
 }
 
+/// One operator above the scans, as the plan runs and prints it (expressions in their SQL
+/// text).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Operator {
+    /// OFFSET/LIMIT or TOP over the merged rows: rows skipped, rows kept (`None`: all).
+    Limit {
+        offset: u64,
+        limit: Option<u64>,
+    },
+    Distinct,
+    /// How the partitions' partial results combine.
+    Merge(Merge),
+    /// The SELECT list (`*`, `VALUE e`, or `e AS a, …`).
+    Project(String),
+    /// The WHERE condition.
+    Filter(String),
+    /// One JOIN of the FROM clause.
+    Join(String),
+}
+
+/// How partial results from several partitions become one answer (the query's [`Mode`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Merge {
+    /// ORDER BY: a k-way merge of sorted partition streams by these keys (`e DESC` when
+    /// descending).
+    KWay(Vec<String>),
+    /// GROUP BY: partial groups combined by these keys.
+    Groups(Vec<String>),
+    /// Aggregates without GROUP BY: partial aggregates combined.
+    Aggregates,
+    /// No FROM: the SELECT is evaluated once.
+    Constant,
+    /// DISTINCT and the like: complete results, then paged.
+    Complete,
+    /// Plain queries: partitions concatenated in EPK order, streaming.
+    Concatenate,
+}
+
+impl fmt::Display for Operator {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Operator::Limit { offset, limit } => match limit {
+                Some(l) => write!(f, "Limit: offset={offset} limit={l}"),
+                None => write!(f, "Limit: offset={offset} limit=none"),
+            },
+            Operator::Distinct => f.write_str("Distinct"),
+            Operator::Merge(m) => write!(f, "Merge: {m}"),
+            Operator::Project(p) => write!(f, "Project: {p}"),
+            Operator::Filter(w) => write!(f, "Filter: {w}"),
+            Operator::Join(j) => write!(f, "Join: {j}"),
+        }
+    }
+}
+
+impl fmt::Display for Merge {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Merge::KWay(keys) => write!(f, "k-way by {}", keys.join(", ")),
+            Merge::Groups(keys) => write!(f, "combine partial groups by {}", keys.join(", ")),
+            Merge::Aggregates => f.write_str("combine partial aggregates"),
+            Merge::Constant => f.write_str("no FROM, evaluated once"),
+            Merge::Complete => f.write_str("complete results, then page"),
+            Merge::Concatenate => f.write_str("concatenate in EPK order (streaming)"),
+        }
+    }
+}
+
 /// The operators above the scans, outermost first.
-fn operators(p: &PreparedQuery) -> Vec<String> {
+fn operators(p: &PreparedQuery) -> Vec<Operator> {
     let q = &p.parsed;
     let mut ops = Vec::new();
     if p.offset > 0 || p.limit.is_some() {
-        let limit = p.limit.map_or("none".to_string(), |l| l.to_string());
-        ops.push(format!("Limit: offset={} limit={limit}", p.offset));
+        ops.push(Operator::Limit {
+            offset: p.offset,
+            limit: p.limit,
+        });
     }
     if q.select.distinct {
-        ops.push("Distinct".into());
+        ops.push(Operator::Distinct);
     }
-    ops.push(match (p.mode, &q.order_by) {
-        (Mode::Ordered, Some(OrderBy::Items(items))) => {
-            let keys: Vec<String> = items
+    ops.push(Operator::Merge(match (p.mode, &q.order_by) {
+        (Mode::Ordered, Some(OrderBy::Items(items))) => Merge::KWay(
+            items
                 .iter()
                 .map(|i| format!("{}{}", i.expr, if i.descending { " DESC" } else { "" }))
-                .collect();
-            format!("Merge: k-way by {}", keys.join(", "))
-        }
+                .collect(),
+        ),
         (Mode::Aggregate, _) if !q.group_by.is_empty() => {
-            let keys: Vec<String> = q.group_by.iter().map(|e| e.to_string()).collect();
-            format!("Merge: combine partial groups by {}", keys.join(", "))
+            Merge::Groups(q.group_by.iter().map(|e| e.to_string()).collect())
         }
-        (Mode::Aggregate, _) => "Merge: combine partial aggregates".into(),
-        (Mode::NoFrom, _) => "Constant: no FROM, evaluated once".into(),
-        (Mode::Materialized, _) => "Merge: complete results, then page".into(),
-        _ => "Merge: concatenate in EPK order (streaming)".into(),
-    });
-    ops.push(format!(
-        "Project: {}",
-        match &q.select.projection {
-            Projection::Star => "*".to_string(),
-            Projection::Value(e) => format!("VALUE {e}"),
-            Projection::List(items) => items
-                .iter()
-                .map(|i| match &i.alias {
-                    Some(a) => format!("{} AS {a}", i.expr),
-                    None => i.expr.to_string(),
-                })
-                .collect::<Vec<_>>()
-                .join(", "),
-        }
-    ));
+        (Mode::Aggregate, _) => Merge::Aggregates,
+        (Mode::NoFrom, _) => Merge::Constant,
+        (Mode::Materialized, _) => Merge::Complete,
+        _ => Merge::Concatenate,
+    }));
+    ops.push(Operator::Project(match &q.select.projection {
+        Projection::Star => "*".to_string(),
+        Projection::Value(e) => format!("VALUE {e}"),
+        Projection::List(items) => items
+            .iter()
+            .map(|i| match &i.alias {
+                Some(a) => format!("{} AS {a}", i.expr),
+                None => i.expr.to_string(),
+            })
+            .collect::<Vec<_>>()
+            .join(", "),
+    }));
     if let Some(w) = &q.where_ {
-        ops.push(format!("Filter: {w}"));
+        ops.push(Operator::Filter(w.to_string()));
     }
     if let Some(from) = &q.from {
         for j in &from.joins {
-            ops.push(format!("Join: {j}"));
+            ops.push(Operator::Join(j.to_string()));
         }
     }
     ops

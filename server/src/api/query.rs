@@ -14,7 +14,7 @@ use super::response::Reply;
 use super::scope::request_scope;
 use super::App;
 use crate::error::{substatus, CosmosError};
-use crate::exec::{self, now_millis, to_bytes};
+use crate::exec::{self, now_millis, to_bytes, Paging, Plan};
 use crate::store::container::Container;
 use crate::throughput::charge;
 use axum::http::StatusCode;
@@ -25,7 +25,7 @@ use std::time::Instant;
 use strata_query::index::Access;
 use strata_query::pk::EpkRange;
 use strata_query::protocol::{escape_plan, header};
-use strata_query::sql::query_plan::{Partition, QueryPlan, RequestScope};
+use strata_query::sql::query_plan::{QueryPlan, RequestScope};
 use strata_query::sql::token::Continuation;
 use strata_query::sql::{self, Ctx, PreparedQuery, Routing};
 
@@ -49,25 +49,16 @@ fn query_body(req: &Req) -> Result<(String, Vec<(String, Value)>), CosmosError> 
     Ok((text.to_string(), params))
 }
 
-/// Decides where the query goes: the pure planner over the request's scope and the current
-/// partition map.
+/// Decides where the query goes: the request's scope, then the pure planner over the
+/// current partition map.
 fn target(c: &Container, req: &Req, p: &PreparedQuery) -> Result<QueryPlan, CosmosError> {
     let scope = request_scope(c, req)?;
-    let partitions: Vec<Partition> = c
-        .partitions()
-        .ranges
-        .into_iter()
-        .map(|r| Partition {
-            id: r.id,
-            range: r.range,
-        })
-        .collect();
     let request = RequestScope {
         range: scope.range,
         route: scope.route,
         source: scope.source,
     };
-    Ok(sql::query_plan::plan(p, &request, &partitions))
+    Ok(exec::route(c, p, &request))
 }
 
 /// Whether the Cosmos gateway would refuse to run this query itself (it needs the client to
@@ -174,30 +165,20 @@ pub async fn query_items(app: &App, req: &Req, c: &Arc<Container>) -> Result<Rep
         .filter(|t| !is_foreign_service_token(t, c))
         .map(|t| Continuation::decode(t, &p.fingerprint, &app.token_key))
         .transpose()?;
-    let access = Arc::new(exec::access(
-        c,
-        &p,
-        req.flag("x-ms-documentdb-query-enable-scan"),
-    )?);
+    let paging = Paging {
+        page_size,
+        // A plain cross-partition query is paged by physical partition, as the gateway pages
+        // it (an SDK's response hook sees one response per partition).
+        per_range: !scoped && gateway_compat && range_ids.len() > 1,
+    };
+    let enable_scan = req.flag("x-ms-documentdb-query-enable-scan");
+    let plan = Arc::new(Plan::new(c, Arc::clone(&p), target, enable_scan, paging)?);
     let admitted = Admission::ranges(app, c, range_ids.clone(), charge::query(0, 0, 1))?;
-    let page = exec::run(
-        Arc::clone(c),
-        Arc::clone(&p),
-        Arc::clone(&access),
-        target.ranges.clone(),
-        (
-            page_size,
-            // A plain cross-partition query is paged by physical partition, as the gateway
-            // pages it (an SDK's response hook sees one response per partition).
-            !scoped && gateway_compat && range_ids.len() > 1,
-        ),
-        token,
-    )
-    .await?;
+    let page = exec::run(Arc::clone(c), Arc::clone(&plan), token).await?;
     c.count_queries(&range_ids);
     let out_bytes: usize = page.docs.iter().map(|d| d.len()).sum();
     let elapsed = started.elapsed().as_secs_f64() * 1000.0;
-    let route_header = route_header(c, &p, &target, &range_ids, &page, elapsed);
+    let route_header = route_header(c, &plan, &range_ids, &page, elapsed);
     let metrics = query_metrics(&page, out_bytes, elapsed);
     let ru = charge::query_work(
         page.index.entries,
@@ -222,15 +203,14 @@ pub async fn query_items(app: &App, req: &Req, c: &Arc<Container>) -> Result<Rep
     }
     if req.flag("x-ms-cosmos-populateindexmetrics") {
         let scoped_by_key =
-            req.partition_key()?.is_some() || target.route == sql::query_plan::Route::Single;
+            req.partition_key()?.is_some() || plan.routing.route == sql::query_plan::Route::Single;
         reply = reply.header(
             "x-ms-cosmos-index-utilization",
-            index_metrics(c, &access, scoped_by_key),
+            index_metrics(c, &plan.access, scoped_by_key),
         );
     }
     if req.flag(header::EXPLAIN) {
-        let plan = format!("{target}\naccess: {access}");
-        reply = reply.header(header::QUERY_PLAN, escape_plan(&plan));
+        reply = reply.header(header::QUERY_PLAN, escape_plan(&plan.to_string()));
     }
     Ok(reply)
 }
@@ -260,8 +240,7 @@ fn client_merge_refusal(p: &PreparedQuery, ranges: &[EpkRange]) -> CosmosError {
 /// `x-strata-query-route` (the route, the ranges visited, the documents scanned), logged too.
 fn route_header(
     c: &Container,
-    p: &PreparedQuery,
-    target: &sql::query_plan::QueryPlan,
+    plan: &Plan,
     range_ids: &[u32],
     page: &exec::Page,
     elapsed: f64,
@@ -273,17 +252,17 @@ fn route_header(
         .join(",");
     let route = format!(
         "{}; ranges={}; scanned={}",
-        target.route.as_str(),
+        plan.routing.route.as_str(),
         ids,
         page.scanned
     );
     tracing::debug!(
         container = %c.id,
-        route = target.route.as_str(),
+        route = plan.routing.route.as_str(),
         ranges = %ids,
         scanned = page.scanned,
         returned = page.docs.len(),
-        mode = p.mode.as_str(),
+        mode = plan.query.mode.as_str(),
         ms = elapsed,
         "query"
     );

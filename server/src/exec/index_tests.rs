@@ -67,6 +67,19 @@ const SHAPES: [&str; 4] = [
     "SELECT c.id, c.a FROM c WHERE {f} ORDER BY c.a",
 ];
 
+/// The whole-container plan of `p` with the access path `a`.
+fn plan_with(
+    c: &Container,
+    p: &Arc<PreparedQuery>,
+    a: Arc<Access>,
+    page: usize,
+    per_range: bool,
+) -> Arc<Plan> {
+    let mut plan = (*super::tests::whole(c, p, page, per_range)).clone();
+    plan.access = a;
+    Arc::new(plan)
+}
+
 /// Every page of `sql`, 3 rows at a time, through `access` (the planned one, or a scan).
 async fn answer(c: &Arc<Container>, sql: &str, k: &Value, scan: bool) -> Option<Vec<Value>> {
     let p = Arc::new(sql::prepare(sql, &[("k".into(), k.clone())], Some(&c.pk)).ok()?);
@@ -77,11 +90,8 @@ async fn answer(c: &Arc<Container>, sql: &str, k: &Value, scan: bool) -> Option<
     for _ in 0..500 {
         let page = run(
             Arc::clone(c),
-            Arc::clone(&p),
-            Arc::clone(&a),
-            vec![EpkRange::full()],
             // The indexed run also pages by partition, as under --gateway-compat.
-            (3, !scan),
+            plan_with(c, &p, Arc::clone(&a), 3, !scan),
             token,
         )
         .await

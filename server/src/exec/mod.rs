@@ -90,39 +90,35 @@ pub fn access(c: &Container, p: &PreparedQuery, enable_scan: bool) -> Result<Acc
     Ok(a)
 }
 
-/// Runs one page of `p` over `ranges` (the plan's EPK ranges), resuming at `token`.
-/// With `per_range`, a streaming page never spans two physical partitions, as the Cosmos
-/// gateway pages a plain cross-partition query (`--gateway-compat`).
+/// Runs one page of `plan`, resuming at `token`.
 pub async fn run(
     c: Arc<Container>,
-    p: Arc<PreparedQuery>,
-    access: Arc<Access>,
-    ranges: Vec<EpkRange>,
-    paging: (usize, bool),
+    plan: Arc<Plan>,
     token: Option<Continuation>,
 ) -> Result<Page, ExecError> {
-    if !p.calls_udf {
-        return run_page(c, p, access, ranges, paging, token).await;
+    if !plan.query.calls_udf {
+        return run_page(c, &plan, token).await;
     }
     // JavaScript never runs on the async runtime's threads: a query calling UDFs runs
     // entirely on the blocking pool (its per-partition work spawns from there as usual).
     let handle = tokio::runtime::Handle::current();
-    tokio::task::spawn_blocking(move || {
-        handle.block_on(run_page(c, p, access, ranges, paging, token))
-    })
-    .await
-    .map_err(|e| ExecError::Worker(e.to_string()))?
+    tokio::task::spawn_blocking(move || handle.block_on(run_page(c, &plan, token)))
+        .await
+        .map_err(|e| ExecError::Worker(e.to_string()))?
 }
 
+/// Each mode's executor receives the parts of the plan it reads.
 async fn run_page(
     c: Arc<Container>,
-    p: Arc<PreparedQuery>,
-    access: Arc<Access>,
-    ranges: Vec<EpkRange>,
-    paging: (usize, bool),
+    plan: &Plan,
     token: Option<Continuation>,
 ) -> Result<Page, ExecError> {
-    let (page_size, per_range) = paging;
+    let (p, access) = (Arc::clone(&plan.query), Arc::clone(&plan.access));
+    let ranges = plan.routing.ranges.clone();
+    let Paging {
+        page_size,
+        per_range,
+    } = plan.paging;
     if ranges.is_empty() && p.mode != Mode::NoFrom {
         return Ok(Page::empty());
     }
@@ -232,12 +228,14 @@ async fn parallel<T: Send + 'static>(
 mod complete;
 pub mod memory;
 mod ordered;
+pub mod plan;
 pub mod prepared;
 mod scan;
 mod streaming;
 
 use complete::run_complete;
 use ordered::run_ordered;
+pub use plan::{route, Paging, Plan};
 pub use scan::to_bytes;
 use scan::*;
 use streaming::run_streaming;

@@ -36,8 +36,25 @@ async fn container() -> (Store, Arc<Container>) {
     (store, c)
 }
 
-fn access_of(c: &Container, p: &PreparedQuery) -> Arc<Access> {
-    Arc::new(access(c, p, false).expect("access"))
+/// The plan of `p` over the whole container, `page` rows at a time (scans allowed where the
+/// index excludes a filtered path).
+pub(super) fn whole(
+    c: &Container,
+    p: &Arc<PreparedQuery>,
+    page: usize,
+    per_range: bool,
+) -> Arc<Plan> {
+    let scope = strata_query::sql::query_plan::RequestScope {
+        range: Some(EpkRange::full()),
+        route: strata_query::sql::query_plan::Route::FanOut,
+        source: "the whole container",
+    };
+    let paging = Paging {
+        page_size: page,
+        per_range,
+    };
+    let plan = Plan::new(c, Arc::clone(p), route(c, p, &scope), true, paging);
+    Arc::new(plan.expect("plan"))
 }
 
 /// Every page of `sql` over the whole container, `page` rows at a time.
@@ -46,16 +63,9 @@ async fn pages(c: &Arc<Container>, sql: &str, page: usize) -> Vec<Vec<Value>> {
     let mut out = Vec::new();
     let mut token = None;
     for _ in 0..1000 {
-        let got = run(
-            Arc::clone(c),
-            Arc::clone(&p),
-            access_of(c, &p),
-            vec![EpkRange::full()],
-            (page, false),
-            token,
-        )
-        .await
-        .expect("page");
+        let got = run(Arc::clone(c), whole(c, &p, page, false), token)
+            .await
+            .expect("page");
         out.push(
             got.docs
                 .iter()
@@ -120,26 +130,15 @@ async fn aggregates_group_by_and_distinct_combine_partitions() {
 async fn a_token_of_another_query_is_refused() {
     let (_s, c) = container().await;
     let first = Arc::new(sql::prepare("SELECT * FROM c", &[], Some(&c.pk)).expect("prepare"));
-    let a = access_of(&c, &first);
-    let page = run(
-        Arc::clone(&c),
-        first,
-        a,
-        vec![EpkRange::full()],
-        (5, false),
-        None,
-    )
-    .await
-    .expect("page");
+    let page = run(Arc::clone(&c), whole(&c, &first, 5, false), None)
+        .await
+        .expect("page");
     let token = page.continuation.expect("more pages");
     let other = Arc::new(
         sql::prepare("SELECT c.n FROM c ORDER BY c.n", &[], Some(&c.pk)).expect("prepare"),
     );
-    let a = access_of(&c, &other);
-    let err = run(c, other, a, vec![EpkRange::full()], (5, false), Some(token))
-        .await
-        .err()
-        .expect("refused");
+    let plan = whole(&c, &other, 5, false);
+    let err = run(c, plan, Some(token)).await.err().expect("refused");
     assert!(matches!(err, ExecError::BadToken(_)), "{err:?}");
 }
 
@@ -160,7 +159,7 @@ async fn a_page_out_of_time_resumes_where_it_stopped() {
         let (page, out_of_time) = run_streaming(
             &c,
             &p,
-            &access_of(&c, &p),
+            &access(&c, &p, false).expect("access"),
             &[EpkRange::full()],
             budget,
             token,
@@ -192,16 +191,9 @@ async fn a_page_out_of_time_resumes_where_it_stopped() {
 /// One page of `sql` with its counters.
 async fn one_page(c: &Arc<Container>, sql: &str) -> Page {
     let p = Arc::new(sql::prepare(sql, &[], Some(&c.pk)).expect("prepare"));
-    run(
-        Arc::clone(c),
-        Arc::clone(&p),
-        access_of(c, &p),
-        vec![EpkRange::full()],
-        (100, false),
-        None,
-    )
-    .await
-    .expect("page")
+    run(Arc::clone(c), whole(c, &p, 100, false), None)
+        .await
+        .expect("page")
 }
 
 #[tokio::test]
@@ -242,16 +234,9 @@ async fn pages_by_partition_end_at_partition_boundaries() {
     let p = Arc::new(sql::prepare("SELECT * FROM c", &[], Some(&c.pk)).expect("prepare"));
     let (mut token, mut pages, mut ids) = (None, 0, Vec::new());
     loop {
-        let page = run(
-            Arc::clone(&c),
-            Arc::clone(&p),
-            access_of(&c, &p),
-            vec![EpkRange::full()],
-            (1000, true),
-            token,
-        )
-        .await
-        .expect("page");
+        let page = run(Arc::clone(&c), whole(&c, &p, 1000, true), token)
+            .await
+            .expect("page");
         pages += 1;
         ids.extend(page.docs.iter().map(|d| {
             serde_json::from_slice::<Value>(d).expect("json")["id"]
@@ -269,16 +254,9 @@ async fn pages_by_partition_end_at_partition_boundaries() {
     ids.dedup();
     assert_eq!(ids.len(), 100);
     // A full last page: no continuation when nothing follows it.
-    let all = run(
-        Arc::clone(&c),
-        Arc::clone(&p),
-        access_of(&c, &p),
-        vec![EpkRange::full()],
-        (100, false),
-        None,
-    )
-    .await
-    .expect("page");
+    let all = run(Arc::clone(&c), whole(&c, &p, 100, false), None)
+        .await
+        .expect("page");
     assert_eq!(all.docs.len(), 100);
     assert!(all.continuation.is_none());
 }
@@ -313,16 +291,9 @@ async fn descending_pages_reach_documents_without_the_path() {
     for by_partition in [true, false] {
         let (mut token, mut ids) = (None, Vec::new());
         for _ in 0..1000 {
-            let page = run(
-                Arc::clone(&c),
-                Arc::clone(&p),
-                access_of(&c, &p),
-                vec![EpkRange::full()],
-                (2, by_partition),
-                token,
-            )
-            .await
-            .expect("page");
+            let page = run(Arc::clone(&c), whole(&c, &p, 2, by_partition), token)
+                .await
+                .expect("page");
             ids.extend(
                 page.docs
                     .iter()
@@ -338,4 +309,49 @@ async fn descending_pages_reach_documents_without_the_path() {
         ids.dedup();
         assert_eq!(ids.len(), 12, "by partition: {by_partition}");
     }
+}
+
+/// The plan is one value: what it prints is what runs — its route, its ranges, its paging.
+#[tokio::test]
+async fn the_executor_runs_the_plan_it_prints() {
+    let (_s, c) = container().await;
+    let sql = "SELECT VALUE c.n FROM c WHERE c.pk = 'p3'";
+    let p = Arc::new(sql::prepare(sql, &[], Some(&c.pk)).expect("prepare"));
+    let plan = whole(&c, &p, 4, true);
+    let text = plan.to_string();
+    assert!(text.starts_with("Route: single"), "{text}");
+    assert_eq!(plan.partition_ids().len(), 1, "{text}");
+    assert!(text.contains("\naccess: "), "{text}");
+    assert!(
+        text.ends_with("paging: up to 4 rows, one physical partition per page"),
+        "{text}"
+    );
+    let (mut token, mut got) = (None, Vec::new());
+    loop {
+        let page = run(Arc::clone(&c), Arc::clone(&plan), token)
+            .await
+            .expect("page");
+        assert!(page.docs.len() <= 4);
+        got.extend(
+            page.docs
+                .iter()
+                .map(|d| String::from_utf8_lossy(d).to_string()),
+        );
+        token = page.continuation;
+        if token.is_none() {
+            break;
+        }
+    }
+    // In id order within the logical partition ("i13" < "i3").
+    let mut want: Vec<String> = (0..100)
+        .filter(|n| n % 10 == 3)
+        .map(|n| n.to_string())
+        .collect();
+    want.sort_by_key(|n| format!("i{n}"));
+    assert_eq!(got, want);
+    // A plan whose routing reads no range reads nothing, whatever the query says.
+    let mut nowhere = (*plan).clone();
+    nowhere.routing.ranges.clear();
+    let page = run(c, Arc::new(nowhere), None).await.expect("page");
+    assert!(page.docs.is_empty());
 }
