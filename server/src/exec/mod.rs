@@ -4,7 +4,7 @@
 //! knows HTTP: `api/query.rs` decodes the request, asks `strata_query` for the plan, calls
 //! [`run`] and encodes the page.
 
-use crate::store::container::Container;
+use crate::store::container::{Container, DocPos};
 use crate::store::lookup::IndexStats;
 use crate::store::StoreError;
 use bytes::Bytes;

@@ -5,7 +5,7 @@ use super::*;
 /// A candidate row of an ORDER BY query.
 pub(super) struct Ranked {
     pub(super) keys: Vec<Option<Value>>,
-    pub(super) doc: Vec<u8>,
+    pub(super) doc: DocPos,
     pub(super) ord: u64,
     pub(super) value: Bytes,
 }
@@ -38,7 +38,7 @@ pub(super) fn scan_rows(
             ord += 1;
             flow = f(Ranked {
                 keys: row.keys,
-                doc: key.to_vec(),
+                doc: key.clone(),
                 ord,
                 value: match row.value {
                     Some(v) => to_bytes(&v),
@@ -63,7 +63,7 @@ impl Ranked {
                     .map_or(0, |v| sql::limits::size_within(v, usize::MAX).unwrap_or(0))
             })
             .sum();
-        self.value.len() + self.doc.len() + keys + memory::PER_ENTRY
+        self.value.len() + self.doc.held_bytes() + keys + memory::PER_ENTRY
     }
 }
 
@@ -237,7 +237,7 @@ pub(super) async fn run_ordered(
                 pos: Position::Ordered { keys, after, ord },
                 ..
             }) => {
-                let doc = key_from_hex(&c, &after)?;
+                let doc = position_from_hex(&c, &after)?;
                 (
                     consumed,
                     Some(Ranked {
@@ -305,7 +305,7 @@ pub(super) async fn run_ordered(
             consumed: new_consumed,
             pos: Position::Ordered {
                 keys: r.keys.iter().map(KeyValue::from_opt).collect(),
-                after: suffix_hex(&r.doc),
+                after: r.doc.to_hex(),
                 ord: r.ord,
             },
         }),

@@ -10,9 +10,9 @@ pub(super) fn scan(
     c: &Container,
     access: &Access,
     range: &EpkRange,
-    after: Option<&[u8]>,
+    after: Option<&DocPos>,
     stats: &mut IndexStats,
-    f: impl FnMut(&[u8], &Bytes) -> Result<Flow, ExecError>,
+    f: impl FnMut(&DocPos, &Bytes) -> Result<Flow, ExecError>,
 ) -> Result<(), ExecError> {
     scan_with(c, access, None, range, after, stats, f)
 }
@@ -22,11 +22,11 @@ pub(super) fn scan(
 pub(super) fn scan_with(
     c: &Container,
     access: &Access,
-    found: Option<&[Vec<u8>]>,
+    found: Option<&[DocPos]>,
     range: &EpkRange,
-    after: Option<&[u8]>,
+    after: Option<&DocPos>,
     stats: &mut IndexStats,
-    mut f: impl FnMut(&[u8], &Bytes) -> Result<Flow, ExecError>,
+    mut f: impl FnMut(&DocPos, &Bytes) -> Result<Flow, ExecError>,
 ) -> Result<(), ExecError> {
     let own;
     let candidates = match (found, &access.lookup) {
@@ -50,7 +50,7 @@ pub(super) fn scan_with(
     if let Some(keys) = candidates {
         {
             let start = match after {
-                Some(a) => keys.partition_point(|k| k.as_slice() <= a),
+                Some(a) => keys.partition_point(|k| k <= a),
                 None => 0,
             };
             for k in &keys[start..] {
@@ -64,9 +64,9 @@ pub(super) fn scan_with(
             return Ok(());
         }
     }
-    let mut cursor: Option<Vec<u8>> = after.map(<[u8]>::to_vec);
+    let mut cursor: Option<DocPos> = after.cloned();
     loop {
-        let chunk = c.scan_items(range, cursor.as_deref(), 256)?;
+        let chunk = c.scan_items(range, cursor.as_ref(), 256)?;
         let done = chunk.len() < 256;
         for (k, item) in &chunk {
             if f(k, &item.json)? == Flow::Stop {
@@ -102,14 +102,9 @@ pub fn to_bytes(v: &Value) -> Bytes {
     Bytes::from(serde_json::to_vec(v).unwrap_or_default())
 }
 
-/// The position of the document a row came from, for tie-breaking and continuation.
-pub(super) fn suffix_hex(key: &[u8]) -> String {
-    Container::position_hex(key)
-}
-
 /// The document position a continuation token names.
-pub(super) fn key_from_hex(c: &Container, hex: &str) -> Result<Vec<u8>, ExecError> {
-    c.position_from_hex(hex).ok_or_else(|| {
+pub(super) fn position_from_hex(c: &Container, hex: &str) -> Result<DocPos, ExecError> {
+    c.doc_pos(hex).ok_or_else(|| {
         ExecError::BadToken(String::from(
             "The continuation token is invalid (bad position); run the query again without it.",
         ))

@@ -39,22 +39,18 @@ pub(super) fn run_streaming(
         let range_end = c.position_before(&range.max);
         let after = match &s.start_key {
             Some(k) if *k >= range_end && range.max.as_str() < "FF" => continue,
-            Some(k) => {
-                // Scan from just before the token's document so that it is visited again.
-                let mut before = k.clone();
-                before.pop();
-                Some(before)
-            }
+            // Scan from just before the token's document so that it is visited again.
+            Some(k) => Some(k.just_before()),
             None => None,
         };
-        let (found, after) = (found.as_deref(), after.as_deref());
+        let (found, after) = (found.as_deref(), after.as_ref());
         scan_with(c, access, found, range, after, &mut index, |key, json| {
             s.visit(i, key, json, &cx)
         })?;
         let last = i + 1 == ranges.len();
         if budget.per_range && !last && !s.finished && s.page.continuation.is_none() {
             // The gateway's page ends with the partition: resume at the next one.
-            s.page.continuation = Some(s.at(partition_start_hex(&range.max), 0));
+            s.page.continuation = Some(s.at(c.position_at_start_of(&range.max).to_hex(), 0));
         }
     }
     if let Some((i, key)) = s.full_at.take() {
@@ -68,7 +64,7 @@ pub(super) fn run_streaming(
 
 /// The document a streaming page resumes at (its key) and how many of its rows were
 /// returned already.
-type Resume = Option<(Vec<u8>, u64)>;
+type Resume = Option<(DocPos, u64)>;
 
 /// Where a token resumes a streaming query: the rows consumed so far, and [`Resume`].
 fn resume_point(c: &Container, token: Option<Continuation>) -> Result<(u64, Resume), ExecError> {
@@ -77,7 +73,7 @@ fn resume_point(c: &Container, token: Option<Continuation>) -> Result<(u64, Resu
             consumed,
             pos: Position::Stream { after, skip },
             ..
-        }) => Ok((consumed, Some((key_from_hex(c, &after)?, skip)))),
+        }) => Ok((consumed, Some((position_from_hex(c, &after)?, skip)))),
         Some(_) => Err(ExecError::BadToken(String::from(
             "The continuation token does not match this query; run it again without the token.",
         ))),
@@ -95,7 +91,7 @@ struct Stream<'a> {
     /// The token's document and the rows of it already returned.
     resume: Resume,
     /// Resume inclusively at the token's document (then its rows are skipped).
-    start_key: Option<Vec<u8>>,
+    start_key: Option<DocPos>,
     /// Where OFFSET + LIMIT (or TOP) ends the result stream.
     limit_end: Option<u64>,
     needs_parse: bool,
@@ -108,7 +104,7 @@ struct Stream<'a> {
     out_of_time: bool,
     /// Where a full page stopped on a whole document (then, if no document follows, the
     /// query is over and the page carries no continuation).
-    full_at: Option<(usize, Vec<u8>)>,
+    full_at: Option<(usize, DocPos)>,
 }
 
 impl<'a> Stream<'a> {
@@ -148,20 +144,20 @@ impl<'a> Stream<'a> {
 
     /// One document of range `i`: its rows emitted, the page stopped (with a continuation)
     /// when full, at its end or out of time.
-    fn visit(&mut self, i: usize, key: &[u8], json: &Bytes, cx: &Ctx) -> Result<Flow, ExecError> {
+    fn visit(&mut self, i: usize, key: &DocPos, json: &Bytes, cx: &Ctx) -> Result<Flow, ExecError> {
         if let Some((rk, _)) = &self.resume {
-            if key < rk.as_slice() {
+            if key < rk {
                 return Ok(Flow::Continue);
             }
         }
         // The document a token resumes at was loaded (and counted) by the page before.
-        let resumed_here = self.start_key.as_deref() == Some(key);
+        let resumed_here = self.start_key.as_ref() == Some(key);
         if !resumed_here {
             self.page.scanned += 1;
             self.page.scanned_bytes += json.len() as u64;
         }
         let skip_rows = match &self.resume {
-            Some((rk, s)) if key == rk.as_slice() => *s,
+            Some((rk, s)) if key == rk => *s,
             _ => 0,
         };
         let mut rows = (0u64, skip_rows);
@@ -179,9 +175,9 @@ impl<'a> Stream<'a> {
         let row_no = rows.0;
         if stop {
             if !self.finished {
-                self.page.continuation = Some(self.at(suffix_hex(key), row_no));
+                self.page.continuation = Some(self.at(key.to_hex(), row_no));
                 if self.p.raw_documents && self.access.lookup.is_none() {
-                    self.full_at = Some((i, key.to_vec()));
+                    self.full_at = Some((i, key.clone()));
                 }
             }
             return Ok(Flow::Stop);
@@ -190,7 +186,7 @@ impl<'a> Stream<'a> {
         // make no progress.
         if !resumed_here && self.started.elapsed() > self.budget.time {
             // Return what we have; the next page resumes after this document.
-            self.page.continuation = Some(self.at(suffix_hex(key), row_no));
+            self.page.continuation = Some(self.at(key.to_hex(), row_no));
             self.out_of_time = true;
             return Ok(Flow::Stop);
         }
@@ -240,20 +236,12 @@ impl<'a> Stream<'a> {
     }
 }
 
-/// A stream position just before every document of EPK `epk` and after: `epk | 0x00` with
-/// an empty id, which no document has.
-pub(super) fn partition_start_hex(epk: &str) -> String {
-    let mut suffix = epk.as_bytes().to_vec();
-    suffix.push(0);
-    strata_query::pk::epk::encode_hex(&suffix)
-}
-
-/// Whether a live document follows item key `after` in the first of `ranges`, or lies in any
-/// later one.
+/// Whether a live document follows position `after` in the first of `ranges`, or lies in
+/// any later one.
 pub(super) fn any_document_after(
     c: &Container,
     ranges: &[EpkRange],
-    after: &[u8],
+    after: &DocPos,
 ) -> Result<bool, ExecError> {
     for (n, r) in ranges.iter().enumerate() {
         let from = (n == 0).then_some(after);

@@ -7,7 +7,7 @@
 //! lookup would read more entries than scanning the partition reads documents — and the
 //! executor then scans.
 
-use super::{read, Container};
+use super::{read, Container, DocPos};
 use crate::store::engine::Space;
 use crate::store::index::{
     self, item_key_of, path_id_of, path_prefix, span_bounds, split_entry, IndexState,
@@ -124,7 +124,7 @@ impl Container {
         probes: &[Probe],
         range: &EpkRange,
         stats: &mut IndexStats,
-    ) -> Result<Option<Vec<Vec<u8>>>, StoreError> {
+    ) -> Result<Option<Vec<DocPos>>, StoreError> {
         let state = self.index_state();
         if !state.ready {
             return Ok(None);
@@ -133,7 +133,7 @@ impl Container {
         // Reading more entries than the partition has documents (and then loading them) costs
         // more than scanning it.
         let budget = self.partition_count(range) + 256;
-        let mut out: Vec<Vec<u8>> = Vec::new();
+        let mut out: Vec<DocPos> = Vec::new();
         let mut spent = 0u64;
         for p in probes {
             for span in &p.spans {
@@ -147,7 +147,7 @@ impl Container {
                     budget.saturating_sub(spent),
                     &mut local,
                     &mut |_, item| {
-                        out.push(item);
+                        out.push(DocPos(item));
                         true
                     },
                 )?;
@@ -174,14 +174,23 @@ impl Container {
         range: &EpkRange,
         reverse: bool,
         stats: &mut IndexStats,
-        f: &mut dyn FnMut(&[u8], Vec<u8>) -> bool,
+        f: &mut dyn FnMut(&[u8], DocPos) -> bool,
     ) -> Result<Option<()>, StoreError> {
         let state = self.index_state();
         if !state.ready {
             return Ok(None);
         }
         let started = Instant::now();
-        self.walk_entries(&state, path, span, range, reverse, u64::MAX, stats, f)?;
+        self.walk_entries(
+            &state,
+            path,
+            span,
+            range,
+            reverse,
+            u64::MAX,
+            stats,
+            &mut |term, item| f(term, DocPos(item)),
+        )?;
         stats.lookup_time += started.elapsed();
         Ok(Some(()))
     }
@@ -290,7 +299,7 @@ impl Container {
         range: &EpkRange,
         from: Option<&[u8]>,
         stats: &mut IndexStats,
-        f: &mut dyn FnMut(&[u8], Vec<u8>) -> bool,
+        f: &mut dyn FnMut(&[u8], DocPos) -> bool,
     ) -> Result<Option<bool>, StoreError> {
         let state = self.index_state();
         if !state.ready {
@@ -321,7 +330,7 @@ impl Container {
             u64::MAX,
             stats,
             &mut |term, item| {
-                let more = f(term, item);
+                let more = f(term, DocPos(item));
                 finished = more;
                 more
             },
@@ -340,8 +349,8 @@ impl Container {
     }
 
     /// The live version of the item at `key` (an index entry's document), if any.
-    pub fn load_item(&self, key: &[u8]) -> Result<Option<StoredItem>, StoreError> {
-        let Some(raw) = self.engine.get(Space::Items, key)? else {
+    pub fn load_item(&self, pos: &DocPos) -> Result<Option<StoredItem>, StoreError> {
+        let Some(raw) = self.engine.get(Space::Items, &pos.0)? else {
             return Ok(None);
         };
         let item = StoredItem::decode(raw)

@@ -81,11 +81,22 @@ impl Default for Limits {
     }
 }
 
-/// Where a document sits in a container's key order (EPK, then id).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DocPos(Vec<u8>);
+/// Where a document sits in a container's key order (EPK, then id). Positions are what the
+/// scans and index walks hand out with each document: outside the store they are compared,
+/// handed back and written into continuation tokens ([`DocPos::to_hex`]), never built from
+/// or taken apart into key bytes.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct DocPos(pub(in crate::store) Vec<u8>);
 
 impl DocPos {
+    /// A position just before this one, with no document between them: a scan after it
+    /// visits this document again (how a page resumes inside a document's rows).
+    pub fn just_before(&self) -> DocPos {
+        let mut k = self.0.clone();
+        k.pop();
+        DocPos(k)
+    }
+
     pub fn epk(&self) -> &str {
         keys::parse_item_key(&self.0).map_or("", |(_, e, _)| e)
     }
@@ -94,9 +105,14 @@ impl DocPos {
         keys::parse_item_key(&self.0).map_or("", |(_, _, i)| i)
     }
 
+    /// About what holding this position costs in memory.
+    pub fn held_bytes(&self) -> usize {
+        self.0.len()
+    }
+
     /// The position as hex, for continuation tokens (the container prefix left out).
     pub fn to_hex(&self) -> String {
-        Container::position_hex(&self.0)
+        strata_query::pk::epk::encode_hex(self.0.get(4..).unwrap_or(&[]))
     }
 }
 
@@ -356,9 +372,9 @@ impl Container {
     pub fn scan_items(
         &self,
         range: &EpkRange,
-        after: Option<&[u8]>,
+        after: Option<&DocPos>,
         limit: usize,
-    ) -> Result<Vec<(Vec<u8>, StoredItem)>, StoreError> {
+    ) -> Result<Vec<(DocPos, StoredItem)>, StoreError> {
         let start = keys::epk_bound(self.cid, &range.min);
         let end = if range.max.as_str() >= "FF" {
             keys::container_prefix(self.cid + 1)
@@ -371,9 +387,9 @@ impl Container {
         if limit == 0 {
             return Ok(out);
         }
-        self.walk(&start, &end, after, &mut |k, item| {
+        self.walk(&start, &end, after.map(|p| &p.0[..]), &mut |k, item| {
             if !item.is_expired(default_ttl, now) {
-                out.push((k, item));
+                out.push((DocPos(k), item));
             }
             out.len() < limit
         })?;
@@ -433,11 +449,11 @@ impl Container {
         after: Option<&DocPos>,
         limit: usize,
     ) -> Result<Vec<(DocPos, StoredItem)>, StoreError> {
-        let mut rows = self.scan_items(range, after.map(|p| &p.0[..]), limit)?;
+        let mut rows = self.scan_items(range, after, limit)?;
         if let Some(e) = exact {
-            rows.retain(|(k, _)| keys::parse_item_key(k).is_some_and(|(_, x, _)| x == e));
+            rows.retain(|(p, _)| p.epk() == e);
         }
-        Ok(rows.into_iter().map(|(k, it)| (DocPos(k), it)).collect())
+        Ok(rows)
     }
 
     /// The position a token's hex (from [`DocPos::to_hex`]) names in this container, if it
@@ -450,21 +466,16 @@ impl Container {
         Some(DocPos(key))
     }
 
-    /// The position just before every document of EPK `epk`. Positions are the keys the
-    /// scans hand out with each document: outside the store they are compared and handed
-    /// back, never built or taken apart.
-    pub fn position_before(&self, epk: &str) -> Vec<u8> {
-        keys::epk_bound(self.cid, epk)
+    /// The position just before every document of EPK `epk`.
+    pub fn position_before(&self, epk: &str) -> DocPos {
+        DocPos(keys::epk_bound(self.cid, epk))
     }
 
-    /// A document position as text for a continuation token (the container left out).
-    pub fn position_hex(position: &[u8]) -> String {
-        strata_query::pk::epk::encode_hex(position.get(4..).unwrap_or(&[]))
-    }
-
-    /// The position a continuation token's text names, if it names a document's.
-    pub fn position_from_hex(&self, hex: &str) -> Option<Vec<u8>> {
-        self.doc_pos(hex).map(|p| p.0)
+    /// A document position just before every document of EPK `epk` (that of an empty id,
+    /// which no document has), one a continuation token can carry: where a page that ended
+    /// with a physical partition resumes.
+    pub fn position_at_start_of(&self, epk: &str) -> DocPos {
+        DocPos(keys::item_key(self.cid, epk, ""))
     }
 
     /// Waits until the write behind `token` is durable (at once in memory).
