@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Checks the shape of the workspace's crates the way issue 31 asks for it: files over 800
-lines, functions over 120 lines, and cycles between a crate's modules — file by file and
+lines, functions over 120 lines, `x-ms-*` / `x-strata-*` header names spelled out instead of
+taken from `strata_query::protocol::header`, and cycles between a crate's modules — file by file and
 between its top-level folders (from `use crate::…`, `super::…` and `self::…` paths; tests
 excluded). Prints what it finds; exits 1 if anything is over.
 
@@ -130,6 +131,20 @@ def long_fns(path, limit):
                 break
     return out
 
+HEADER_LITERAL = re.compile(r'"(x-ms-[a-z0-9-]+|x-strata-[a-z0-9-]+)"')
+
+def header_literals(path):
+    """Header names spelled out in code instead of taken from `strata_query::protocol::header`
+    (comments and test modules aside)."""
+    text = strip_tests(open(path).read())
+    out = []
+    for i, l in enumerate(text.split('\n')):
+        if l.lstrip().startswith('//'):
+            continue
+        for m in HEADER_LITERAL.finditer(l):
+            out.append((i + 1, m.group(1)))
+    return out
+
 def main():
     a = argparse.ArgumentParser()
     a.add_argument('--crate', action='append')
@@ -148,6 +163,9 @@ def main():
                 print(f'file over {args.max_file} lines: {path} ({n})'); bad += 1
             for name, line, length in long_fns(path, args.max_fn):
                 print(f'function over {args.max_fn} lines: {path}:{line} {name} ({length})'); bad += 1
+            if not path.endswith('query/src/protocol.rs'):
+                for line, name in header_literals(path):
+                    print(f'header name spelled out (use protocol::header): {path}:{line} {name}'); bad += 1
         g = edges(mods)
         for comp in sccs(g):
             print(f'module cycle in {root}: ' + ' <-> '.join(comp)); bad += 1

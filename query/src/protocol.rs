@@ -19,7 +19,7 @@ pub const API_VERSION: &str = "2020-07-15";
 /// out. `_lsn` appears on change feed items.
 pub const SYSTEM_PROPERTIES: [&str; 6] = ["_rid", "_self", "_etag", "_ts", "_attachments", "_lsn"];
 
-/// Header names used on both sides.
+/// Header names, written once: the server and the SDK spell no header name themselves.
 pub mod header {
     pub const AUTHORIZATION: &str = "authorization";
     pub const DATE: &str = "x-ms-date";
@@ -34,6 +34,60 @@ pub mod header {
     pub const SESSION_TOKEN: &str = "x-ms-session-token";
     /// The body formats a client accepts in answers (`JsonText`, `CosmosBinary`).
     pub const SUPPORTED_SERIALIZATION_FORMATS: &str = "x-ms-cosmos-supported-serialization-formats";
+    // Every other header either side reads or writes, by name.
+    pub const ACTIVITY_ID: &str = "x-ms-activity-id";
+    pub const ALT_CONTENT_PATH: &str = "x-ms-alt-content-path";
+    pub const BATCH_ATOMIC: &str = "x-ms-cosmos-batch-atomic";
+    pub const BATCH_CONTINUE_ON_ERROR: &str = "x-ms-cosmos-batch-continue-on-error";
+    pub const CHANGEFEED_WIRE_FORMAT_VERSION: &str = "x-ms-cosmos-changefeed-wire-format-version";
+    pub const CONTENT_PATH: &str = "x-ms-content-path";
+    pub const CONTENT_TYPE: &str = "content-type";
+    pub const DATABASEACCOUNT_CONSUMED_MB: &str = "x-ms-databaseaccount-consumed-mb";
+    pub const DATABASEACCOUNT_PROVISIONED_MB: &str = "x-ms-databaseaccount-provisioned-mb";
+    pub const DATABASEACCOUNT_RESERVED_MB: &str = "x-ms-databaseaccount-reserved-mb";
+    pub const ENABLE_CROSS_PARTITION: &str = "x-ms-documentdb-query-enablecrosspartition";
+    pub const ENABLE_SCAN: &str = "x-ms-documentdb-query-enable-scan";
+    pub const END_EPK: &str = "x-ms-end-epk";
+    pub const ETAG: &str = "etag";
+    pub const EXPIRY_SECONDS: &str = "x-ms-documentdb-expiry-seconds";
+    pub const EXPLORER_TOKEN: &str = "x-strata-explorer-token";
+    pub const GATEWAYVERSION: &str = "x-ms-gatewayversion";
+    pub const GLOBAL_COMMITTED_LSN: &str = "x-ms-global-committed-lsn";
+    pub const IF_MATCH: &str = "if-match";
+    pub const IF_NONE_MATCH: &str = "if-none-match";
+    pub const INDEX_TRANSFORMATION_PROGRESS: &str =
+        "x-ms-documentdb-collection-index-transformation-progress";
+    pub const INDEX_UTILIZATION: &str = "x-ms-cosmos-index-utilization";
+    pub const INTENDED_COLLECTION_RID: &str = "x-ms-cosmos-intended-collection-rid";
+    pub const IS_BATCH_REQUEST: &str = "x-ms-cosmos-is-batch-request";
+    pub const IS_PARTITION_KEY_DELETE_PENDING: &str = "x-ms-cosmos-is-partition-key-delete-pending";
+    pub const IS_QUERY_PLAN_REQUEST: &str = "x-ms-cosmos-is-query-plan-request";
+    pub const IS_UPSERT: &str = "x-ms-documentdb-is-upsert";
+    pub const ITEM_COUNT: &str = "x-ms-item-count";
+    pub const ITEM_LSN: &str = "x-ms-item-lsn";
+    pub const LSN: &str = "lsn";
+    pub const MAX_MEDIA_STORAGE_USAGE_MB: &str = "x-ms-max-media-storage-usage-mb";
+    pub const MEDIA_STORAGE_USAGE_MB: &str = "x-ms-media-storage-usage-mb";
+    pub const OFFER_AUTOPILOT_SETTINGS: &str = "x-ms-cosmos-offer-autopilot-settings";
+    pub const OFFER_REPLACE_PENDING: &str = "x-ms-offer-replace-pending";
+    pub const OFFER_THROUGHPUT: &str = "x-ms-offer-throughput";
+    pub const PARTITION_KEY_RANGE_ID: &str = "x-ms-documentdb-partitionkeyrangeid";
+    pub const POPULATE_INDEX_METRICS: &str = "x-ms-cosmos-populateindexmetrics";
+    pub const POPULATE_PARTITION_STATISTICS: &str = "x-ms-documentdb-populatepartitionstatistics";
+    pub const POST_TRIGGER_INCLUDE: &str = "x-ms-documentdb-post-trigger-include";
+    pub const PREFER: &str = "prefer";
+    pub const PRE_TRIGGER_INCLUDE: &str = "x-ms-documentdb-pre-trigger-include";
+    pub const QUERY_METRICS: &str = "x-ms-documentdb-query-metrics";
+    pub const REQUEST_DURATION_MS: &str = "x-ms-request-duration-ms";
+    pub const RESOURCE_QUOTA: &str = "x-ms-resource-quota";
+    pub const RESOURCE_USAGE: &str = "x-ms-resource-usage";
+    pub const SCHEMAVERSION: &str = "x-ms-schemaversion";
+    pub const SCRIPT_ENABLE_LOGGING: &str = "x-ms-documentdb-script-enable-logging";
+    pub const SCRIPT_LOG_RESULTS: &str = "x-ms-documentdb-script-log-results";
+    pub const SERVICEVERSION: &str = "x-ms-serviceversion";
+    pub const START_EPK: &str = "x-ms-start-epk";
+    pub const SUPPORTED_QUERY_FEATURES: &str = "x-ms-cosmos-supported-query-features";
+
     /// strata's own: how a query page was routed (see [`super::QueryRoute`]).
     pub const QUERY_ROUTE: &str = "x-strata-query-route";
     /// strata's own: `true` on a query asks for its plan in [`QUERY_PLAN`].

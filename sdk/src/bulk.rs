@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::time::Duration;
 use strata_query::pk::EpkRange;
+use strata_query::protocol::header;
 
 /// Operations per request (the service's limit).
 const PER_REQUEST: usize = 100;
@@ -284,10 +285,10 @@ impl ContainerClient {
         let body = Value::Array(ops.iter().map(|p| p.body.clone()).collect());
         let req = Request::new(Method::POST, format!("{}/docs", self.link))
             .json(&body)
-            .header("x-ms-cosmos-is-batch-request", "True")
-            .header("x-ms-cosmos-batch-atomic", "False")
-            .header("x-ms-cosmos-batch-continue-on-error", "True")
-            .header("x-ms-documentdb-partitionkeyrangeid", range.to_string());
+            .header(header::IS_BATCH_REQUEST, "True")
+            .header(header::BATCH_ATOMIC, "False")
+            .header(header::BATCH_CONTINUE_ON_ERROR, "True")
+            .header(header::PARTITION_KEY_RANGE_ID, range.to_string());
         let r = self.client.send(req).await?;
         let waits: Vec<Duration> = r
             .json()?

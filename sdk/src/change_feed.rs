@@ -8,6 +8,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use std::marker::PhantomData;
 use std::time::SystemTime;
+use strata_query::protocol::header;
 
 /// Where a change feed starts.
 ///
@@ -208,13 +209,13 @@ impl<T: DeserializeOwned> ChangeFeedReader<T> {
             ChangeFeedMode::LatestVersion => req.header("a-im", "Incremental Feed"),
             ChangeFeedMode::AllVersionsAndDeletes => req
                 .header("a-im", "Full-Fidelity Feed")
-                .header("x-ms-cosmos-changefeed-wire-format-version", "2021-09-15"),
+                .header(header::CHANGEFEED_WIRE_FORMAT_VERSION, "2021-09-15"),
         };
         if let Some(r) = &cur.range {
-            req = req.header("x-ms-documentdb-partitionkeyrangeid", r.clone());
+            req = req.header(header::PARTITION_KEY_RANGE_ID, r.clone());
         }
         if let Some(pk) = &self.options.partition_key {
-            req = req.header("x-ms-documentdb-partitionkey", pk.to_header());
+            req = req.header(header::PARTITION_KEY, pk.to_header());
         }
         if let Some(f) = &self.options.feed_range {
             for (k, v) in f.headers() {
@@ -222,7 +223,7 @@ impl<T: DeserializeOwned> ChangeFeedReader<T> {
             }
         }
         if let Some(n) = max_items {
-            req = req.header("x-ms-max-item-count", n.to_string());
+            req = req.header(header::MAX_ITEM_COUNT, n.to_string());
         }
         req
     }
@@ -252,9 +253,15 @@ impl<T: DeserializeOwned> ChangeFeedReader<T> {
             let r = self
                 .container
                 .client
-                .send(self.request(cur, Some(1)).header("if-none-match", "*"))
+                .send(
+                    self.request(cur, Some(1))
+                        .header(header::IF_NONE_MATCH, "*"),
+                )
                 .await?;
-            cur.etag = r.header("etag").map(str::to_string).or(cur.etag.take());
+            cur.etag = r
+                .header(header::ETAG)
+                .map(str::to_string)
+                .or(cur.etag.take());
         }
         self.cursors = Some(cursors);
         Ok(())
@@ -276,7 +283,7 @@ impl<T: DeserializeOwned> ChangeFeedReader<T> {
         for cur in self.cursors.clone().unwrap_or_default() {
             let mut req = self.request(&cur, Some(1));
             match (&cur.etag, &self.options.start) {
-                (Some(e), _) => req = req.header("if-none-match", e.clone()),
+                (Some(e), _) => req = req.header(header::IF_NONE_MATCH, e.clone()),
                 (None, ChangeFeedStart::Time(t)) => {
                     req = req.header("if-modified-since", httpdate::fmt_http_date(*t))
                 }
@@ -296,9 +303,12 @@ impl<T: DeserializeOwned> ChangeFeedReader<T> {
             let latest = self
                 .container
                 .client
-                .send(self.request(&cur, Some(1)).header("if-none-match", "*"))
+                .send(
+                    self.request(&cur, Some(1))
+                        .header(header::IF_NONE_MATCH, "*"),
+                )
                 .await?;
-            let latest = latest.header("etag").and_then(etag_lsn).unwrap_or(at);
+            let latest = latest.header(header::ETAG).and_then(etag_lsn).unwrap_or(at);
             lag += latest.saturating_sub(at) + 1;
         }
         Ok(lag)
@@ -335,7 +345,7 @@ impl<T: DeserializeOwned> ChangeFeedReader<T> {
             let cur = cursors[i].clone();
             let mut req = self.request(&cur, self.options.max_item_count);
             match (&cur.etag, &self.options.start) {
-                (Some(e), _) => req = req.header("if-none-match", e.clone()),
+                (Some(e), _) => req = req.header(header::IF_NONE_MATCH, e.clone()),
                 (None, ChangeFeedStart::Time(t)) => {
                     req = req.header("if-modified-since", httpdate::fmt_http_date(*t))
                 }
@@ -344,7 +354,7 @@ impl<T: DeserializeOwned> ChangeFeedReader<T> {
             match self.container.client.send(req).await {
                 Ok(r) => {
                     charge += r.charge();
-                    let etag = r.header("etag").map(str::to_string);
+                    let etag = r.header(header::ETAG).map(str::to_string);
                     let body = if r.status == 304 || r.body.is_empty() {
                         serde_json::Value::Null
                     } else {
@@ -424,10 +434,12 @@ impl<T: DeserializeOwned> ChangeFeedReader<T> {
         let mut i = 0;
         while i < self.cursors.as_ref().map_or(0, Vec::len) {
             let cur = self.cursors.as_ref().expect("initialized")[i].clone();
-            let req = self.request(&cur, Some(1)).header("if-none-match", "*");
+            let req = self
+                .request(&cur, Some(1))
+                .header(header::IF_NONE_MATCH, "*");
             match self.container.client.send(req).await {
                 Ok(r) => {
-                    let end = r.header("etag").and_then(etag_lsn).ok_or_else(|| {
+                    let end = r.header(header::ETAG).and_then(etag_lsn).ok_or_else(|| {
                         Error::invalid("the change feed's etag is not a position (an LSN)")
                     })?;
                     let cursor = &mut self.cursors.as_mut().expect("initialized")[i];

@@ -10,6 +10,7 @@ use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use strata_query::protocol::header;
 
 /// The well-known Cosmos DB emulator key (strata's default). Public, not a secret.
 ///
@@ -252,7 +253,7 @@ impl RawResponse {
     }
 
     pub fn charge(&self) -> f64 {
-        self.header("x-ms-request-charge")
+        self.header(header::REQUEST_CHARGE)
             .and_then(|v| v.parse().ok())
             .unwrap_or(0.0)
     }
@@ -328,7 +329,7 @@ impl Request {
     pub fn json(mut self, v: &Value) -> Self {
         self.body = Some(serde_json::to_vec(v).unwrap_or_default());
         self.headers
-            .push(("content-type", "application/json".into()));
+            .push((header::CONTENT_TYPE, "application/json".into()));
         self
     }
 
@@ -337,7 +338,7 @@ impl Request {
             || self
                 .headers
                 .iter()
-                .any(|(k, v)| *k == "x-ms-documentdb-isquery" && v == "true")
+                .any(|(k, v)| *k == header::IS_QUERY && v == "true")
     }
 }
 
@@ -618,21 +619,21 @@ impl CosmosClient {
             .inner
             .http
             .request(req.method.clone(), url)
-            .header("x-ms-date", &date)
-            .header("authorization", auth)
-            .header("x-ms-version", "2020-07-15")
+            .header(header::DATE, &date)
+            .header(header::AUTHORIZATION, auth)
+            .header(header::VERSION, strata_query::protocol::API_VERSION)
             .header("user-agent", &self.inner.user_agent)
             .header("accept", "application/json");
         for (k, v) in &req.headers {
             rb = rb.header(*k, v);
         }
         // Reads carry the session tokens this client has seen for their container.
-        let sent_session = req.headers.iter().any(|(k, _)| *k == "x-ms-session-token");
+        let sent_session = req.headers.iter().any(|(k, _)| *k == header::SESSION_TOKEN);
         let session = (req.idempotent() && !sent_session)
             .then(|| self.inner.sessions.header_for(&req.path))
             .flatten();
         if let Some(t) = session {
-            rb = rb.header("x-ms-session-token", t);
+            rb = rb.header(header::SESSION_TOKEN, t);
         }
         if let Some(b) = &req.body {
             rb = rb.body(b.clone());
@@ -646,7 +647,7 @@ impl CosmosClient {
             body = strata_query::binary::to_text(&body, MAX_ANSWER).map_err(Error::binary)?;
         }
         if let Some(t) = headers
-            .get("x-ms-session-token")
+            .get(header::SESSION_TOKEN)
             .and_then(|v| v.to_str().ok())
         {
             self.inner.sessions.record(&req.path, t);
@@ -679,15 +680,15 @@ impl CosmosClient {
             .as_str()
             .map(|m| m.split("\r\nActivityId").next().unwrap_or(m).to_string())
             .unwrap_or_else(|| String::from_utf8_lossy(&body).into_owned());
-        let retry_after = h("x-ms-retry-after-ms")
+        let retry_after = h(header::RETRY_AFTER_MS)
             .and_then(|v| v.parse::<f64>().ok())
             .map(|ms| Duration::from_secs_f64(ms / 1000.0));
         Err(Error::service(
             status,
-            h("x-ms-substatus").and_then(|v| v.parse().ok()),
+            h(header::SUB_STATUS).and_then(|v| v.parse().ok()),
             code,
             message,
-            h("x-ms-activity-id"),
+            h(header::ACTIVITY_ID),
             retry_after,
         ))
     }

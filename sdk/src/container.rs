@@ -11,6 +11,7 @@ use reqwest::Method;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
+use strata_query::protocol::header;
 
 /// Conditions and flags for a write.
 ///
@@ -40,16 +41,10 @@ impl ItemOptions {
     /// Adds the trigger headers of these options to a write request.
     fn triggers(&self, mut req: Request) -> Request {
         if !self.pre_triggers.is_empty() {
-            req = req.header(
-                "x-ms-documentdb-pre-trigger-include",
-                self.pre_triggers.join(","),
-            );
+            req = req.header(header::PRE_TRIGGER_INCLUDE, self.pre_triggers.join(","));
         }
         if !self.post_triggers.is_empty() {
-            req = req.header(
-                "x-ms-documentdb-post-trigger-include",
-                self.post_triggers.join(","),
-            );
+            req = req.header(header::POST_TRIGGER_INCLUDE, self.post_triggers.join(","));
         }
         req
     }
@@ -83,11 +78,11 @@ fn item_response<T: DeserializeOwned>(r: RawResponse) -> Result<ItemResponse<T>,
     };
     Ok(ItemResponse {
         item,
-        etag: r.header("etag").map(str::to_string),
+        etag: r.header(header::ETAG).map(str::to_string),
         status: r.status,
         request_charge: r.charge(),
-        session_token: r.header("x-ms-session-token").map(str::to_string),
-        activity_id: r.header("x-ms-activity-id").map(str::to_string),
+        session_token: r.header(header::SESSION_TOKEN).map(str::to_string),
+        activity_id: r.header(header::ACTIVITY_ID).map(str::to_string),
     })
 }
 
@@ -237,19 +232,19 @@ impl ContainerClient {
         let mut req = Request::new(method, path)
             .json(&body)
             .wire(Wire::Item)
-            .header("x-ms-documentdb-partitionkey", pk.to_header());
+            .header(header::PARTITION_KEY, pk.to_header());
         if upsert {
-            req = req.header("x-ms-documentdb-is-upsert", "True");
+            req = req.header(header::IS_UPSERT, "True");
         }
         req = opts.triggers(req);
         if let Some(m) = opts.if_match {
-            req = req.header("if-match", m);
+            req = req.header(header::IF_MATCH, m);
         }
         if let Some(m) = opts.if_none_match {
-            req = req.header("if-none-match", m);
+            req = req.header(header::IF_NONE_MATCH, m);
         }
         if opts.minimal_response {
-            req = req.header("prefer", "return=minimal");
+            req = req.header(header::PREFER, "return=minimal");
         }
         item_response(self.client.send(req).await?)
     }
@@ -373,7 +368,7 @@ impl ContainerClient {
         self.full_key(&pk).await?;
         let req = Request::new(Method::GET, self.doc(id))
             .wire(Wire::Item)
-            .header("x-ms-documentdb-partitionkey", pk.to_header());
+            .header(header::PARTITION_KEY, pk.to_header());
         item_response(self.client.send(req).await?)
     }
 
@@ -394,10 +389,10 @@ impl ContainerClient {
         self.full_key(&pk).await?;
         let mut req = opts.triggers(
             Request::new(Method::DELETE, self.doc(id))
-                .header("x-ms-documentdb-partitionkey", pk.to_header()),
+                .header(header::PARTITION_KEY, pk.to_header()),
         );
         if let Some(m) = opts.if_match {
-            req = req.header("if-match", m);
+            req = req.header(header::IF_MATCH, m);
         }
         item_response(self.client.send(req).await?)
     }
@@ -423,10 +418,10 @@ impl ContainerClient {
         let mut req = opts.triggers(
             Request::new(Method::PATCH, self.doc(id))
                 .json(&ops.to_body()?)
-                .header("x-ms-documentdb-partitionkey", pk.to_header()),
+                .header(header::PARTITION_KEY, pk.to_header()),
         );
         if let Some(m) = opts.if_match {
-            req = req.header("if-match", m);
+            req = req.header(header::IF_MATCH, m);
         }
         item_response(self.client.send(req).await?)
     }
@@ -492,9 +487,9 @@ impl ContainerClient {
         let (pk, body) = batch.into_parts()?;
         let req = Request::new(Method::POST, self.docs())
             .json(&body)
-            .header("x-ms-documentdb-partitionkey", pk.to_header())
-            .header("x-ms-cosmos-is-batch-request", "True")
-            .header("x-ms-cosmos-batch-atomic", "True");
+            .header(header::PARTITION_KEY, pk.to_header())
+            .header(header::IS_BATCH_REQUEST, "True")
+            .header(header::BATCH_ATOMIC, "True");
         let r = self.client.send(req).await?;
         crate::batch::response(r)
     }
@@ -604,7 +599,7 @@ impl ContainerClient {
             Method::POST,
             format!("{}/operations/partitionkeydelete", self.link),
         )
-        .header("x-ms-documentdb-partitionkey", pk.to_header());
+        .header(header::PARTITION_KEY, pk.to_header());
         self.client.send(req).await.map(|_| ())
     }
 
@@ -620,8 +615,8 @@ impl ContainerClient {
             .send(
                 Request::new(Method::POST, "/offers")
                     .json(&q)
-                    .header("x-ms-documentdb-isquery", "true")
-                    .header("content-type", "application/query+json"),
+                    .header(header::IS_QUERY, "true")
+                    .header(header::CONTENT_TYPE, "application/query+json"),
             )
             .await?;
         let v = r.json()?;

@@ -5,6 +5,7 @@ use crate::{
     ContainerClient, ContainerProperties, CosmosClient, DatabaseProperties, Error, Throughput,
 };
 use reqwest::Method;
+use strata_query::protocol::header;
 
 /// A handle to one database.
 ///
@@ -134,10 +135,12 @@ impl DatabaseClient {
         let mut req =
             Request::new(Method::POST, format!("{}/colls", self.link())).json(&props.to_json());
         match t {
-            Some(Throughput::Manual(n)) => req = req.header("x-ms-offer-throughput", n.to_string()),
+            Some(Throughput::Manual(n)) => {
+                req = req.header(header::OFFER_THROUGHPUT, n.to_string())
+            }
             Some(Throughput::Autoscale { max }) => {
                 req = req.header(
-                    "x-ms-cosmos-offer-autopilot-settings",
+                    header::OFFER_AUTOPILOT_SETTINGS,
                     format!("{{\"maxThroughput\":{max}}}"),
                 )
             }

@@ -7,6 +7,7 @@
 use crate::{ContainerClient, Error, PartitionKey};
 use serde::{Deserialize, Serialize};
 use strata_query::pk::EpkRange;
+use strata_query::protocol::header;
 
 /// A half-open range of effective partition keys, `[min, max)`. Serializable, so a
 /// coordinator can hand ranges to workers.
@@ -28,8 +29,8 @@ impl FeedRange {
     /// The request headers that scope a query or change feed request to this range.
     pub(crate) fn headers(&self) -> [(&'static str, String); 2] {
         [
-            ("x-ms-start-epk", self.min.clone()),
-            ("x-ms-end-epk", self.max.clone()),
+            (header::START_EPK, self.min.clone()),
+            (header::END_EPK, self.max.clone()),
         ]
     }
 

@@ -14,6 +14,7 @@ use futures::{StreamExt, TryStreamExt};
 use reqwest::Method;
 use serde_json::Value;
 use strata_query::pk::EpkRange;
+use strata_query::protocol::header;
 
 /// Prefix of the continuation tokens of client-merged queries.
 pub(crate) const TOKEN_PREFIX: &str = "strata-client:";
@@ -48,12 +49,12 @@ async fn run_once(
 ) -> Result<(Vec<Value>, f64), Error> {
     let mut req = Request::new(Method::POST, format!("{}/docs", c.link))
         .json(body)
-        .header("content-type", "application/query+json")
-        .header("x-ms-documentdb-isquery", "true")
-        .header("x-ms-cosmos-is-query-plan-request", "True")
-        .header("x-ms-cosmos-supported-query-features", FEATURES);
+        .header(header::CONTENT_TYPE, "application/query+json")
+        .header(header::IS_QUERY, "true")
+        .header(header::IS_QUERY_PLAN_REQUEST, "True")
+        .header(header::SUPPORTED_QUERY_FEATURES, FEATURES);
     if let Some(pk) = pk {
-        req = req.header("x-ms-documentdb-partitionkey", pk.to_header());
+        req = req.header(header::PARTITION_KEY, pk.to_header());
     }
     let r = c.client.send(req).await?;
     let mut charge = r.charge();
@@ -118,16 +119,16 @@ async fn all_pages(
         let mut req = Request::new(Method::POST, format!("{}/docs", c.link))
             .json(body)
             .wire(Wire::Query)
-            .header("content-type", "application/query+json")
-            .header("x-ms-documentdb-isquery", "true")
-            .header("x-ms-documentdb-query-enablecrosspartition", "true")
-            .header("x-ms-documentdb-partitionkeyrangeid", range.clone())
-            .header("x-ms-max-item-count", "1000");
+            .header(header::CONTENT_TYPE, "application/query+json")
+            .header(header::IS_QUERY, "true")
+            .header(header::ENABLE_CROSS_PARTITION, "true")
+            .header(header::PARTITION_KEY_RANGE_ID, range.clone())
+            .header(header::MAX_ITEM_COUNT, "1000");
         if let Some(pk) = pk {
-            req = req.header("x-ms-documentdb-partitionkey", pk.to_header());
+            req = req.header(header::PARTITION_KEY, pk.to_header());
         }
         if let Some(t) = &continuation {
-            req = req.header("x-ms-continuation", t.clone());
+            req = req.header(header::CONTINUATION, t.clone());
         }
         for (k, v) in feed_range.map(FeedRange::headers).into_iter().flatten() {
             req = req.header(k, v);
@@ -136,7 +137,7 @@ async fn all_pages(
         charge += r.charge();
         let v = r.json()?;
         rows.extend(v["Documents"].as_array().cloned().unwrap_or_default());
-        continuation = r.header("x-ms-continuation").map(str::to_string);
+        continuation = r.header(header::CONTINUATION).map(str::to_string);
         if continuation.is_none() {
             return Ok((rows, charge));
         }

@@ -7,6 +7,7 @@ use reqwest::Method;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
+use strata_query::protocol::header;
 
 /// A Cosmos SQL query with named parameters.
 ///
@@ -228,14 +229,14 @@ pub(crate) fn pages<T: DeserializeOwned + Send + 'static>(
         let mut req = Request::new(Method::POST, format!("{}/docs", st.container.link))
             .json(&body)
             .wire(Wire::Query)
-            .header("content-type", "application/query+json")
-            .header("x-ms-documentdb-isquery", "true")
-            .header("x-ms-documentdb-query-enablecrosspartition", "true");
+            .header(header::CONTENT_TYPE, "application/query+json")
+            .header(header::IS_QUERY, "true")
+            .header(header::ENABLE_CROSS_PARTITION, "true");
         if let Some(pk) = &st.options.partition_key {
-            req = req.header("x-ms-documentdb-partitionkey", pk.to_header());
+            req = req.header(header::PARTITION_KEY, pk.to_header());
         }
         if let Some(n) = st.options.max_item_count {
-            req = req.header("x-ms-max-item-count", n.to_string());
+            req = req.header(header::MAX_ITEM_COUNT, n.to_string());
         }
         if let Some(r) = &st.options.feed_range {
             for (k, v) in r.headers() {
@@ -243,7 +244,7 @@ pub(crate) fn pages<T: DeserializeOwned + Send + 'static>(
             }
         }
         if let Some(c) = &st.next {
-            req = req.header("x-ms-continuation", c.clone());
+            req = req.header(header::CONTINUATION, c.clone());
         }
         let r = match st.container.client.send(req).await {
             // The gateway will not merge this query across partitions: merge it here.
@@ -259,15 +260,15 @@ pub(crate) fn pages<T: DeserializeOwned + Send + 'static>(
             .into_iter()
             .map(|d| serde_json::from_value(d).map_err(Error::serde))
             .collect::<Result<Vec<T>, Error>>()?;
-        let continuation = r.header("x-ms-continuation").map(str::to_string);
+        let continuation = r.header(header::CONTINUATION).map(str::to_string);
         st.done = continuation.is_none();
         st.next = continuation.clone();
         let page = QueryPage {
             items,
             continuation,
             request_charge: r.charge(),
-            route: r.header("x-strata-query-route").and_then(QueryRoute::parse),
-            activity_id: r.header("x-ms-activity-id").map(str::to_string),
+            route: r.header(header::QUERY_ROUTE).and_then(QueryRoute::parse),
+            activity_id: r.header(header::ACTIVITY_ID).map(str::to_string),
         };
         Ok(Some((page, st)))
     })

@@ -9,6 +9,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashMap};
 use strata_query::pk::EpkRange;
+use strata_query::protocol::header;
 
 /// Items per query (keeps each query well under the service's text and parameter limits).
 const CHUNK: usize = 100;
@@ -153,17 +154,17 @@ impl ContainerClient {
         loop {
             let mut req = Request::new(Method::POST, format!("{}/docs", self.link))
                 .json(&body)
-                .header("x-ms-documentdb-isquery", "true")
-                .header("content-type", "application/query+json")
-                .header("x-ms-documentdb-query-enablecrosspartition", "true")
-                .header("x-ms-documentdb-partitionkeyrangeid", range.clone());
+                .header(header::IS_QUERY, "true")
+                .header(header::CONTENT_TYPE, "application/query+json")
+                .header(header::ENABLE_CROSS_PARTITION, "true")
+                .header(header::PARTITION_KEY_RANGE_ID, range.clone());
             if let Some(c) = &continuation {
-                req = req.header("x-ms-continuation", c.clone());
+                req = req.header(header::CONTINUATION, c.clone());
             }
             let r = self.client.send(req).await?;
             let v = r.json()?;
             rows.extend(v["Documents"].as_array().cloned().unwrap_or_default());
-            continuation = r.header("x-ms-continuation").map(str::to_string);
+            continuation = r.header(header::CONTINUATION).map(str::to_string);
             if continuation.is_none() {
                 return Ok(rows);
             }

@@ -7,6 +7,7 @@ use reqwest::Method;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use strata_query::protocol::header;
 
 /// A stored procedure, trigger or UDF as stored (the trigger fields only on triggers).
 ///
@@ -216,7 +217,7 @@ impl ScriptsClient {
         };
         let mut req = Request::new(method, path).json(&body);
         if upsert {
-            req = req.header("x-ms-documentdb-is-upsert", "True");
+            req = req.header(header::IS_UPSERT, "True");
         }
         let r = self.container.client.send(req).await?;
         serde_json::from_slice(&r.body).map_err(Error::serde)
@@ -337,9 +338,9 @@ impl ScriptsClient {
         let pk = pk.into();
         let mut req = Request::new(Method::POST, self.path(Kind::Sproc, Some(id)))
             .json(&Value::Array(args.to_vec()))
-            .header("x-ms-documentdb-partitionkey", pk.to_header());
+            .header(header::PARTITION_KEY, pk.to_header());
         if opts.enable_script_logging {
-            req = req.header("x-ms-documentdb-script-enable-logging", "true");
+            req = req.header(header::SCRIPT_ENABLE_LOGGING, "true");
         }
         let r = self.container.client.send(req).await?;
         let value = if r.body.is_empty() {
@@ -347,7 +348,7 @@ impl ScriptsClient {
         } else {
             Some(serde_json::from_slice(&r.body).map_err(Error::serde)?)
         };
-        let log = r.header("x-ms-documentdb-script-log-results").map(|l| {
+        let log = r.header(header::SCRIPT_LOG_RESULTS).map(|l| {
             percent_encoding::percent_decode_str(l)
                 .decode_utf8_lossy()
                 .into_owned()
@@ -356,7 +357,7 @@ impl ScriptsClient {
             value,
             request_charge: r.charge(),
             log,
-            session_token: r.header("x-ms-session-token").map(str::to_string),
+            session_token: r.header(header::SESSION_TOKEN).map(str::to_string),
         })
     }
 

@@ -6,6 +6,7 @@ use crate::{CosmosClient, Error, PartitionKey};
 use reqwest::Method;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use strata_query::protocol::header;
 
 /// A user of a database.
 ///
@@ -222,7 +223,7 @@ impl UserClient {
         let body = serde_json::to_value(p).map_err(Error::serde)?;
         let mut req = Request::new(Method::POST, self.perms()).json(&body);
         if upsert {
-            req = req.header("x-ms-documentdb-is-upsert", "True");
+            req = req.header(header::IS_UPSERT, "True");
         }
         let r = self.client.send(req).await?;
         serde_json::from_slice(&r.body).map_err(Error::serde)
@@ -268,7 +269,7 @@ impl UserClient {
     ) -> Result<Permission, Error> {
         let mut req = Request::new(Method::GET, format!("{}/{}", self.perms(), seg(id)));
         if let Some(d) = valid_for {
-            req = req.header("x-ms-documentdb-expiry-seconds", d.as_secs().to_string());
+            req = req.header(header::EXPIRY_SECONDS, d.as_secs().to_string());
         }
         let r = self.client.send(req).await?;
         serde_json::from_slice(&r.body).map_err(Error::serde)

@@ -6,6 +6,7 @@ use super::response::Reply;
 use crate::error::CosmosError;
 use axum::http::StatusCode;
 use serde_json::json;
+use strata_query::protocol::header;
 
 pub fn read(req: &Req) -> Result<Reply, CosmosError> {
     let loc = json!([{"name": "South Central US", "databaseAccountEndpoint": req.endpoint}]);
@@ -29,9 +30,9 @@ pub fn read(req: &Req) -> Result<Reply, CosmosError> {
         "queryEngineConfiguration": "{\"maxSqlQueryInputLength\":262144,\"maxJoinsPerSqlQuery\":5,\"maxLogicalAndPerSqlQuery\":500,\"maxLogicalOrPerSqlQuery\":500,\"maxUdfRefPerSqlQuery\":10,\"maxInExpressionItemsCount\":16000,\"queryMaxInMemorySortDocumentCount\":500,\"maxQueryRequestTimeoutFraction\":0.9,\"sqlAllowNonFiniteNumbers\":false,\"sqlAllowAggregateFunctions\":true,\"sqlAllowSubQuery\":true,\"sqlAllowScalarSubQuery\":true,\"allowNewKeywords\":true,\"sqlAllowLike\":true,\"sqlAllowGroupByClause\":true,\"maxSpatialQueryCells\":12,\"spatialMaxGeometryPointCount\":256,\"sqlDisableOptimizationFlags\":0,\"sqlAllowTop\":true,\"enableSpatialIndexing\":true}"
     });
     Ok(Reply::json(StatusCode::OK, &body)
-        .header("x-ms-max-media-storage-usage-mb", "10240")
-        .header("x-ms-media-storage-usage-mb", "0")
-        .header("x-ms-databaseaccount-consumed-mb", "0")
-        .header("x-ms-databaseaccount-reserved-mb", "0")
-        .header("x-ms-databaseaccount-provisioned-mb", "0"))
+        .header(header::MAX_MEDIA_STORAGE_USAGE_MB, "10240")
+        .header(header::MEDIA_STORAGE_USAGE_MB, "0")
+        .header(header::DATABASEACCOUNT_CONSUMED_MB, "0")
+        .header(header::DATABASEACCOUNT_RESERVED_MB, "0")
+        .header(header::DATABASEACCOUNT_PROVISIONED_MB, "0"))
 }

@@ -12,6 +12,7 @@ use crate::error::CosmosError;
 use axum::http::{HeaderMap, Method};
 use base64::Engine as _;
 use std::time::{Duration, SystemTime};
+use strata_query::protocol::header;
 use strata_query::protocol::{string_to_sign, AuthScope};
 pub use strata_query::protocol::{MasterKey, EMULATOR_KEY};
 
@@ -48,7 +49,7 @@ pub fn verify(
     scope: &AuthScope,
     headers: &HeaderMap,
 ) -> Result<Principal, CosmosError> {
-    let raw = header(headers, "authorization").ok_or_else(|| {
+    let raw = header(headers, header::AUTHORIZATION).ok_or_else(|| {
         CosmosError::unauthorized(
             "Required header 'authorization' is missing. Sign every request with the account key (type=master&ver=1.0&sig=...).",
         )
@@ -93,7 +94,7 @@ pub fn verify(
             CosmosError::unauthorized("The authorization signature is not valid base64.")
         })?;
 
-    let x_ms_date = header(headers, "x-ms-date").unwrap_or("");
+    let x_ms_date = header(headers, header::DATE).unwrap_or("");
     let date = if x_ms_date.is_empty() {
         header(headers, "date").unwrap_or("")
     } else {
@@ -167,9 +168,9 @@ mod tests {
         let s = scope("docs", "dbs/db1/colls/c");
         let now = httpdate::fmt_http_date(SystemTime::now());
         let mut h = HeaderMap::new();
-        h.insert("x-ms-date", now.parse().unwrap());
+        h.insert(header::DATE, now.parse().unwrap());
         h.insert(
-            "authorization",
+            header::AUTHORIZATION,
             key.authorization("GET", &s, &now).parse().unwrap(),
         );
         assert_eq!(
@@ -178,7 +179,7 @@ mod tests {
         );
         let mut h2 = h.clone();
         h2.insert(
-            "authorization",
+            header::AUTHORIZATION,
             ro.authorization("GET", &s, &now).parse().unwrap(),
         );
         assert_eq!(
@@ -189,7 +190,7 @@ mod tests {
         assert_eq!(e.status.as_u16(), 401);
         let other = MasterKey::from_base64("AAAA").unwrap();
         h.insert(
-            "authorization",
+            header::AUTHORIZATION,
             other.authorization("GET", &s, &now).parse().unwrap(),
         );
         assert_eq!(
@@ -200,9 +201,9 @@ mod tests {
             401
         );
         let old = httpdate::fmt_http_date(SystemTime::now() - Duration::from_secs(3600));
-        h.insert("x-ms-date", old.parse().unwrap());
+        h.insert(header::DATE, old.parse().unwrap());
         h.insert(
-            "authorization",
+            header::AUTHORIZATION,
             key.authorization("GET", &s, &old).parse().unwrap(),
         );
         assert_eq!(
@@ -212,7 +213,7 @@ mod tests {
                 .as_u16(),
             403
         );
-        h.remove("authorization");
+        h.remove(header::AUTHORIZATION);
         assert_eq!(
             verify(&key, &Method::GET, &s, &h)
                 .unwrap_err()
@@ -220,7 +221,10 @@ mod tests {
                 .as_u16(),
             401
         );
-        h.insert("authorization", "type%3Dmaster%26garbage".parse().unwrap());
+        h.insert(
+            header::AUTHORIZATION,
+            "type%3Dmaster%26garbage".parse().unwrap(),
+        );
         assert_eq!(
             verify(&key, &Method::GET, &s, &h)
                 .unwrap_err()

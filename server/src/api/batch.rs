@@ -21,6 +21,7 @@ use axum::http::StatusCode;
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
 use strata_query::pk::PartitionKey;
+use strata_query::protocol::header;
 
 /// Most operations in one batch.
 pub const MAX_OPERATIONS: usize = 100;
@@ -216,8 +217,7 @@ pub async fn batch(app: &App, req: &Req, c: &Arc<Container>) -> Result<Reply, Co
             ops.len()
         )));
     }
-    let atomic =
-        req.header("x-ms-cosmos-batch-atomic").is_none() || req.flag("x-ms-cosmos-batch-atomic");
+    let atomic = req.header(header::BATCH_ATOMIC).is_none() || req.flag(header::BATCH_ATOMIC);
     let Some(pk) = req.partition_key()? else {
         if !atomic {
             return bulk(app, req, c, &ops).await;
@@ -330,12 +330,12 @@ async fn bulk(
     ops: &[Value],
 ) -> Result<Reply, CosmosError> {
     let range = req
-        .header("x-ms-documentdb-partitionkeyrangeid")
+        .header(header::PARTITION_KEY_RANGE_ID)
         .map(|id| super::scope::range_by_id(c, id))
         .transpose()?;
     let continue_on_error = req
-        .header("x-ms-cosmos-batch-continue-on-error")
-        .is_none_or(|_| req.flag("x-ms-cosmos-batch-continue-on-error"));
+        .header(header::BATCH_CONTINUE_ON_ERROR)
+        .is_none_or(|_| req.flag(header::BATCH_CONTINUE_ON_ERROR));
     // One durability wait for all the operations' transactions; request units are admitted
     // per operation, so one throttled operation does not fail the others.
     let mut commit = Commit::per_operation(app, c);

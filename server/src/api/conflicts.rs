@@ -8,6 +8,7 @@ use super::{query, App, Req};
 use crate::error::CosmosError;
 use axum::http::StatusCode;
 use serde_json::json;
+use strata_query::protocol::header;
 
 /// `GET .../colls/{coll}/conflicts`.
 pub fn list(app: &App, db: &str, coll: &str) -> Result<Reply, CosmosError> {
@@ -16,7 +17,7 @@ pub fn list(app: &App, db: &str, coll: &str) -> Result<Reply, CosmosError> {
         StatusCode::OK,
         &json!({"_rid": c.rid, "Conflicts": [], "_count": 0}),
     )
-    .header("x-ms-item-count", "0"))
+    .header(header::ITEM_COUNT, "0"))
 }
 
 /// `POST .../colls/{coll}/conflicts` with a query: validated like any query, over no rows.

@@ -11,6 +11,7 @@ use crate::store::container::Container;
 use axum::http::StatusCode;
 use serde_json::{json, Map, Value};
 use strata_query::pk::PartitionKeyDefinition;
+use strata_query::protocol::header;
 
 /// Properties the service owns; never stored from a request body.
 const SYSTEM: &[&str] = &[
@@ -107,7 +108,7 @@ pub async fn create(app: &App, req: &Req, db: &str) -> Result<Reply, CosmosError
         .store
         .create_container(db, &id, pk, props, throughput)
         .await?;
-    Ok(Reply::json(StatusCode::CREATED, &to_json(&c)).header("etag", etag_of(&c)))
+    Ok(Reply::json(StatusCode::CREATED, &to_json(&c)).header(header::ETAG, etag_of(&c)))
 }
 
 pub fn read(app: &App, req: &Req, db: &str, coll: &str) -> Result<Reply, CosmosError> {
@@ -116,7 +117,7 @@ pub fn read(app: &App, req: &Req, db: &str, coll: &str) -> Result<Reply, CosmosE
     let (bytes, count) = {
         let map = c.partitions();
         // Per-range statistics, as the service returns them when asked.
-        if req.flag("x-ms-documentdb-populatepartitionstatistics") {
+        if req.flag(header::POPULATE_PARTITION_STATISTICS) {
             let stats = map
                 .ranges
                 .iter()
@@ -132,14 +133,14 @@ pub fn read(app: &App, req: &Req, db: &str, coll: &str) -> Result<Reply, CosmosE
             .fold((0u64, 0u64), |(b, n), r| (b + r.bytes, n + r.count))
     };
     Ok(Reply::json(StatusCode::OK, &body)
-        .header("etag", etag_of(&c))
+        .header(header::ETAG, etag_of(&c))
         // Below 100 while the index of a replaced policy is being built.
         .header(
-            "x-ms-documentdb-collection-index-transformation-progress",
+            header::INDEX_TRANSFORMATION_PROGRESS,
             c.index_progress().to_string(),
         )
         .header(
-            "x-ms-resource-usage",
+            header::RESOURCE_USAGE,
             format!(
                 "documentSize={};documentsCount={count};collectionSize={}",
                 bytes / 1024,
@@ -147,7 +148,7 @@ pub fn read(app: &App, req: &Req, db: &str, coll: &str) -> Result<Reply, CosmosE
             ),
         )
         .header(
-            "x-ms-resource-quota",
+            header::RESOURCE_QUOTA,
             "documentSize=10240;documentsCount=-1;collectionSize=10240",
         )
         .container(&c))
@@ -170,7 +171,7 @@ pub fn list(app: &App, db: &str) -> Result<Reply, CosmosError> {
         "DocumentCollections": docs,
         "_count": docs.len(),
     });
-    Ok(Reply::json(StatusCode::OK, &body).header("x-ms-item-count", docs.len().to_string()))
+    Ok(Reply::json(StatusCode::OK, &body).header(header::ITEM_COUNT, docs.len().to_string()))
 }
 
 pub async fn replace(app: &App, req: &Req, db: &str, coll: &str) -> Result<Reply, CosmosError> {
@@ -201,7 +202,7 @@ pub async fn replace(app: &App, req: &Req, db: &str, coll: &str) -> Result<Reply
     let props = user_props(&body)?;
     app.store.replace_container(&c, props).await?;
     Ok(Reply::json(StatusCode::OK, &to_json(&c))
-        .header("etag", etag_of(&c))
+        .header(header::ETAG, etag_of(&c))
         .container(&c))
 }
 

@@ -9,6 +9,7 @@ use crate::items::document::validate_id;
 use crate::store::catalog::{self, DatabaseRecord};
 use axum::http::StatusCode;
 use serde_json::{json, Value};
+use strata_query::protocol::header;
 
 pub fn to_json(d: &DatabaseRecord) -> Value {
     let rid = catalog::db_rid(d.seq);
@@ -28,12 +29,16 @@ pub async fn create(app: &App, req: &Req) -> Result<Reply, CosmosError> {
     let id = validate_id(body.get("id").unwrap_or(&Value::Null), "database")?;
     let throughput = throughput_from_headers(req)?;
     let d = app.store.create_database(&id, throughput).await?;
-    Ok(Reply::json(StatusCode::CREATED, &to_json(&d)).header("etag", catalog::etag(0, d.etag_seq)))
+    Ok(Reply::json(StatusCode::CREATED, &to_json(&d))
+        .header(header::ETAG, catalog::etag(0, d.etag_seq)))
 }
 
 pub fn read(app: &App, db: &str) -> Result<Reply, CosmosError> {
     let d = app.store.database(db)?;
-    Ok(Reply::json(StatusCode::OK, &to_json(&d)).header("etag", catalog::etag(0, d.etag_seq)))
+    Ok(
+        Reply::json(StatusCode::OK, &to_json(&d))
+            .header(header::ETAG, catalog::etag(0, d.etag_seq)),
+    )
 }
 
 pub fn all(app: &App) -> Vec<Value> {
@@ -46,7 +51,7 @@ pub fn list(app: &App) -> Result<Reply, CosmosError> {
         StatusCode::OK,
         &json!({"_rid": "", "Databases": docs, "_count": docs.len()}),
     )
-    .header("x-ms-item-count", docs.len().to_string()))
+    .header(header::ITEM_COUNT, docs.len().to_string()))
 }
 
 pub async fn delete(app: &App, db: &str) -> Result<Reply, CosmosError> {

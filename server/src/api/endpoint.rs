@@ -7,6 +7,7 @@
 use crate::error::CosmosError;
 use crate::store::scripts::ScriptKind;
 use axum::http::{HeaderMap, Method};
+use strata_query::protocol::header;
 
 /// Every operation strata serves.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -241,9 +242,9 @@ fn flag(headers: &HeaderMap, name: &str) -> bool {
 }
 
 fn is_query(headers: &HeaderMap) -> bool {
-    flag(headers, "x-ms-documentdb-isquery")
+    flag(headers, header::IS_QUERY)
         || headers
-            .get("content-type")
+            .get(header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .map(|v| v.starts_with("application/query+json"))
             .unwrap_or(false)
@@ -333,9 +334,9 @@ impl Endpoint {
                         }
                     }
                     Method::POST => {
-                        if flag(headers, "x-ms-cosmos-is-query-plan-request") {
+                        if flag(headers, header::IS_QUERY_PLAN_REQUEST) {
                             Endpoint::QueryPlan { db, coll }
-                        } else if flag(headers, "x-ms-cosmos-is-batch-request") {
+                        } else if flag(headers, header::IS_BATCH_REQUEST) {
                             Endpoint::Batch { db, coll }
                         } else if is_query(headers) {
                             Endpoint::QueryItems { db, coll }
@@ -510,12 +511,12 @@ mod tests {
             Endpoint::decode(&Method::POST, &s, &h).unwrap(),
             Endpoint::CreateItem { .. }
         ));
-        h.insert("x-ms-documentdb-isquery", "True".parse().unwrap());
+        h.insert(header::IS_QUERY, "True".parse().unwrap());
         assert!(matches!(
             Endpoint::decode(&Method::POST, &s, &h).unwrap(),
             Endpoint::QueryItems { .. }
         ));
-        h.insert("x-ms-cosmos-is-query-plan-request", "true".parse().unwrap());
+        h.insert(header::IS_QUERY_PLAN_REQUEST, "true".parse().unwrap());
         assert!(matches!(
             Endpoint::decode(&Method::POST, &s, &h).unwrap(),
             Endpoint::QueryPlan { .. }

@@ -12,6 +12,7 @@ use axum::http::StatusCode;
 use bytes::Bytes;
 use std::sync::Arc;
 use strata_query::pk::EpkRange;
+use strata_query::protocol::header;
 
 /// Page size when the client does not say (the service's default).
 pub const DEFAULT_PAGE: usize = 100;
@@ -59,7 +60,7 @@ pub fn read_feed(app: &App, req: &Req, c: &Arc<Container>) -> Result<Reply, Cosm
     let mut reply = feed.page(c, docs);
     if more {
         if let Some(k) = last {
-            reply = reply.header("x-ms-continuation", encode_token(app, c, &k));
+            reply = reply.header(header::CONTINUATION, encode_token(app, c, &k));
         }
     }
     Ok(reply)
@@ -105,7 +106,7 @@ impl<'a> Feed<'a> {
         let ru = charge::query(docs.len() as u64, bytes, self.touched.len().max(1));
         self.admitted.settle(ru);
         Reply::new(StatusCode::OK, feed_body(&c.rid, "Documents", &docs))
-            .header("x-ms-item-count", docs.len().to_string())
+            .header(header::ITEM_COUNT, docs.len().to_string())
             .charge(ru)
             .session(&self.touched, self.upto)
             .container(c)
@@ -136,8 +137,8 @@ impl<'a> Feed<'a> {
         };
         let etag = format!("\"{position}\"");
         if docs.is_empty() {
-            return self.not_modified(c).header("etag", &etag);
+            return self.not_modified(c).header(header::ETAG, &etag);
         }
-        self.page(c, docs).header("etag", &etag)
+        self.page(c, docs).header(header::ETAG, &etag)
     }
 }

@@ -20,6 +20,7 @@ use crate::store::history::{Change, Operation};
 use bytes::Bytes;
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
+use strata_query::protocol::header;
 
 /// The service's answer when the container keeps no history (the official SDK's tests look
 /// for "All Versions and Deletes" and "must be enabled").
@@ -68,7 +69,7 @@ fn parse(doc: &[u8]) -> Result<Value, CosmosError> {
 fn render(c: &Container, change: &Change) -> Result<Bytes, CosmosError> {
     let mut metadata = Map::new();
     metadata.insert("operationType".into(), json!(change.op.as_str()));
-    metadata.insert("lsn".into(), json!(change.lsn));
+    metadata.insert(header::LSN.into(), json!(change.lsn));
     metadata.insert("crts".into(), json!(change.crts));
     if change.previous_lsn > 0 {
         metadata.insert("previousImageLSN".into(), json!(change.previous_lsn));

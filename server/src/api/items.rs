@@ -10,6 +10,7 @@ use crate::items::triggers;
 use crate::items::{
     apply, check_doc_key, document, etag_matches, not_found, point_key, Conditions, Op, Outcome,
 };
+use strata_query::protocol::header;
 
 use super::commit::{Admission, Commit};
 use super::request::Req;
@@ -33,7 +34,7 @@ pub fn container(
     coll: &str,
 ) -> Result<Arc<Container>, CosmosError> {
     let c = app.store.container(db, coll)?;
-    if let Some(rid) = req.header("x-ms-cosmos-intended-collection-rid") {
+    if let Some(rid) = req.header(header::INTENDED_COLLECTION_RID) {
         if !rid.is_empty() && rid != c.rid {
             return Err(CosmosError::bad_request(format!(
                 "The container '{}' has rid '{}', not the intended '{rid}': it was re-created; refresh the container cache.",
@@ -82,11 +83,11 @@ fn reply(c: &Container, req: &Req, o: &Outcome, range_id: u32) -> Reply {
             } else {
                 item.json.clone()
             };
-            let r = Reply::new(o.status, body).header("etag", item.etag(c.cid));
+            let r = Reply::new(o.status, body).header(header::ETAG, item.etag(c.cid));
             if write {
                 r
             } else {
-                r.header("x-ms-item-lsn", item.lsn.to_string())
+                r.header(header::ITEM_LSN, item.lsn.to_string())
             }
         }
         None => Reply::empty(o.status),
@@ -119,8 +120,8 @@ async fn write_one(
     let cond = conditions(req);
     let triggers = triggers::requested(
         c,
-        req.header(triggers::PRE_HEADER),
-        req.header(triggers::POST_HEADER),
+        req.header(header::PRE_TRIGGER_INCLUDE),
+        req.header(header::POST_TRIGGER_INCLUDE),
         &op,
     )?;
     let mut commit = Commit::admit(app, c, &epk, charge::write(req.body.len()))?;
@@ -160,7 +161,7 @@ pub async fn create(app: &App, req: &Req, c: &Arc<Container>) -> Result<Reply, C
     let (doc, id) = document(req.json()?, req.body.len())?;
     let (pk, epk) = point_key(c, req.partition_key()?, Some(&doc))?;
     check_doc_key(c, &pk, &doc)?;
-    let op = if req.flag("x-ms-documentdb-is-upsert") {
+    let op = if req.flag(header::IS_UPSERT) {
         Op::Upsert(doc)
     } else {
         Op::Create(doc)
@@ -292,7 +293,7 @@ pub async fn delete_partition(
     let ru = charge::write(0) * deleted.max(1) as f64 / 10.0;
     commit.settle(ru);
     Ok(Reply::empty(StatusCode::OK)
-        .header("x-ms-cosmos-is-partition-key-delete-pending", "false")
+        .header(header::IS_PARTITION_KEY_DELETE_PENDING, "false")
         .charge(ru)
         .session(&touched, c.current_lsn())
         .container(c))

@@ -46,6 +46,7 @@ use request::Req;
 use response::Reply;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
+use strata_query::protocol::header;
 
 /// Largest request body read (a 2 MB item or batch plus headroom; larger gets 413).
 pub const MAX_BODY: usize = 4 * 1024 * 1024;
@@ -81,7 +82,7 @@ async fn handle(State(app): State<App>, req: Request<Body>) -> Response {
     let started = Instant::now();
     let activity_id = req
         .headers()
-        .get("x-ms-activity-id")
+        .get(header::ACTIVITY_ID)
         .and_then(|v| v.to_str().ok())
         .filter(|v| !v.is_empty() && v.len() <= 64)
         .map(str::to_string)
@@ -121,7 +122,7 @@ async fn handle(State(app): State<App>, req: Request<Body>) -> Response {
     if let Ok(v) =
         axum::http::HeaderValue::from_str(&format!("{:.3}", elapsed.as_secs_f64() * 1000.0))
     {
-        resp.headers_mut().insert("x-ms-request-duration-ms", v);
+        resp.headers_mut().insert(header::REQUEST_DURATION_MS, v);
     }
     tracing::debug!(%method, %path, status = resp.status().as_u16(), micros = elapsed.as_micros() as u64, "request");
     resp

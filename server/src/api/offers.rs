@@ -8,11 +8,12 @@ use crate::error::CosmosError;
 use crate::store::catalog::{self, Throughput, ThroughputRequest};
 use axum::http::StatusCode;
 use serde_json::{json, Value};
+use strata_query::protocol::header;
 
 /// Reads `x-ms-offer-throughput` (manual) or `x-ms-cosmos-offer-autopilot-settings`
 /// (autoscale, `{"maxThroughput": N}`) from a create request.
 pub fn throughput_from_headers(req: &Req) -> Result<Option<ThroughputRequest>, CosmosError> {
-    if let Some(v) = req.header("x-ms-offer-throughput") {
+    if let Some(v) = req.header(header::OFFER_THROUGHPUT) {
         let n: u64 = v.trim().parse().map_err(|_| {
             CosmosError::bad_request(format!(
                 "Invalid value '{v}' for x-ms-offer-throughput: it must be a whole number of RU/s."
@@ -25,7 +26,7 @@ pub fn throughput_from_headers(req: &Req) -> Result<Option<ThroughputRequest>, C
             autoscale_increment_percent: 0,
         }));
     }
-    if let Some(v) = req.header("x-ms-cosmos-offer-autopilot-settings") {
+    if let Some(v) = req.header(header::OFFER_AUTOPILOT_SETTINGS) {
         let parsed: Value = serde_json::from_str(v).map_err(|e| {
             CosmosError::bad_request(format!(
                 "Invalid x-ms-cosmos-offer-autopilot-settings '{v}': {e}. Expected {{\"maxThroughput\": 4000}}."
@@ -185,9 +186,9 @@ fn reply(offer: Value) -> Reply {
     let pending = offer["content"]["isOfferReplacePending"] == json!(true);
     let etag = offer["_etag"].as_str().unwrap_or("").to_string();
     Reply::json(StatusCode::OK, &offer)
-        .header("etag", etag)
+        .header(header::ETAG, etag)
         .header(
-            "x-ms-offer-replace-pending",
+            header::OFFER_REPLACE_PENDING,
             if pending { "true" } else { "false" },
         )
 }
@@ -198,7 +199,7 @@ pub fn list(app: &App) -> Result<Reply, CosmosError> {
         StatusCode::OK,
         &json!({"_rid": "", "Offers": offers, "_count": offers.len()}),
     )
-    .header("x-ms-item-count", offers.len().to_string()))
+    .header(header::ITEM_COUNT, offers.len().to_string()))
 }
 
 pub fn query(app: &App, req: &Req) -> Result<Reply, CosmosError> {

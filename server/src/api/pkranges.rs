@@ -13,6 +13,7 @@ use crate::store::container::Container;
 use axum::http::StatusCode;
 use serde_json::json;
 use std::sync::Arc;
+use strata_query::protocol::header;
 
 pub fn read_ranges(req: &Req, c: &Arc<Container>) -> Result<Reply, CosmosError> {
     let map = c.partitions();
@@ -20,7 +21,7 @@ pub fn read_ranges(req: &Req, c: &Arc<Container>) -> Result<Reply, CosmosError> 
     if let Some(inm) = req.if_none_match() {
         if inm.trim_matches('"') == etag.trim_matches('"') {
             return Ok(Reply::empty(StatusCode::NOT_MODIFIED)
-                .header("etag", &etag)
+                .header(header::ETAG, &etag)
                 .container(c));
         }
     }
@@ -50,7 +51,7 @@ pub fn read_ranges(req: &Req, c: &Arc<Container>) -> Result<Reply, CosmosError> 
         .collect();
     let body = json!({"_rid": c.rid, "PartitionKeyRanges": ranges, "_count": ranges.len()});
     Ok(Reply::json(StatusCode::OK, &body)
-        .header("etag", &etag)
-        .header("x-ms-item-count", ranges.len().to_string())
+        .header(header::ETAG, &etag)
+        .header(header::ITEM_COUNT, ranges.len().to_string())
         .container(c))
 }

@@ -114,7 +114,7 @@ fn required_features(p: &PreparedQuery) -> Vec<&'static str> {
 
 /// The gateway refuses a plan the client could not execute.
 fn check_client_features(req: &Req, p: &PreparedQuery) -> Result<(), CosmosError> {
-    let Some(supported) = req.header("x-ms-cosmos-supported-query-features") else {
+    let Some(supported) = req.header(header::SUPPORTED_QUERY_FEATURES) else {
         return Ok(());
     };
     let have: Vec<&str> = supported.split(',').map(str::trim).collect();
@@ -139,8 +139,8 @@ pub async fn query_items(app: &App, req: &Req, c: &Arc<Container>) -> Result<Rep
     let target = target(c, req, &p)?;
     let range_ids = target.partition_ids();
     let scoped = req.partition_key()?.is_some()
-        || req.header("x-ms-documentdb-partitionkeyrangeid").is_some()
-        || req.header("x-ms-start-epk").is_some();
+        || req.header(header::PARTITION_KEY_RANGE_ID).is_some()
+        || req.header(header::START_EPK).is_some();
     // As the service: a query that neither names a scope nor pins one full key in its WHERE
     // clause is cross-partition — whatever the number of physical partitions — and needs the
     // client to say so (the SDKs send the flag when the application enables it; the JS SDK
@@ -171,7 +171,7 @@ pub async fn query_items(app: &App, req: &Req, c: &Arc<Container>) -> Result<Rep
         // it (an SDK's response hook sees one response per partition).
         per_range: !scoped && gateway_compat && range_ids.len() > 1,
     };
-    let enable_scan = req.flag("x-ms-documentdb-query-enable-scan");
+    let enable_scan = req.flag(header::ENABLE_SCAN);
     let plan = Arc::new(Plan::new(c, Arc::clone(&p), target, enable_scan, paging)?);
     let admitted = Admission::ranges(app, c, range_ids.clone(), charge::query(0, 0, 1))?;
     let page = exec::run(Arc::clone(c), Arc::clone(&plan), token).await?;
@@ -192,20 +192,20 @@ pub async fn query_items(app: &App, req: &Req, c: &Arc<Container>) -> Result<Rep
         StatusCode::OK,
         super::response::feed_body(&c.rid, "Documents", &page.docs),
     )
-    .header("x-ms-item-count", page.docs.len().to_string())
+    .header(header::ITEM_COUNT, page.docs.len().to_string())
     .header(header::QUERY_ROUTE, route_header)
-    .header("x-ms-documentdb-query-metrics", metrics)
+    .header(header::QUERY_METRICS, metrics)
     .charge(ru)
     .session(&range_ids, c.current_lsn())
     .container(c);
     if let Some(t) = page.continuation {
-        reply = reply.header("x-ms-continuation", t.encode(&app.token_key));
+        reply = reply.header(header::CONTINUATION, t.encode(&app.token_key));
     }
-    if req.flag("x-ms-cosmos-populateindexmetrics") {
+    if req.flag(header::POPULATE_INDEX_METRICS) {
         let scoped_by_key =
             req.partition_key()?.is_some() || plan.routing.route == sql::query_plan::Route::Single;
         reply = reply.header(
-            "x-ms-cosmos-index-utilization",
+            header::INDEX_UTILIZATION,
             index_metrics(c, &plan.access, scoped_by_key),
         );
     }
@@ -333,7 +333,7 @@ fn index_metrics(c: &Container, access: &Access, scoped_by_key: bool) -> String 
 /// (`x-ms-documentdb-query-enablecrosspartition: true`), as the service answers a query over
 /// a partitioned resource that names no partition.
 pub fn require_cross_partition(req: &Req) -> Result<(), CosmosError> {
-    if req.flag("x-ms-documentdb-query-enablecrosspartition") {
+    if req.flag(header::ENABLE_CROSS_PARTITION) {
         return Ok(());
     }
     Err(CosmosError::bad_request(
@@ -386,6 +386,6 @@ pub fn query_resources(
     let bytes: Vec<Bytes> = rows.iter().map(to_bytes).collect();
     Ok(
         Reply::new(StatusCode::OK, super::response::feed_body(rid, key, &bytes))
-            .header("x-ms-item-count", rows.len().to_string()),
+            .header(header::ITEM_COUNT, rows.len().to_string()),
     )
 }

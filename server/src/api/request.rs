@@ -5,6 +5,7 @@ use axum::http::{HeaderMap, Method};
 use bytes::Bytes;
 use serde_json::{Map, Value};
 use strata_query::pk::PartitionKey;
+use strata_query::protocol::header;
 
 use crate::items::document::json_kind;
 
@@ -34,7 +35,7 @@ impl Req {
 
     /// `x-ms-documentdb-partitionkey`, parsed.
     pub fn partition_key(&self) -> Result<Option<PartitionKey>, CosmosError> {
-        match self.header("x-ms-documentdb-partitionkey") {
+        match self.header(header::PARTITION_KEY) {
             None => Ok(None),
             Some(t) => Ok(Some(PartitionKey::from_header(t)?)),
         }
@@ -42,7 +43,7 @@ impl Req {
 
     /// `x-ms-max-item-count`: `None` when absent or -1 (service chooses).
     pub fn max_item_count(&self) -> Result<Option<usize>, CosmosError> {
-        match self.header("x-ms-max-item-count") {
+        match self.header(header::MAX_ITEM_COUNT) {
             None => Ok(None),
             Some(v) => match v.trim().parse::<i64>() {
                 Ok(-1) => Ok(None),
@@ -55,15 +56,15 @@ impl Req {
     }
 
     pub fn continuation(&self) -> Option<&str> {
-        self.header("x-ms-continuation").filter(|s| !s.is_empty())
+        self.header(header::CONTINUATION).filter(|s| !s.is_empty())
     }
 
     pub fn if_match(&self) -> Option<&str> {
-        self.header("if-match").filter(|s| !s.is_empty())
+        self.header(header::IF_MATCH).filter(|s| !s.is_empty())
     }
 
     pub fn if_none_match(&self) -> Option<&str> {
-        self.header("if-none-match").filter(|s| !s.is_empty())
+        self.header(header::IF_NONE_MATCH).filter(|s| !s.is_empty())
     }
 
     /// The body as JSON; parse errors name the line and column.
@@ -95,7 +96,7 @@ impl Req {
 
     /// Whether the client asked for no body on writes (`Prefer: return=minimal`).
     pub fn minimal_response(&self) -> bool {
-        self.header("prefer")
+        self.header(header::PREFER)
             .map(|p| p.to_ascii_lowercase().contains("return=minimal"))
             .unwrap_or(false)
     }

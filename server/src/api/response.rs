@@ -5,6 +5,7 @@ use crate::store::container::Container;
 use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
+use strata_query::protocol::header;
 
 /// A response under construction.
 pub struct Reply {
@@ -47,10 +48,10 @@ impl Reply {
     /// Content paths: Python records session tokens only when these are present.
     pub fn container(self, c: &Container) -> Self {
         self.header(
-            "x-ms-alt-content-path",
+            header::ALT_CONTENT_PATH,
             format!("dbs/{}/colls/{}", c.db, c.id),
         )
-        .header("x-ms-content-path", &c.rid)
+        .header(header::CONTENT_PATH, &c.rid)
     }
 
     /// Session token and LSN headers for a response that touched `ranges`.
@@ -63,23 +64,26 @@ impl Reply {
         let mut resp = (self.status, self.body).into_response();
         let h = resp.headers_mut();
         if !self.headers.is_empty() || self.status != StatusCode::NO_CONTENT {
-            h.insert("content-type", HeaderValue::from_static("application/json"));
+            h.insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            );
         }
         for (k, v) in self.headers {
             h.insert(k, v);
         }
         if let Ok(v) = HeaderValue::from_str(activity_id) {
-            h.insert("x-ms-activity-id", v);
+            h.insert(header::ACTIVITY_ID, v);
         }
         if let Ok(v) = HeaderValue::from_str(&format_charge(self.charge)) {
-            h.insert("x-ms-request-charge", v);
+            h.insert(header::REQUEST_CHARGE, v);
         }
-        h.insert("x-ms-schemaversion", HeaderValue::from_static("1.18"));
+        h.insert(header::SCHEMAVERSION, HeaderValue::from_static("1.18"));
         h.insert(
-            "x-ms-serviceversion",
+            header::SERVICEVERSION,
             HeaderValue::from_static("version=2.14.0.0"),
         );
-        h.insert("x-ms-gatewayversion", HeaderValue::from_static("2.14.0"));
+        h.insert(header::GATEWAYVERSION, HeaderValue::from_static("2.14.0"));
         resp
     }
 }
@@ -99,10 +103,10 @@ pub fn session_headers(ranges: &[u32], lsn: u64) -> Vec<(HeaderName, HeaderValue
     }
     let lsn = lsn.to_string();
     [
-        ("x-ms-session-token", token),
-        ("lsn", lsn.clone()),
-        ("x-ms-global-committed-lsn", lsn),
-        ("x-ms-documentdb-partitionkeyrangeid", ids),
+        (header::SESSION_TOKEN, token),
+        (header::LSN, lsn.clone()),
+        (header::GLOBAL_COMMITTED_LSN, lsn),
+        (header::PARTITION_KEY_RANGE_ID, ids),
     ]
     .into_iter()
     .filter_map(|(k, v)| Some((HeaderName::from_static(k), HeaderValue::from_str(&v).ok()?)))
@@ -160,17 +164,20 @@ pub fn error_response(e: CosmosError, activity_id: &str) -> Response {
     )
         .into_response();
     let h = resp.headers_mut();
-    h.insert("content-type", HeaderValue::from_static("application/json"));
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
     if let Some(s) = e.sub_status {
-        h.insert("x-ms-substatus", HeaderValue::from(s));
+        h.insert(header::SUB_STATUS, HeaderValue::from(s));
     }
     if let Some(ms) = e.retry_after_ms {
-        h.insert("x-ms-retry-after-ms", HeaderValue::from(ms));
+        h.insert(header::RETRY_AFTER_MS, HeaderValue::from(ms));
     }
     if let Ok(v) = HeaderValue::from_str(activity_id) {
-        h.insert("x-ms-activity-id", v);
+        h.insert(header::ACTIVITY_ID, v);
     }
-    h.insert("x-ms-request-charge", HeaderValue::from_static("1"));
+    h.insert(header::REQUEST_CHARGE, HeaderValue::from_static("1"));
     if let Some((ranges, lsn)) = e.session {
         for (k, v) in session_headers(&ranges, lsn) {
             h.insert(k, v);

@@ -12,6 +12,7 @@ use crate::error::CosmosError;
 use crate::store::container::Container;
 use strata_query::pk::epk::epk_range;
 use strata_query::pk::{EpkRange, PartitionKey, PkComponent};
+use strata_query::protocol::header;
 
 pub use strata_query::sql::query_plan::Route;
 
@@ -56,7 +57,7 @@ pub fn request_scope(c: &Container, req: &Req) -> Result<Scope, CosmosError> {
         }
         scope.range = Some(r);
     }
-    if let Some(id) = req.header("x-ms-documentdb-partitionkeyrangeid") {
+    if let Some(id) = req.header(header::PARTITION_KEY_RANGE_ID) {
         let r = range_by_id(c, id)?;
         scope.range = scope.range.and_then(|s| s.intersect(&r));
         if scope.route == Route::FanOut {
@@ -64,8 +65,8 @@ pub fn request_scope(c: &Container, req: &Req) -> Result<Scope, CosmosError> {
             scope.source = "partition key range id header";
         }
     }
-    let start = req.header("x-ms-start-epk");
-    let end = req.header("x-ms-end-epk");
+    let start = req.header(header::START_EPK);
+    let end = req.header(header::END_EPK);
     if start.is_some() || end.is_some() {
         let r = EpkRange::new(start.unwrap_or(""), end.unwrap_or("FF"));
         for b in [&r.min, &r.max] {

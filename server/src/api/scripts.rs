@@ -13,6 +13,7 @@ use crate::store::scripts::{NewScript, PutMode, ScriptKind, ScriptRecord, Trigge
 use axum::http::StatusCode;
 use serde_json::{Map, Value};
 use std::sync::Arc;
+use strata_query::protocol::header;
 
 /// A script as the service shows it.
 pub fn to_json(c: &Container, r: &ScriptRecord) -> Value {
@@ -44,7 +45,7 @@ pub fn to_json(c: &Container, r: &ScriptRecord) -> Value {
 
 fn one(c: &Container, r: &ScriptRecord, status: StatusCode) -> Reply {
     Reply::json(status, &to_json(c, r))
-        .header("etag", r.etag())
+        .header(header::ETAG, r.etag())
         .charge(1.0)
         .container(c)
 }
@@ -122,7 +123,7 @@ pub async fn create(
     kind: ScriptKind,
 ) -> Result<Reply, CosmosError> {
     let new = new_script(req, kind)?;
-    let mode = if req.flag("x-ms-documentdb-is-upsert") {
+    let mode = if req.flag(header::IS_UPSERT) {
         PutMode::Upsert
     } else {
         PutMode::Create
@@ -170,7 +171,7 @@ pub fn read(
     if let Some(inm) = req.if_none_match() {
         if crate::items::etag_matches(inm, &rec.etag()) {
             return Ok(Reply::empty(StatusCode::NOT_MODIFIED)
-                .header("etag", rec.etag())
+                .header(header::ETAG, rec.etag())
                 .charge(1.0));
         }
     }
@@ -200,7 +201,7 @@ pub fn list(c: &Arc<Container>, kind: ScriptKind) -> Result<Reply, CosmosError> 
     let docs: Vec<_> = all(c, kind).iter().map(to_bytes).collect();
     Ok(
         Reply::new(StatusCode::OK, feed_body(&c.rid, kind.feed_key(), &docs))
-            .header("x-ms-item-count", docs.len().to_string())
+            .header(header::ITEM_COUNT, docs.len().to_string())
             .charge(1.0)
             .container(c),
     )

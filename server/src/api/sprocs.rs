@@ -16,6 +16,7 @@ use axum::http::StatusCode;
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::Instant;
+use strata_query::protocol::header;
 
 /// The largest response body a stored procedure may set (the service's limit, and what its
 /// `getMaxResponseBodySize()` says).
@@ -91,8 +92,8 @@ pub async fn execute(
         .charge(ru)
         .session(&[commit.range()], c.current_lsn())
         .container(c);
-    if req.flag("x-ms-documentdb-script-enable-logging") {
-        r = r.header("x-ms-documentdb-script-log-results", encode_log(&log));
+    if req.flag(header::SCRIPT_ENABLE_LOGGING) {
+        r = r.header(header::SCRIPT_LOG_RESULTS, encode_log(&log));
     }
     commit.settle(ru);
     Ok(r)

@@ -16,6 +16,7 @@ use crate::store::users::{
 };
 use axum::http::StatusCode;
 use serde_json::{json, Map, Value};
+use strata_query::protocol::header;
 
 fn user_json(d: &DatabaseRecord, u: &UserRecord) -> Value {
     let rid = user_rid(d.seq, u.seq);
@@ -31,7 +32,7 @@ fn user_json(d: &DatabaseRecord, u: &UserRecord) -> Value {
 
 /// The validity a request asks its tokens to have.
 fn validity(req: &Req) -> Result<u64, CosmosError> {
-    match req.header("x-ms-documentdb-expiry-seconds") {
+    match req.header(header::EXPIRY_SECONDS) {
         None => Ok(DEFAULT_VALIDITY_SECS),
         Some(v) => match v.trim().parse::<u64>() {
             Ok(n) if (MIN_VALIDITY_SECS..=MAX_VALIDITY_SECS).contains(&n) => Ok(n),
@@ -84,7 +85,7 @@ fn permission_json(
 }
 
 fn put_mode(req: &Req) -> PutMode {
-    if req.flag("x-ms-documentdb-is-upsert") {
+    if req.flag(header::IS_UPSERT) {
         PutMode::Upsert
     } else {
         PutMode::Create
@@ -100,7 +101,9 @@ fn status(created: bool) -> StatusCode {
 }
 
 fn one(v: Value, etag: String, status: StatusCode) -> Reply {
-    Reply::json(status, &v).header("etag", etag).charge(1.0)
+    Reply::json(status, &v)
+        .header(header::ETAG, etag)
+        .charge(1.0)
 }
 
 // ---- users --------------------------------------------------------------------------------
@@ -163,7 +166,7 @@ pub fn list_users(app: &App, db: &str) -> Result<Reply, CosmosError> {
         StatusCode::OK,
         feed_body(&catalog::db_rid(d.seq), "Users", &bytes),
     )
-    .header("x-ms-item-count", bytes.len().to_string())
+    .header(header::ITEM_COUNT, bytes.len().to_string())
     .charge(1.0))
 }
 
@@ -365,7 +368,7 @@ pub fn list_permissions(app: &App, req: &Req, db: &str, user: &str) -> Result<Re
     let bytes: Vec<_> = docs.iter().map(to_bytes).collect();
     Ok(
         Reply::new(StatusCode::OK, feed_body(&rid, "Permissions", &bytes))
-            .header("x-ms-item-count", bytes.len().to_string())
+            .header(header::ITEM_COUNT, bytes.len().to_string())
             .charge(1.0),
     )
 }

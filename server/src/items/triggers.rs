@@ -16,6 +16,7 @@ use crate::store::scripts::{ScriptKind, ScriptRecord};
 use serde_json::Value;
 use std::sync::Arc;
 use strata_query::pk::PartitionKey;
+use strata_query::protocol::header;
 
 /// The triggers a write request asked for, in the order named.
 #[derive(Default)]
@@ -48,12 +49,7 @@ fn applies(declared: &str, operation: &str) -> bool {
         || (operation == "Replace" && declared.eq_ignore_ascii_case("Update"))
 }
 
-/// The header that names a write's pre-triggers.
-pub const PRE_HEADER: &str = "x-ms-documentdb-pre-trigger-include";
-/// The header that names a write's post-triggers.
-pub const POST_HEADER: &str = "x-ms-documentdb-post-trigger-include";
-
-/// Resolves the trigger lists of a write (the values of [`PRE_HEADER`] and [`POST_HEADER`]):
+/// Resolves the trigger lists of a write (the values of `x-ms-documentdb-pre-trigger-include` and `-post-trigger-include`):
 /// 404 for a trigger that does not exist, 400 for one of the other type or declared for
 /// another operation.
 pub fn requested(
@@ -68,21 +64,24 @@ pub fn requested(
         ..Requested::default()
     };
     let scripts = c.scripts();
-    for (header, want, list) in [(PRE_HEADER, "Pre", pre), (POST_HEADER, "Post", post)] {
+    for (name, want, list) in [
+        (header::PRE_TRIGGER_INCLUDE, "Pre", pre),
+        (header::POST_TRIGGER_INCLUDE, "Post", post),
+    ] {
         let Some(list) = list else {
             continue;
         };
         for id in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
             let t = scripts.get(c, ScriptKind::Trigger, id).ok_or_else(|| {
                 CosmosError::not_found(format!(
-                    "Resource Not Found: the trigger '{id}' named in {header} does not exist in container '{}'.",
+                    "Resource Not Found: the trigger '{id}' named in {name} does not exist in container '{}'.",
                     c.id
                 ))
             })?;
             let spec = t.trigger.clone().unwrap_or_default();
             if !spec.trigger_type.eq_ignore_ascii_case(want) {
                 return Err(CosmosError::bad_request(format!(
-                    "The trigger '{id}' is a {} trigger and cannot be used as a {want} trigger ({header}).",
+                    "The trigger '{id}' is a {} trigger and cannot be used as a {want} trigger ({name}).",
                     spec.trigger_type
                 )));
             }

@@ -22,9 +22,10 @@ use crate::api::response::Reply;
 use crate::error::CosmosError;
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use serde_json::json;
+use strata_query::protocol::header;
 
 /// The header the explorer's requests carry.
-pub const TOKEN_HEADER: &str = "x-strata-explorer-token";
+pub const TOKEN_HEADER: &str = header::EXPLORER_TOKEN;
 
 const INDEX_HTML: &str = include_str!("assets/index.html");
 const APP_JS: &str = include_str!("assets/app.js");
@@ -169,7 +170,7 @@ impl Explorer {
     ) -> Option<Result<Reply, CosmosError>> {
         let path = uri.path();
         let get = method == Method::GET || method == Method::HEAD;
-        let signed = headers.contains_key("authorization");
+        let signed = headers.contains_key(header::AUTHORIZATION);
         let page = |r: Reply| {
             r.header("cache-control", "no-store")
                 .header("x-content-type-options", "nosniff")
@@ -182,7 +183,7 @@ impl Explorer {
             ),
             ("/_explorer/emulator.pem", true) => match &self.cert_pem {
                 Some(pem) => Reply::new(StatusCode::OK, pem.clone())
-                    .header("content-type", "application/x-pem-file"),
+                    .header(header::CONTENT_TYPE, "application/x-pem-file"),
                 None => {
                     return Some(Err(CosmosError::not_found(
                         "This server speaks plain HTTP and has no certificate; start it with --tls (or PROTOCOL=https) for one.",
@@ -204,7 +205,7 @@ impl Explorer {
                 let html = INDEX_HTML.replace("{{TOKEN}}", token);
                 page(
                     Reply::new(StatusCode::OK, html)
-                        .header("content-type", "text/html; charset=utf-8")
+                        .header(header::CONTENT_TYPE, "text/html; charset=utf-8")
                         .header(
                             "content-security-policy",
                             "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; form-action 'self'",
@@ -213,10 +214,10 @@ impl Explorer {
             }
             ("/_explorer/app.js", true) => page(
                 Reply::new(StatusCode::OK, APP_JS)
-                    .header("content-type", "text/javascript; charset=utf-8"),
+                    .header(header::CONTENT_TYPE, "text/javascript; charset=utf-8"),
             ),
             ("/_explorer/app.css", true) => page(
-                Reply::new(StatusCode::OK, APP_CSS).header("content-type", "text/css; charset=utf-8"),
+                Reply::new(StatusCode::OK, APP_CSS).header(header::CONTENT_TYPE, "text/css; charset=utf-8"),
             ),
             ("/_explorer/session", false) if method == Method::POST => {
                 return Some(self.session(headers, uri, body).map(page))
