@@ -11,8 +11,9 @@
 //! purged by the TTL sweeper; reading from a position they covered is a 400, as the service
 //! answers once "the events for intermediary updates and deletes have vanished".
 
-use super::Container;
+use super::{Container, Txn};
 use crate::store::engine::{Op, Space};
+use crate::store::item::StoredItem;
 use crate::store::{catalog, keys, StoreError};
 use bytes::Bytes;
 use serde_json::Value;
@@ -274,6 +275,37 @@ impl Container {
             let _ = self.engine.write(ops)?;
         }
         Ok(n)
+    }
+}
+
+impl Txn<'_> {
+    /// Logs a change for the all-versions-and-deletes feed, in this transaction.
+    pub(super) fn log_change(
+        &mut self,
+        op: Operation,
+        (lsn, sub): (u64, u32),
+        previous: Option<&StoredItem>,
+        epk: &str,
+        id: &str,
+        doc: Bytes,
+    ) {
+        let change = Change {
+            lsn,
+            sub,
+            op,
+            crts: self.now,
+            previous_lsn: previous.map_or(0, |p| p.lsn),
+            previous_sub: previous.map_or(0, |p| p.sub),
+            ttl_expired: self.expiring && op == Operation::Delete,
+            epk: epk.to_string(),
+            id: id.to_string(),
+            doc,
+        };
+        self.tx.put(
+            Space::History,
+            keys::change_key(self.c.cid, lsn, sub),
+            change.encode(),
+        );
     }
 }
 

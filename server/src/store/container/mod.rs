@@ -14,10 +14,11 @@ use super::item::StoredItem;
 use super::keys;
 pub use super::partition_map::{PartitionMap, PartitionsView, RangeSnapshot, RangeState};
 use super::StoreError;
-use history::{Change, Operation};
+use history::Operation;
 
 pub mod changes;
 pub mod history;
+mod indexing;
 pub mod lookup;
 pub mod reindex;
 pub mod scripts;

@@ -268,7 +268,7 @@ impl Txn<'_> {
         }
     }
 
-    fn stage_unique(&mut self, row: Vec<u8>, owner: Option<String>) {
+    pub(super) fn stage_unique(&mut self, row: Vec<u8>, owner: Option<String>) {
         let old = self.unique_staged.insert(row.clone(), owner);
         if let Some(u) = &mut self.undo {
             u.push(Undo::Unique(row, old));
@@ -368,119 +368,10 @@ impl Txn<'_> {
     pub fn expiring(&mut self) {
         self.expiring = true;
     }
-
-    /// Logs a change for the all-versions-and-deletes feed, in this transaction.
-    fn log_change(
-        &mut self,
-        op: Operation,
-        (lsn, sub): (u64, u32),
-        previous: Option<&StoredItem>,
-        epk: &str,
-        id: &str,
-        doc: Bytes,
-    ) {
-        let change = Change {
-            lsn,
-            sub,
-            op,
-            crts: self.now,
-            previous_lsn: previous.map_or(0, |p| p.lsn),
-            previous_sub: previous.map_or(0, |p| p.sub),
-            ttl_expired: self.expiring && op == Operation::Delete,
-            epk: epk.to_string(),
-            id: id.to_string(),
-            doc,
-        };
-        self.tx.put(
-            Space::History,
-            keys::change_key(self.c.cid, lsn, sub),
-            change.encode(),
-        );
-    }
-
-    /// Whether writes maintain index entries or unique keys at all.
-    fn indexes(&self) -> bool {
-        !self.index.policy.is_none() || !self.index.unique.is_empty()
-    }
-
-    /// Moves the index entries and unique keys of the document at `key` from `old` to `new`
-    /// (either absent for a create or a delete). A unique value another document of the
-    /// logical partition holds is a conflict.
-    fn maintain(
-        &mut self,
-        epk: &str,
-        id: &str,
-        key: &[u8],
-        old: Option<&Value>,
-        new: Option<&Value>,
-    ) -> Result<(), StoreError> {
-        let cid = self.c.cid;
-        if !self.index.policy.is_none() {
-            let before = old.map(|d| self.index.entries(d)).unwrap_or_default();
-            let after = new.map(|d| self.index.entries(d)).unwrap_or_default();
-            let (removed, added) = index::diff(&before, &after);
-            let (gen, codec) = (self.index.gen, self.index.codec);
-            let entry = |e| {
-                index::entry_key(cid, gen, codec, e, &key[4..])
-                    .ok_or_else(|| super::reindex::bad_epk(epk))
-            };
-            for e in removed {
-                self.tx.delete(Space::Index, entry(e)?);
-            }
-            for e in added {
-                self.tx.put(Space::Index, entry(e)?, Vec::new());
-            }
-        }
-        if self.index.unique.is_empty() {
-            return Ok(());
-        }
-        let unique = std::sync::Arc::clone(&self.index.unique);
-        let before = old.map(|d| unique.rows(cid, epk, d)).unwrap_or_default();
-        let after = new.map(|d| unique.rows(cid, epk, d)).unwrap_or_default();
-        for row in &after {
-            if before.contains(row) {
-                continue;
-            }
-            if let Some(owner) = self.unique_owner(row)? {
-                if owner != id && !self.owner_expired(epk, &owner)? {
-                    return Err(StoreError::Conflict(
-                        "Unique index constraint violation: another item in this logical partition already has these unique key values.".into(),
-                    ));
-                }
-            }
-            self.tx
-                .put(Space::Unique, row.clone(), id.as_bytes().to_vec());
-            self.stage_unique(row.clone(), Some(id.to_string()));
-        }
-        for row in before {
-            // Only the row's owner removes it (an expired owner may have been displaced).
-            if !after.contains(&row) && self.unique_owner(&row)?.as_deref() == Some(id) {
-                self.tx.delete(Space::Unique, row.clone());
-                self.stage_unique(row, None);
-            }
-        }
-        Ok(())
-    }
-
-    fn unique_owner(&self, row: &[u8]) -> Result<Option<String>, StoreError> {
-        if let Some(v) = self.unique_staged.get(row) {
-            return Ok(v.clone());
-        }
-        Ok(self
-            .tx
-            .get(Space::Unique, row)?
-            .map(|b| String::from_utf8_lossy(&b).into_owned()))
-    }
-
-    /// Whether the document holding a unique value is gone in effect (expired by TTL, not
-    /// purged yet): its values no longer block others.
-    fn owner_expired(&self, epk: &str, owner: &str) -> Result<bool, StoreError> {
-        Ok(self.get(epk, owner)?.is_none())
-    }
 }
 
 /// A stored document as JSON.
-fn parse_stored(item: &StoredItem) -> Result<Value, StoreError> {
+pub(super) fn parse_stored(item: &StoredItem) -> Result<Value, StoreError> {
     serde_json::from_slice(&item.json)
         .map_err(|e| StoreError::Corrupt(format!("a stored document is not valid JSON: {e}")))
 }
