@@ -1,9 +1,13 @@
 //! strata-server: a Cosmos DB for NoSQL compatible document store.
 //!
 //! * [`api`]: the REST protocol: request decoding into endpoints, authentication, one handler
-//!   per endpoint, and one error type mapped to Cosmos status codes.
+//!   per endpoint, and the reply (and error body) each answers with.
+//! * [`items`]: the item-operation layer every request, batch, script and trigger calls down
+//!   into: operations, conditions, patches, system properties, the script host, triggers.
+//! * [`error`]: [`error::CosmosError`], the one error type of every layer, in Cosmos's shape.
 //! * [`api::explorer`]: the built-in Data Explorer, the certificate and readiness endpoints.
-//! * [`exec`]: the query executor (streaming, ordered merge, complete results) over a plan.
+//! * [`exec`]: the query executor: one [`exec::Plan`] (routing, access path, paging), run in
+//!   its mode (streaming, ordered merge, complete results).
 //! * [`store`]: the durable engine, the catalog, containers with their physical partitions.
 //! * [`script`]: server-side JavaScript (stored procedures, triggers, UDFs) in sandboxes.
 //! * [`throughput`]: request charges and throttling.

@@ -1,5 +1,5 @@
 //! Transactional batch: up to 100 operations on one logical partition, all or nothing; and
-//! bulk (see [`bulk`]): operations of many logical partitions of one partition key range, each
+//! bulk (see `bulk`): operations of many logical partitions of one partition key range, each
 //! on its own.
 //!
 //! The operations run in one container transaction, so they commit as one atomic engine

@@ -1,6 +1,6 @@
 //! Stored procedures, triggers and UDFs as resources: create, upsert, read, replace, delete,
 //! list and query (`.../colls/{coll}/sprocs|triggers|udfs[/{id}]`). Executing a stored
-//! procedure is [`super::sprocs`]; triggers run from item writes ([`super::triggers`]).
+//! procedure is [`super::sprocs`]; triggers run from item writes ([`crate::items::triggers`]).
 
 use super::request::Req;
 use super::response::{feed_body, Reply};

@@ -4,7 +4,7 @@
 //! run [`apply`] in a container transaction; conditions, renames, patches, system properties
 //! and TTL rules live here once.
 //!
-//! * [`document`]: what a document and its key must be (size, id rules, partition key).
+//! * [`document`](mod@document): what a document and its key must be (size, id rules, partition key).
 //! * [`ops`]: operations, conditions, outcomes, and [`apply`].
 //! * [`system`]: the system properties a stored version carries, and the `ttl` rule.
 //! * [`host`]: the data operations of server-side scripts, served with [`apply`].

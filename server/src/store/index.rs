@@ -1,6 +1,6 @@
 //! The secondary index and unique keys of a container, stored beside its documents.
 //!
-//! Index entries live in [`Space::Index`] keyed `cid | generation | path id | term | document`
+//! Index entries live in [`Space::Index`](super::engine::Space::Index) keyed `cid | generation | path id | term | document`
 //! with empty values, the document spelled `EPK (binary) | id` for hash v2 and hierarchical keys
 //! (fixed-length EPKs) and `EPK (hex) | 0x00 | id` otherwise (see [`DocCodec`]). The term
 //! (see `strata_query::index::term`) orders entries by value, and the EPK after it orders the
@@ -9,7 +9,7 @@
 //! partition is an EPK range, filtered on read. The generation changes when the policy does;
 //! entries of an older generation are ignored and purged.
 //!
-//! Unique keys live in [`Space::Unique`] keyed `cid | EPK | 0x00 | key number | values` with
+//! Unique keys live in [`Space::Unique`](super::engine::Space::Unique) keyed `cid | EPK | 0x00 | key number | values` with
 //! the owning id as value: one logical partition's unique values are one key prefix, checked
 //! and changed in the same transaction as the document.
 
