@@ -20,7 +20,7 @@ pub mod like;
 pub mod limits;
 pub mod merge;
 pub mod parser;
-pub mod query_plan;
+pub mod route_plan;
 pub mod routing;
 pub mod sdkplan;
 pub mod spatial;

@@ -43,7 +43,7 @@ pub fn is_write(ep: &Endpoint, req: &Req) -> bool {
         | E::ReadItemFeed { .. }
         | E::ChangeFeed { .. }
         | E::QueryItems { .. }
-        | E::QueryPlan { .. }
+        | E::RoutePlan { .. }
         | E::ReadItem { .. }
         | E::ReadPkRanges { .. }
         | E::ListOffers
@@ -214,7 +214,7 @@ fn target(ep: &Endpoint) -> Target<'_> {
         E::ReadItemFeed { db, coll }
         | E::ChangeFeed { db, coll }
         | E::QueryItems { db, coll }
-        | E::QueryPlan { db, coll } => items(db, coll, None, false),
+        | E::RoutePlan { db, coll } => items(db, coll, None, false),
         E::CreateItem { db, coll }
         | E::Batch { db, coll }
         | E::DeleteAllItemsByPartitionKey { db, coll } => items(db, coll, None, true),

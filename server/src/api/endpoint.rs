@@ -59,7 +59,7 @@ pub enum Endpoint {
         db: String,
         coll: String,
     },
-    QueryPlan {
+    RoutePlan {
         db: String,
         coll: String,
     },
@@ -335,7 +335,7 @@ impl Endpoint {
                     }
                     Method::POST => {
                         if flag(headers, header::IS_QUERY_PLAN_REQUEST) {
-                            Endpoint::QueryPlan { db, coll }
+                            Endpoint::RoutePlan { db, coll }
                         } else if flag(headers, header::IS_BATCH_REQUEST) {
                             Endpoint::Batch { db, coll }
                         } else if is_query(headers) {
@@ -519,7 +519,7 @@ mod tests {
         h.insert(header::IS_QUERY_PLAN_REQUEST, "true".parse().unwrap());
         assert!(matches!(
             Endpoint::decode(&Method::POST, &s, &h).unwrap(),
-            Endpoint::QueryPlan { .. }
+            Endpoint::RoutePlan { .. }
         ));
         assert!(Endpoint::decode(&Method::PUT, &s, &h).is_err());
         assert!(Endpoint::decode(&Method::GET, &segs("/dbs/d/colls/c/attachments"), &h).is_err());

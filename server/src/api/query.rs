@@ -3,7 +3,7 @@
 //! containers, offers).
 //!
 //! This file is the HTTP side only: it decodes the request, asks the pure planner
-//! (`strata_query::sql::query_plan`) where the query goes — the request scope (partition key
+//! (`strata_query::sql::route_plan`) where the query goes — the request scope (partition key
 //! header, range id, EPK headers) intersected with the routing its WHERE clause implies —,
 //! hands the plan to the executor ([`crate::exec`]) and encodes the page, its charge, route,
 //! metrics and continuation.
@@ -25,7 +25,7 @@ use std::time::Instant;
 use strata_query::index::Access;
 use strata_query::pk::EpkRange;
 use strata_query::protocol::{escape_plan, header};
-use strata_query::sql::query_plan::{QueryPlan, RequestScope};
+use strata_query::sql::route_plan::{RequestScope, RoutePlan};
 use strata_query::sql::token::Continuation;
 use strata_query::sql::{self, Ctx, PreparedQuery, Routing};
 
@@ -51,7 +51,7 @@ fn query_body(req: &Req) -> Result<(String, Vec<(String, Value)>), CosmosError> 
 
 /// Decides where the query goes: the request's scope, then the pure planner over the
 /// current partition map.
-fn target(c: &Container, req: &Req, p: &PreparedQuery) -> Result<QueryPlan, CosmosError> {
+fn target(c: &Container, req: &Req, p: &PreparedQuery) -> Result<RoutePlan, CosmosError> {
     let scope = request_scope(c, req)?;
     let request = RequestScope {
         range: scope.range,
@@ -145,7 +145,7 @@ pub async fn query_items(app: &App, req: &Req, c: &Arc<Container>) -> Result<Rep
     // clause is cross-partition — whatever the number of physical partitions — and needs the
     // client to say so (the SDKs send the flag when the application enables it; the JS SDK
     // always does).
-    if !scoped && target.route != sql::query_plan::Route::Single {
+    if !scoped && target.route != sql::route_plan::Route::Single {
         require_cross_partition(req)?;
     }
     // The gateway refuses these whatever the number of physical partitions, even when the
@@ -203,7 +203,7 @@ pub async fn query_items(app: &App, req: &Req, c: &Arc<Container>) -> Result<Rep
     }
     if req.flag(header::POPULATE_INDEX_METRICS) {
         let scoped_by_key =
-            req.partition_key()?.is_some() || plan.routing.route == sql::query_plan::Route::Single;
+            req.partition_key()?.is_some() || plan.routing.route == sql::route_plan::Route::Single;
         reply = reply.header(
             header::INDEX_UTILIZATION,
             index_metrics(c, &plan.access, scoped_by_key),

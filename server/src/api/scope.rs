@@ -14,7 +14,7 @@ use strata_query::pk::epk::epk_range;
 use strata_query::pk::{EpkRange, PartitionKey, PkComponent};
 use strata_query::protocol::header;
 
-pub use strata_query::sql::query_plan::Route;
+pub use strata_query::sql::route_plan::Route;
 
 #[derive(Debug, Clone)]
 pub struct Scope {

@@ -1,4 +1,4 @@
-//! The plan one query page runs: where it goes ([`QueryPlan`]: route, partitions, the
+//! The plan one query page runs: where it goes ([`RoutePlan`]: route, partitions, the
 //! operators above the scans and how partial results merge), how each partition is read (the
 //! index access path) and how the page is cut. One value, decided before anything is read:
 //! it is what `x-strata-query-plan` prints and what [`run`](super::run) executes.
@@ -8,7 +8,7 @@ use crate::store::container::Container;
 use std::fmt;
 use std::sync::Arc;
 use strata_query::index::Access;
-use strata_query::sql::query_plan::{self, Partition, QueryPlan, RequestScope};
+use strata_query::sql::route_plan::{self, Partition, RequestScope, RoutePlan};
 use strata_query::sql::PreparedQuery;
 
 /// How a page is cut.
@@ -25,14 +25,14 @@ pub struct Paging {
 #[derive(Debug, Clone)]
 pub struct Plan {
     pub query: Arc<PreparedQuery>,
-    pub routing: QueryPlan,
+    pub routing: RoutePlan,
     pub access: Arc<Access>,
     pub paging: Paging,
 }
 
 /// Where `p` goes in `c` under the request's `scope`: the pure planner over the current
 /// partition map.
-pub fn route(c: &Container, p: &PreparedQuery, scope: &RequestScope) -> QueryPlan {
+pub fn route(c: &Container, p: &PreparedQuery, scope: &RequestScope) -> RoutePlan {
     let partitions: Vec<Partition> = c
         .partitions()
         .ranges
@@ -42,7 +42,7 @@ pub fn route(c: &Container, p: &PreparedQuery, scope: &RequestScope) -> QueryPla
             range: r.range,
         })
         .collect();
-    query_plan::plan(p, scope, &partitions)
+    route_plan::plan(p, scope, &partitions)
 }
 
 impl Plan {
@@ -52,7 +52,7 @@ impl Plan {
     pub fn new(
         c: &Container,
         query: Arc<PreparedQuery>,
-        routing: QueryPlan,
+        routing: RoutePlan,
         enable_scan: bool,
         paging: Paging,
     ) -> Result<Plan, ExecError> {

@@ -44,9 +44,9 @@ pub(super) fn whole(
     page: usize,
     per_range: bool,
 ) -> Arc<Plan> {
-    let scope = strata_query::sql::query_plan::RequestScope {
+    let scope = strata_query::sql::route_plan::RequestScope {
         range: Some(EpkRange::full()),
-        route: strata_query::sql::query_plan::Route::FanOut,
+        route: strata_query::sql::route_plan::Route::FanOut,
         source: "the whole container",
     };
     let paging = Paging {

@@ -1,7 +1,7 @@
 //! The plan of one query request: which physical partitions it visits and why, and the
 //! operators that run over them. A plain value, decided once by [`plan`] from the prepared
 //! query, the request's scope and the partition map, so routing can be printed and tested
-//! without HTTP (DataFusion's `display_indent` is the model for [`QueryPlan`]'s `Display`).
+//! without HTTP (DataFusion's `display_indent` is the model for [`RoutePlan`]'s `Display`).
 
 use super::ast::{OrderBy, Projection};
 use super::routing::{Mode, Routing};
@@ -50,7 +50,7 @@ pub struct Partition {
 
 /// Where a request goes and what runs there.
 #[derive(Debug, Clone, PartialEq)]
-pub struct QueryPlan {
+pub struct RoutePlan {
     pub route: Route,
     /// Why this route: the request scope and what the WHERE clause pins.
     pub reason: String,
@@ -65,7 +65,7 @@ pub struct QueryPlan {
 }
 
 /// Decides the route of `p` under `scope` over the container's `partitions` (in EPK order).
-pub fn plan(p: &PreparedQuery, scope: &RequestScope, partitions: &[Partition]) -> QueryPlan {
+pub fn plan(p: &PreparedQuery, scope: &RequestScope, partitions: &[Partition]) -> RoutePlan {
     let (ranges, route, reason) = match &scope.range {
         None => (
             Vec::new(),
@@ -111,7 +111,7 @@ pub fn plan(p: &PreparedQuery, scope: &RequestScope, partitions: &[Partition]) -
             }
         }
     }
-    QueryPlan {
+    RoutePlan {
         route,
         reason,
         ranges,
@@ -121,7 +121,7 @@ pub fn plan(p: &PreparedQuery, scope: &RequestScope, partitions: &[Partition]) -
     }
 }
 
-impl QueryPlan {
+impl RoutePlan {
     /// Ids of the physical partitions visited, each once, in EPK order.
     pub fn partition_ids(&self) -> Vec<u32> {
         let mut ids: Vec<u32> = Vec::new();
@@ -252,7 +252,7 @@ fn operators(p: &PreparedQuery) -> Vec<Operator> {
     ops
 }
 
-impl fmt::Display for QueryPlan {
+impl fmt::Display for RoutePlan {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let ids: Vec<String> = self.partition_ids().iter().map(u32::to_string).collect();
         writeln!(
@@ -346,7 +346,7 @@ mod tests {
         }
     }
 
-    fn plan_of(sql: &str, scope: &RequestScope) -> QueryPlan {
+    fn plan_of(sql: &str, scope: &RequestScope) -> RoutePlan {
         let d = def();
         let p = prepare(sql, &[], Some(&d)).unwrap();
         plan(&p, scope, &partitions(&d))
