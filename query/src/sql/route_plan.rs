@@ -36,9 +36,25 @@ impl Route {
 pub struct RequestScope {
     /// `None`: the request addresses nothing (an empty intersection).
     pub range: Option<EpkRange>,
+    /// Set when a full key was given: only items with exactly this EPK match (a read feed
+    /// filters by it; a hierarchical key's EPK is also a prefix of longer ones).
+    pub exact_epk: Option<String>,
     pub route: Route,
     /// What in the request set it, for the printed plan (e.g. "partition key header").
     pub source: &'static str,
+}
+
+impl RequestScope {
+    /// The whole container, as a request without a partition key, range id or EPK range
+    /// addresses it.
+    pub fn whole() -> RequestScope {
+        RequestScope {
+            range: Some(EpkRange::full()),
+            exact_epk: None,
+            route: Route::FanOut,
+            source: "no partition key in the request",
+        }
+    }
 }
 
 /// One physical partition of the container: its id and EPK range.
@@ -339,11 +355,7 @@ mod tests {
     }
 
     fn whole() -> RequestScope {
-        RequestScope {
-            range: Some(EpkRange::full()),
-            route: Route::FanOut,
-            source: "no partition key in the request",
-        }
+        RequestScope::whole()
     }
 
     fn plan_of(sql: &str, scope: &RequestScope) -> RoutePlan {
@@ -374,6 +386,7 @@ mod tests {
         let prefix = PartitionKey::from_header("[\"t\"]").unwrap();
         let scope = RequestScope {
             range: Some(epk_range(&d, &prefix).unwrap()),
+            exact_epk: None,
             route: Route::Targeted,
             source: "partition key header (prefix)",
         };

@@ -25,7 +25,7 @@ use std::time::Instant;
 use strata_query::index::Access;
 use strata_query::pk::EpkRange;
 use strata_query::protocol::{escape_plan, header};
-use strata_query::sql::route_plan::{RequestScope, RoutePlan};
+use strata_query::sql::route_plan::RoutePlan;
 use strata_query::sql::token::Continuation;
 use strata_query::sql::{self, Ctx, PreparedQuery, Routing};
 
@@ -52,13 +52,7 @@ fn query_body(req: &Req) -> Result<(String, Vec<(String, Value)>), CosmosError> 
 /// Decides where the query goes: the request's scope, then the pure planner over the
 /// current partition map.
 fn target(c: &Container, req: &Req, p: &PreparedQuery) -> Result<RoutePlan, CosmosError> {
-    let scope = request_scope(c, req)?;
-    let request = RequestScope {
-        range: scope.range,
-        route: scope.route,
-        source: scope.source,
-    };
-    Ok(exec::route(c, p, &request))
+    Ok(exec::route(c, p, &request_scope(c, req)?))
 }
 
 /// Whether the Cosmos gateway would refuse to run this query itself (it needs the client to

@@ -14,22 +14,11 @@ use strata_query::pk::epk::epk_range;
 use strata_query::pk::{EpkRange, PartitionKey, PkComponent};
 use strata_query::protocol::header;
 
-pub use strata_query::sql::route_plan::Route;
-
-#[derive(Debug, Clone)]
-pub struct Scope {
-    /// The EPK range addressed (possibly empty).
-    pub range: Option<EpkRange>,
-    /// Set when a full key was given: only items with exactly this EPK match.
-    pub exact_epk: Option<String>,
-    pub route: Route,
-    /// What in the request set the scope (for printed query plans).
-    pub source: &'static str,
-}
+use strata_query::sql::route_plan::{RequestScope, Route};
 
 /// The scope of a feed or query request.
-pub fn request_scope(c: &Container, req: &Req) -> Result<Scope, CosmosError> {
-    let mut scope = Scope {
+pub fn request_scope(c: &Container, req: &Req) -> Result<RequestScope, CosmosError> {
+    let mut scope = RequestScope {
         range: Some(EpkRange::full()),
         exact_epk: None,
         route: Route::FanOut,

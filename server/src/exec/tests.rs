@@ -44,11 +44,7 @@ pub(super) fn whole(
     page: usize,
     per_range: bool,
 ) -> Arc<Plan> {
-    let scope = strata_query::sql::route_plan::RequestScope {
-        range: Some(EpkRange::full()),
-        route: strata_query::sql::route_plan::Route::FanOut,
-        source: "the whole container",
-    };
+    let scope = strata_query::sql::route_plan::RequestScope::whole();
     let paging = Paging {
         page_size: page,
         per_range,
