@@ -83,9 +83,11 @@ pub fn apply(
     cond: &Conditions,
 ) -> Result<Outcome, CosmosError> {
     let c = t.container();
-    let live = t.get(epk, id)?;
+    // The stored version is read once: its live view decides the conditions, the raw one
+    // (an expired version not purged yet included) is what a write replaces.
+    let raw = t.get_raw(epk, id)?;
+    let live = raw.clone().filter(|i| t.is_live(i));
     let written = |t: &mut Txn<'_>, doc: Map<String, Value>, status: StatusCode| {
-        let raw = t.get_raw(epk, id)?;
         let w = put(t, epk, id, doc, raw.as_ref())?;
         let status = if status == StatusCode::OK && w.created {
             StatusCode::CREATED
@@ -155,7 +157,6 @@ pub fn apply(
         Op::Delete => {
             let prev = live.ok_or_else(|| not_found(id, pk))?;
             check_if_match(&prev, c, cond)?;
-            let raw = t.get_raw(epk, id)?;
             t.delete(epk, id, raw.as_ref().unwrap_or(&prev))?;
             Ok(Outcome {
                 status: StatusCode::NO_CONTENT,

@@ -192,3 +192,69 @@ async fn history_is_logged_and_purged_past_its_retention() {
     let h = c.history(&all, None, 0, c.current_lsn(), 100).unwrap();
     assert!(h.changes.is_empty(), "nothing logged without a policy");
 }
+
+/// The sizes a write finds for its logical partition (kept in memory after the first read)
+/// always equal what storage holds: after commits, a transaction that fails, an operation
+/// rolled back to its savepoint, and a delete that empties the partition.
+#[tokio::test]
+async fn logical_partition_sizes_in_memory_match_storage() {
+    let (_s, c) = open_with_container(StoreConfig {
+        data_dir: None,
+        limits: Limits::default(),
+    })
+    .await;
+    let stored = |c: &Container| -> (u64, u64) {
+        let all = strata_query::pk::EpkRange::full();
+        crate::store::split::logical_partitions(c, &all)
+            .unwrap()
+            .into_iter()
+            .find(|(e, _, _)| e == EPK)
+            .map_or((0, 0), |(_, b, n)| (b, n))
+    };
+    let seen = |c: &Container| {
+        let mut size = (0, 0);
+        let _ = c
+            .write(|t| {
+                size = t.logical_partition_size(EPK)?;
+                Ok::<_, StoreError>(())
+            })
+            .unwrap();
+        size
+    };
+    for id in ["1", "2"] {
+        let _ = c
+            .write(|t| crate::items::ops::put(t, EPK, id, doc(id), None))
+            .unwrap();
+        assert_eq!(seen(&c), stored(&c));
+    }
+    let before = stored(&c);
+    assert_eq!(before.1, 2);
+    // A transaction that writes and then fails leaves no trace in the sizes.
+    let failed = c.write(|t| {
+        crate::items::ops::put(t, EPK, "3", doc("3"), None)?;
+        Err::<(), _>(crate::error::CosmosError::bad_request("refused"))
+    });
+    assert!(failed.is_err());
+    assert_eq!(seen(&c), before);
+    // An operation undone to its savepoint is not counted; the one after it is.
+    let _ = c
+        .write(|t| {
+            let sp = t.savepoint();
+            crate::items::ops::put(t, EPK, "4", doc("4"), None)?;
+            t.rollback_to(sp);
+            crate::items::ops::put(t, EPK, "5", doc("5"), None)
+        })
+        .unwrap();
+    assert_eq!(stored(&c).1, 3);
+    assert_eq!(seen(&c), stored(&c));
+    for id in ["1", "2", "5"] {
+        let _ = c
+            .write(|t| {
+                let prev = t.get_raw(EPK, id)?.expect("exists");
+                t.delete(EPK, id, &prev)
+            })
+            .unwrap();
+    }
+    assert_eq!(stored(&c), (0, 0));
+    assert_eq!(seen(&c), (0, 0));
+}

@@ -32,7 +32,7 @@ use serde_json::Value;
 use std::collections::HashMap;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use strata_query::pk::{EpkRange, PartitionKeyDefinition};
 use strata_query::sql::computed::ComputedProperty;
 
@@ -165,6 +165,9 @@ pub struct Container {
     turn: tokio::sync::Mutex<()>,
     /// One script transaction at a time may queue for a turn (see [`Container::script_turn`]).
     script_turns: tokio::sync::Semaphore,
+    /// Sizes of logical partitions recently written (bytes, count), as committed (see
+    /// [`LpSizes`]).
+    pub(in crate::store) lp_sizes: Mutex<LpSizes>,
 }
 
 type DefinedCache = std::sync::Mutex<HashMap<([u8; 8], u16, String, String), (u64, u64)>>;
@@ -186,6 +189,31 @@ pub struct Record {
     pub version: Version,
     pub doc: Value,
     pub ttl: Option<i64>,
+}
+
+/// The committed sizes of the logical partitions a container's writes touched lately, so a
+/// write finds its partition's size without a storage lookup (a memtable search over a long
+/// key, a measurable part of a write's CPU). Bounded: past [`LpSizes::CAP`] entries it starts
+/// over, and a miss reads storage. Writers of a container are serialised by its log, and a
+/// commit updates these sizes before the next transaction may read them (see
+/// [`Container::write`]), so they never disagree with storage.
+#[derive(Debug, Default)]
+pub struct LpSizes(HashMap<String, (u64, u64)>);
+
+impl LpSizes {
+    /// About 10 MB at most.
+    pub const CAP: usize = 1 << 16;
+
+    pub(in crate::store) fn get(&self, epk: &str) -> Option<(u64, u64)> {
+        self.0.get(epk).copied()
+    }
+
+    pub(in crate::store) fn set(&mut self, epk: &str, size: (u64, u64)) {
+        if self.0.len() >= Self::CAP && !self.0.contains_key(epk) {
+            self.0.clear();
+        }
+        self.0.insert(epk.to_string(), size);
+    }
 }
 
 /// What a write produced, for the response.
@@ -251,6 +279,7 @@ impl Container {
             deleted: AtomicBool::new(false),
             turn: tokio::sync::Mutex::new(()),
             script_turns: tokio::sync::Semaphore::new(1),
+            lp_sizes: Mutex::new(LpSizes::default()),
             engine,
             limits,
         };
@@ -571,7 +600,14 @@ impl Container {
                 last_lsn.to_be_bytes().to_vec(),
             );
         }
+        // Held across the commit: the next transaction (it waits for the log this commit
+        // releases) reads sizes only after they are updated below.
+        let mut sizes = lock(&self.lp_sizes);
         let token = tx.commit().map_err(StoreError::from)?;
+        for (epk, d) in &txn.lp_delta {
+            sizes.set(epk, d.total);
+        }
+        drop(sizes);
         if docs_created {
             self.doc_counter.store(next_doc, Ordering::Release);
         }
@@ -696,6 +732,10 @@ pub fn decode_lp(v: &[u8]) -> (u64, u64) {
         u64::from_be_bytes(v[..8].try_into().expect("8 bytes")),
         u64::from_be_bytes(v[8..16].try_into().expect("8 bytes")),
     )
+}
+
+pub fn lock<T>(l: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    l.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 pub fn read<T>(l: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {

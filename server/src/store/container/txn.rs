@@ -87,9 +87,18 @@ impl Txn<'_> {
 
     /// The live version (expired items are absent).
     pub fn get(&self, epk: &str, id: &str) -> Result<Option<StoredItem>, StoreError> {
-        Ok(self
-            .get_raw(epk, id)?
-            .filter(|i| !i.is_expired(self.default_ttl, self.now)))
+        Ok(self.get_raw(epk, id)?.filter(|i| self.is_live(i)))
+    }
+
+    /// Whether a version read by [`Txn::get_raw`] is live (not expired by TTL) as of this
+    /// transaction.
+    pub fn is_live(&self, item: &StoredItem) -> bool {
+        !item.is_expired(self.default_ttl, self.now)
+    }
+
+    /// Size of a logical partition (bytes, items) as of this transaction.
+    pub fn logical_partition_size(&self, epk: &str) -> Result<(u64, u64), StoreError> {
+        self.lp_size(epk)
     }
 
     /// Size of a logical partition as of this transaction.
@@ -97,12 +106,17 @@ impl Txn<'_> {
         if let Some(d) = self.lp_delta.get(epk) {
             return Ok(d.total);
         }
+        if let Some(size) = lock(&self.c.lp_sizes).get(epk) {
+            return Ok(size);
+        }
         let key = keys::partition_key(self.c.cid, epk);
-        Ok(self
+        let size = self
             .tx
             .get(Space::Partitions, &key)?
             .map(|v| decode_lp(&v))
-            .unwrap_or((0, 0)))
+            .unwrap_or((0, 0));
+        lock(&self.c.lp_sizes).set(epk, size);
+        Ok(size)
     }
 
     fn account(&mut self, epk: &str, bytes: i64, count: i64) -> Result<(), StoreError> {
