@@ -8,13 +8,14 @@
 
 use crate::client::Http;
 use crate::dataset::Dataset;
+use crate::profile::Profiled;
 use crate::workloads::{workload, WORKLOADS};
 use crate::{baseline, baseline_ops, hot, load, paired_with_baseline, print_rows, Args, Report};
 use reqwest::Method;
 use serde_json::json;
 use std::sync::Arc;
 
-pub async fn external(a: &Args, r: &mut Report) {
+pub async fn external(a: &Args, r: &mut Report, profiled: Option<&Profiled>) {
     let Some(endpoint) = a.endpoint.as_deref() else {
         return;
     };
@@ -61,7 +62,24 @@ pub async fn external(a: &Args, r: &mut Report) {
             eprintln!("unknown workload {w}");
             continue;
         };
+        let recording = profiled.map(|p| p.start(w));
         let (m, paired_base) = paired_with_baseline(a, w, op, &get, &post).await;
+        if let (Some(p), Some(rec)) = (profiled, recording) {
+            let rounds = a.seconds.round().max(1.0);
+            let warm = a.warmup + 0.1 * (rounds - 1.0);
+            let (cpu_us, top) = p.finish(rec, &m, warm);
+            println!("  {w}: server CPU {cpu_us:.1} µs per request");
+            r.extra
+                .insert(format!("server_cpu_us_per_request.{w}"), json!(cpu_us));
+            if let Some(top) = top {
+                let file = p.dir.join(format!("{w}.txt"));
+                let _ = std::fs::write(&file, &top);
+                println!("  {w}: heaviest functions (self time), {}:", file.display());
+                for l in top.lines().take(12) {
+                    println!("      {l}");
+                }
+            }
+        }
         rows.push(m);
         rows.push(paired_base);
     }

@@ -22,6 +22,7 @@ mod dataset;
 mod external;
 mod hot;
 mod indexing;
+mod profile;
 mod runner;
 mod scale;
 mod scripts;
@@ -111,6 +112,11 @@ struct Args {
     /// Keep the `bench` database of `--endpoint` at the end.
     #[arg(long)]
     keep: bool,
+    /// Run the throughput workloads against strata started as a separate process and record,
+    /// per workload, the server's CPU time per request and (with `perf` installed) a CPU
+    /// profile of the server into this folder (see `profile.rs`).
+    #[arg(long)]
+    profile: Option<PathBuf>,
     /// Where to write the JSON report.
     #[arg(long, default_value = "target/bench/report.json")]
     json: PathBuf,
@@ -136,7 +142,7 @@ fn rss_kb(pid: u32) -> u64 {
 }
 
 /// CPU time (user + system, in clock ticks) a process has used so far.
-fn cpu_ticks(pid: u32) -> Option<u64> {
+pub(crate) fn cpu_ticks(pid: u32) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // Fields after the parenthesised command name; utime and stime are the 12th and 13th.
     let rest = &stat[stat.rfind(')')? + 2..];
@@ -762,6 +768,20 @@ fn main() {
         extra: serde_json::Map::new(),
         targets: Vec::new(),
     };
+    // --profile: the server as a process of its own, driven like an external endpoint.
+    let mut profiled = None;
+    let mut server = None;
+    if let (Some(dir), None) = (a.profile.clone(), &a.endpoint) {
+        let _ = std::fs::create_dir_all(&dir);
+        let data = temp_dir("profile");
+        let (child, url) = scale::spawn_server(&scale::server_bin(&a), &data);
+        profiled = Some(profile::Profiled {
+            pid: child.id(),
+            dir,
+        });
+        server = Some((child, data));
+        a.endpoint = Some(url);
+    }
     let suites: Vec<String> = if a.endpoint.is_some() {
         // The other suites start their own servers (in process, or as a process to measure).
         vec!["external".into()]
@@ -802,11 +822,16 @@ fn main() {
                 "bulk" => bulk::bulk(&a, &mut report).await,
                 "copy" => copy::copy_suite(&a, &mut report).await,
                 "wire" => wire::wire(&a, &mut report).await,
-                "external" => external::external(&a, &mut report).await,
+                "external" => external::external(&a, &mut report, profiled.as_ref()).await,
                 other => eprintln!("unknown suite {other}"),
             }
         }
     });
+    if let Some((mut child, data)) = server {
+        let _ = child.kill();
+        let _ = child.wait();
+        let _ = std::fs::remove_dir_all(data);
+    }
     let errors: u64 = report.rows.iter().map(|m| m.errors).sum();
     let json = json!({
         "machine": {"cores": num_cpus::get()},
