@@ -78,8 +78,9 @@ impl Bucket {
                 }
             }
             if self.hot.len() > HOT_KEYS * 2 {
+                // Keep the HOT_KEYS largest; their order does not matter until reported.
                 let mut v: Vec<(String, f64)> = self.hot.drain().collect();
-                v.sort_by(|a, b| b.1.total_cmp(&a.1));
+                v.select_nth_unstable_by(HOT_KEYS - 1, |a, b| b.1.total_cmp(&a.1));
                 v.truncate(HOT_KEYS);
                 self.hot = v.into_iter().collect();
             }
