@@ -47,11 +47,8 @@ impl Reply {
 
     /// Content paths: Python records session tokens only when these are present.
     pub fn container(self, c: &Container) -> Self {
-        self.header(
-            header::ALT_CONTENT_PATH,
-            format!("dbs/{}/colls/{}", c.db, c.id),
-        )
-        .header(header::CONTENT_PATH, &c.rid)
+        self.header(header::ALT_CONTENT_PATH, &c.alt_content_path)
+            .header(header::CONTENT_PATH, &c.rid)
     }
 
     /// Session token and LSN headers for a response that touched `ranges`.
