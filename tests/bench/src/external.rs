@@ -68,9 +68,14 @@ pub async fn external(a: &Args, r: &mut Report, profiled: Option<&Profiled>) {
             let rounds = a.seconds.round().max(1.0);
             let warm = a.warmup + 0.1 * (rounds - 1.0);
             let (cpu_us, top) = p.finish(rec, &m, warm);
-            println!("  {w}: server CPU {cpu_us:.1} µs per request");
-            r.extra
-                .insert(format!("server_cpu_us_per_request.{w}"), json!(cpu_us));
+            match cpu_us {
+                Some(us) => {
+                    println!("  {w}: server CPU {us:.1} µs per request");
+                    r.extra
+                        .insert(format!("server_cpu_us_per_request.{w}"), json!(us));
+                }
+                None => println!("  {w}: the server's CPU time could not be read (did it exit?)"),
+            }
             if let Some(top) = top {
                 let file = p.dir.join(format!("{w}.txt"));
                 let _ = std::fs::write(&file, &top);

@@ -21,15 +21,14 @@ pub struct Profiled {
 
 /// One workload's recording in progress.
 pub struct Recording {
-    ticks: u64,
+    /// The server's CPU ticks when the workload started (`None`: unreadable).
+    ticks: Option<u64>,
     perf: Option<Child>,
     data: PathBuf,
 }
 
-fn ticks_per_sec() -> f64 {
-    // USER_HZ is 100 on every Linux this runs on.
-    100.0
-}
+/// Clock ticks per second of `/proc/<pid>/stat` (USER_HZ, 100 on every Linux this runs on).
+const TICKS_PER_SEC: f64 = 100.0;
 
 impl Profiled {
     /// Starts measuring workload `name`.
@@ -51,19 +50,29 @@ impl Profiled {
             .spawn()
             .ok();
         Recording {
-            ticks: crate::cpu_ticks(self.pid).unwrap_or(0),
+            ticks: crate::cpu_ticks(self.pid),
             perf,
             data,
         }
     }
 
     /// Stops measuring: the server's CPU per request of `m` (µs; the warm-up's requests,
-    /// which the figures leave out, estimated at the measured rate over `warm_secs`), and the
-    /// profile's heaviest functions when `perf` ran.
-    pub fn finish(&self, rec: Recording, m: &Measured, warm_secs: f64) -> (f64, Option<String>) {
-        let ticks = crate::cpu_ticks(self.pid).unwrap_or(0) - rec.ticks;
+    /// which the figures leave out, estimated at the measured rate over `warm_secs`; `None`
+    /// if the server's CPU time could not be read, e.g. it exited), and the profile's
+    /// heaviest functions when `perf` ran.
+    pub fn finish(
+        &self,
+        rec: Recording,
+        m: &Measured,
+        warm_secs: f64,
+    ) -> (Option<f64>, Option<String>) {
         let requests = m.ops as f64 + m.ops_per_sec * warm_secs;
-        let cpu_us = ticks as f64 / ticks_per_sec() * 1e6 / requests.max(1.0);
+        let cpu_us = match (rec.ticks, crate::cpu_ticks(self.pid)) {
+            (Some(t0), Some(t1)) if t1 >= t0 => {
+                Some((t1 - t0) as f64 / TICKS_PER_SEC * 1e6 / requests.max(1.0))
+            }
+            _ => None,
+        };
         let top = rec.perf.and_then(|mut p| {
             let _ = Command::new("kill")
                 .args(["-INT", &p.id().to_string()])
