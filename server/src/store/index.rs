@@ -1,8 +1,8 @@
 //! The secondary index and unique keys of a container, stored beside its documents.
 //!
 //! Index entries live in [`Space::Index`](super::engine::Space::Index) keyed `cid | generation | path id | term | document`
-//! with empty values, the document spelled `EPK (binary) | id` for hash v2 and hierarchical keys
-//! (fixed-length EPKs) and `EPK (hex) | 0x00 | id` otherwise (see [`DocCodec`]). The term
+//! with empty values, the document spelled as in its item key (`EPK (binary) | id` for hash v2
+//! and hierarchical keys, `EPK (hex) | 0x00 | id` otherwise: see [`KeyCodec`]). The term
 //! (see `strata_query::index::term`) orders entries by value, and the EPK after it orders the
 //! entries of one value by document position — so an equality lookup reads the entries of one
 //! physical partition as one contiguous run, and a split needs no index movement at all: a
@@ -14,8 +14,9 @@
 //! and changed in the same transaction as the document.
 
 use super::engine::prefix_end;
-use super::keys;
+use super::keys::{self, KeyCodec};
 use serde_json::Value;
+use std::borrow::Cow;
 use strata_query::index::policy::{parse_pattern, Seg};
 use strata_query::index::term::{self, Entry};
 use strata_query::index::{IndexingPolicy, Span};
@@ -34,75 +35,14 @@ pub fn path_prefix(cid: u32, gen: u16, pid: &[u8; 8]) -> Vec<u8> {
     k
 }
 
-/// How an index key spells the document after its term.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DocCodec {
-    /// `EPK (hex) | 0x00 | id`, for keys whose EPKs vary in length (hash v1, containers
-    /// without a partition key).
-    Hex,
-    /// `EPK (binary, this many bytes) | id`, for hash v2 and MultiHash keys, whose documents'
-    /// EPKs all have one length: half the bytes of the hex form (an entry of a three-level key
-    /// is about a third shorter).
-    Binary(usize),
-}
-
-impl DocCodec {
-    pub fn of(pk: &strata_query::pk::PartitionKeyDefinition) -> Self {
-        use strata_query::pk::PartitionKind;
-        match (pk.kind, pk.version) {
-            _ if pk.system_key => DocCodec::Hex,
-            (PartitionKind::MultiHash, _) | (PartitionKind::Hash, 2) => {
-                DocCodec::Binary(16 * pk.levels())
-            }
-            _ => DocCodec::Hex,
-        }
-    }
-
-    /// The index form of an item key suffix (`EPK hex | 0x00 | id`); `None` if its EPK does not
-    /// have the length this codec expects.
-    pub fn encode(self, suffix: &[u8]) -> Option<Vec<u8>> {
-        match self {
-            DocCodec::Hex => Some(suffix.to_vec()),
-            DocCodec::Binary(n) => {
-                let (epk, id) = keys::split_item_suffix(suffix)?;
-                let mut out = strata_query::pk::epk::decode_hex(epk).filter(|b| b.len() == n)?;
-                out.extend_from_slice(id.as_bytes());
-                Some(out)
-            }
-        }
-    }
-
-    /// The EPK (hex) and id of an index entry's document part.
-    pub fn decode(self, doc: &[u8]) -> Option<(String, &[u8])> {
-        match self {
-            DocCodec::Hex => {
-                let end = doc.iter().position(|&b| b == 0)?;
-                let epk = std::str::from_utf8(&doc[..end]).ok()?.to_string();
-                Some((epk, &doc[end + 1..]))
-            }
-            DocCodec::Binary(n) => {
-                let epk = doc.get(..n)?;
-                Some((strata_query::pk::epk::encode_hex(epk), &doc[n..]))
-            }
-        }
-    }
-
-    /// An EPK bound in this form, to seek to; `None` when it has none (odd-length hex).
-    pub fn bound(self, epk_hex: &str) -> Option<Vec<u8>> {
-        match self {
-            DocCodec::Hex => Some(epk_hex.as_bytes().to_vec()),
-            DocCodec::Binary(_) => strata_query::pk::epk::decode_hex(epk_hex),
-        }
-    }
-}
-
-/// The index key of one entry of the document at item key suffix `doc` (`EPK | 0 | id`), in
-/// the index's document form; `None` if the EPK does not fit `codec`.
-pub fn entry_key(cid: u32, gen: u16, codec: DocCodec, e: &Entry, doc: &[u8]) -> Option<Vec<u8>> {
+/// The index key of one entry of the document at item key suffix `doc` (the document as the
+/// container's [`KeyCodec`] spells it in every key space).
+pub fn entry_key(cid: u32, gen: u16, e: &Entry, doc: &[u8]) -> Vec<u8> {
     let mut k = path_prefix(cid, gen, &e.0.to_be_bytes());
+    k.reserve(e.1.len() + doc.len());
     k.extend_from_slice(&e.1);
-    k.extend_from_slice(&codec.encode(doc)?);
-    Some(k)
+    k.extend_from_slice(doc);
+    k
 }
 
 /// Splits an index key (after its 14-byte path prefix) into term and document suffix.
@@ -112,12 +52,12 @@ pub fn split_entry(rest: &[u8]) -> Option<(&[u8], &[u8])> {
 }
 
 /// The item key of an index entry's document part, and its EPK (hex).
-pub fn item_key_of(cid: u32, codec: DocCodec, doc: &[u8]) -> Option<(Vec<u8>, String)> {
-    let (epk, id) = codec.decode(doc)?;
-    let mut k = keys::container_prefix(cid);
-    k.extend_from_slice(epk.as_bytes());
-    k.push(0);
-    k.extend_from_slice(id);
+pub fn item_key_of(cid: u32, codec: KeyCodec, doc: &[u8]) -> Option<(Vec<u8>, Cow<'_, str>)> {
+    let (epk, _) = codec.split_doc(doc)?;
+    let epk = codec.epk_hex(epk)?;
+    let mut k = Vec::with_capacity(4 + doc.len());
+    k.extend_from_slice(&cid.to_be_bytes());
+    k.extend_from_slice(doc);
     Some((k, epk))
 }
 
@@ -228,13 +168,12 @@ impl UniqueKeys {
 
     /// The unique-key rows of a document: one key per unique key of the policy. A missing
     /// property counts as null, as in the service (two documents that both lack it conflict).
-    pub fn rows(&self, cid: u32, epk: &str, doc: &Value) -> Vec<Vec<u8>> {
+    pub fn rows(&self, cid: u32, codec: KeyCodec, epk: &str, doc: &Value) -> Vec<Vec<u8>> {
         self.0
             .iter()
             .enumerate()
             .map(|(n, paths)| {
-                let mut k = keys::epk_bound(cid, epk);
-                k.push(0);
+                let mut k = codec.unique_prefix(cid, epk);
                 k.push(n as u8);
                 for p in paths {
                     let v = lookup(doc, p).unwrap_or(&Value::Null);
@@ -306,8 +245,6 @@ pub struct IndexState {
     /// Whether every document has its entries of `gen` (false while a rebuild runs: queries
     /// then scan).
     pub ready: bool,
-    /// How entries spell their document.
-    pub codec: DocCodec,
 }
 
 impl IndexState {
@@ -321,11 +258,7 @@ impl IndexState {
             .and_then(Result::ok)
             .unwrap_or_default();
         let unique = UniqueKeys::from_props(&rec.props).unwrap_or_default();
-        let codec = strata_query::pk::PartitionKeyDefinition::from_json(&rec.partition_key)
-            .map(|pk| DocCodec::of(&pk))
-            .unwrap_or(DocCodec::Hex);
         Self {
-            codec,
             policy: std::sync::Arc::new(policy),
             unique: std::sync::Arc::new(unique),
             gen: rec.index_gen.unwrap_or(0),
@@ -358,10 +291,12 @@ mod tests {
     fn unique_rows_are_scoped_to_the_logical_partition() {
         let props = json!({"uniqueKeyPolicy": {"uniqueKeys": [{"paths": ["/email"]}, {"paths": ["/first", "/last"]}]}});
         let u = UniqueKeys::from_props(props.as_object().unwrap()).unwrap();
-        let a = u.rows(1, "0A", &json!({"email": "x@y", "first": "A"}));
-        let b = u.rows(1, "0B", &json!({"email": "x@y", "first": "A"}));
+        let h = KeyCodec::Hex;
+        let a = u.rows(1, h, "0A", &json!({"email": "x@y", "first": "A"}));
+        let b = u.rows(1, h, "0B", &json!({"email": "x@y", "first": "A"}));
         let c = u.rows(
             1,
+            h,
             "0A",
             &json!({"email": "x@y", "first": "A", "last": null}),
         );

@@ -7,6 +7,7 @@
 pub mod catalog;
 pub mod container;
 pub mod engine;
+pub mod format;
 pub mod index;
 pub mod item;
 pub mod keys;
@@ -99,7 +100,7 @@ impl Store {
                 .map_err(|e| StoreError::Corrupt(format!("catalog counters: {e}")))?,
             None => Counters::default(),
         };
-        build_directory(&engine)?;
+        format::migrate(&engine)?;
         let mut cat = Catalog::default();
         for (_, v) in scan_prefix(&engine, Space::Catalog, b"db/")? {
             let rec: DatabaseRecord = serde_json::from_slice(&v)
@@ -614,45 +615,6 @@ impl Store {
             Err(_) => task(),
         }
     }
-}
-
-/// Fills the item directory from the items, once, for a store written before it existed.
-/// Each chunk is idempotent and the completion marker is written last, after every chunk in
-/// journal order, so an interrupted build simply runs again.
-fn build_directory(engine: &Engine) -> Result<(), StoreError> {
-    if engine
-        .get(Space::Catalog, keys::CATALOG_DIRECTORY)?
-        .is_some()
-    {
-        return Ok(());
-    }
-    let mut cursor: Option<Vec<u8>> = None;
-    let mut built = 0u64;
-    loop {
-        let lower = match &cursor {
-            Some(c) => Bound::Excluded(&c[..]),
-            None => Bound::Unbounded,
-        };
-        let chunk = engine.scan(Space::Items, lower, Bound::Unbounded, 4096, false)?;
-        let Some((last, _)) = chunk.last() else { break };
-        cursor = Some(last.clone());
-        built += chunk.len() as u64;
-        let _ = engine.write(
-            chunk
-                .into_iter()
-                .map(|(k, _)| Op::Put(Space::Directory, k, Vec::new()))
-                .collect(),
-        )?;
-    }
-    let _ = engine.write(vec![Op::Put(
-        Space::Catalog,
-        keys::CATALOG_DIRECTORY.to_vec(),
-        b"1".to_vec(),
-    )])?;
-    if built > 0 {
-        tracing::info!(items = built, "built the item directory of an older store");
-    }
-    Ok(())
 }
 
 /// Every entry whose key starts with `prefix`.

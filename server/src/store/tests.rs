@@ -129,7 +129,7 @@ async fn an_older_store_gets_its_item_directory() {
         .scan_items(&all, None, 100)
         .unwrap()
         .into_iter()
-        .map(|(k, _)| k.id().to_string())
+        .map(|(k, _)| k.parts(c.codec).1.to_string())
         .collect();
     assert_eq!(ids, ["1", "2", "3"]);
     s.shutdown().unwrap();

@@ -102,13 +102,13 @@ fn sweep(c: &Container, cursor: Option<Vec<u8>>) -> Result<Swept, StoreError> {
         t.expiring();
         let mut n = 0;
         for k in &expired {
-            let Some((_, epk, id)) = keys::parse_item_key(k) else {
+            let Some((_, epk, id)) = c.codec.parse_item_key(k) else {
                 continue;
             };
             // Re-check under the write lock: it may have been rewritten meanwhile.
-            if let Some(item) = t.get_raw(epk, id)? {
+            if let Some(item) = t.get_raw(&epk, id)? {
                 if item.is_expired(default_ttl, now) {
-                    t.delete(epk, id, &item)?;
+                    t.delete(&epk, id, &item)?;
                     n += 1;
                 }
             }

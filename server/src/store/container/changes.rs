@@ -49,10 +49,10 @@ impl Container {
         let now = catalog::now_secs();
         let (last, exhausted) =
             self.walk_log(Space::Feed, after, upto, limit, &mut |lsn, k, suffix| {
-                let Some((epk, _)) = keys::split_item_suffix(suffix) else {
+                let Some((epk, _)) = self.codec.parse_doc(suffix) else {
                     return Ok(false);
                 };
-                if !range.contains(epk) || exact.is_some_and(|e| e != epk) {
+                if !range.contains(&epk) || exact.is_some_and(|e| e != epk) {
                     return Ok(false);
                 }
                 let mut key = keys::container_prefix(self.cid);

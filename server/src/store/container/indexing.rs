@@ -27,24 +27,30 @@ impl Txn<'_> {
             let before = old.map(|d| self.index.entries(d)).unwrap_or_default();
             let after = new.map(|d| self.index.entries(d)).unwrap_or_default();
             let (removed, added) = index::diff(&before, &after);
-            let (gen, codec) = (self.index.gen, self.index.codec);
-            let entry = |e| {
-                index::entry_key(cid, gen, codec, e, &key[4..])
-                    .ok_or_else(|| super::reindex::bad_epk(epk))
-            };
+            let gen = self.index.gen;
             for e in removed {
-                self.tx.delete(Space::Index, entry(e)?);
+                self.tx
+                    .delete(Space::Index, index::entry_key(cid, gen, e, &key[4..]));
             }
             for e in added {
-                self.tx.put(Space::Index, entry(e)?, Vec::new());
+                self.tx.put(
+                    Space::Index,
+                    index::entry_key(cid, gen, e, &key[4..]),
+                    Vec::new(),
+                );
             }
         }
         if self.index.unique.is_empty() {
             return Ok(());
         }
         let unique = std::sync::Arc::clone(&self.index.unique);
-        let before = old.map(|d| unique.rows(cid, epk, d)).unwrap_or_default();
-        let after = new.map(|d| unique.rows(cid, epk, d)).unwrap_or_default();
+        let codec = self.c.codec;
+        let before = old
+            .map(|d| unique.rows(cid, codec, epk, d))
+            .unwrap_or_default();
+        let after = new
+            .map(|d| unique.rows(cid, codec, epk, d))
+            .unwrap_or_default();
         for row in &after {
             if before.contains(row) {
                 continue;

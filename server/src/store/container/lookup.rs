@@ -13,7 +13,7 @@ use crate::store::index::{
     self, item_key_of, path_id_of, path_prefix, span_bounds, split_entry, IndexState,
 };
 use crate::store::item::StoredItem;
-use crate::store::{keys, StoreError};
+use crate::store::StoreError;
 use std::ops::Bound;
 use std::time::{Duration, Instant};
 use strata_query::index::{OrderPath, Probe, Seg, Span};
@@ -68,20 +68,16 @@ impl Container {
         stats: &mut IndexStats,
         f: &mut dyn FnMut(&[u8], Vec<u8>) -> bool,
     ) -> Result<bool, StoreError> {
-        let (gen, codec) = (state.gen, state.codec);
+        let (gen, codec) = (state.gen, self.codec);
         let prefix = path_prefix(self.cid, gen, &path_id_of(path));
         let (mut lo, mut hi) = span_bounds(&prefix, span);
         // One term: its entries are ordered by EPK, so the partition's are one run.
         let point = span.hi.len() == span.lo.len() + 1 && span.hi.starts_with(&span.lo);
         if point {
-            if let Some(min) = codec.bound(&range.min) {
-                lo.extend_from_slice(&min);
-            }
+            codec.push_bound(&mut lo, &range.min);
             if range.max.as_str() < "FF" {
-                if let Some(max) = codec.bound(&range.max) {
-                    hi.truncate(hi.len() - 1);
-                    hi.extend_from_slice(&max);
-                }
+                hi.truncate(hi.len() - 1);
+                codec.push_bound(&mut hi, &range.max);
             }
         }
         let mut read_n = 0u64;
@@ -250,12 +246,7 @@ impl Container {
         stats: &mut IndexStats,
     ) -> Result<u64, StoreError> {
         let started = Instant::now();
-        let lo = keys::epk_bound(self.cid, &range.min);
-        let hi = if range.max.as_str() >= "FF" {
-            keys::container_prefix(self.cid + 1)
-        } else {
-            keys::epk_bound(self.cid, &range.max)
-        };
+        let (lo, hi) = self.key_bounds(range);
         let mut n = 0u64;
         let mut cursor = lo.clone();
         let mut first = true;

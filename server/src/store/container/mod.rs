@@ -98,12 +98,14 @@ impl DocPos {
         DocPos(k)
     }
 
-    pub fn epk(&self) -> &str {
-        keys::parse_item_key(&self.0).map_or("", |(_, e, _)| e)
-    }
-
-    pub fn id(&self) -> &str {
-        keys::parse_item_key(&self.0).map_or("", |(_, _, i)| i)
+    /// The EPK (hex) and id of the document here, in the container's key spelling.
+    pub(in crate::store) fn parts(
+        &self,
+        codec: keys::KeyCodec,
+    ) -> (std::borrow::Cow<'_, str>, &str) {
+        codec
+            .parse_item_key(&self.0)
+            .map_or((std::borrow::Cow::Borrowed(""), ""), |(_, e, i)| (e, i))
     }
 
     /// About what holding this position costs in memory.
@@ -130,6 +132,8 @@ pub struct Container {
     /// `dbs/{db}/colls/{id}`, the `x-ms-alt-content-path` of every response.
     pub alt_content_path: String,
     pub pk: PartitionKeyDefinition,
+    /// How the container's keys spell EPKs (see [`keys::KeyCodec`]).
+    pub(in crate::store) codec: keys::KeyCodec,
     /// User-settable properties, timestamps and throughput (the `ranges` field is not kept
     /// current here; the partition map is authoritative).
     pub(in crate::store) meta: RwLock<ContainerRecord>,
@@ -270,6 +274,7 @@ impl Container {
             rid: catalog::coll_rid(rec.db_seq, rec.cid),
             db_rid: catalog::db_rid(rec.db_seq),
             alt_content_path: format!("dbs/{}/colls/{}", rec.db, rec.id),
+            codec: keys::KeyCodec::of(&pk),
             pk,
             meta: RwLock::new(rec),
             map: RwLock::new(map),
@@ -311,9 +316,9 @@ impl Container {
                 break;
             }
             for (k, v) in &chunk {
-                let epk = std::str::from_utf8(&k[4..]).unwrap_or("");
+                let epk = self.codec.epk_hex(&k[4..]).unwrap_or_default();
                 let (bytes, count) = decode_lp(v);
-                let i = map.index_of(epk);
+                let i = map.index_of(&epk);
                 map.ranges[i].bytes += bytes;
                 map.ranges[i].count += count;
             }
@@ -363,7 +368,7 @@ impl Container {
 
     /// Reads the live version of an item (expired items are absent).
     pub fn read_item(&self, epk: &str, id: &str) -> Result<Option<(StoredItem, u32)>, StoreError> {
-        let key = keys::item_key(self.cid, epk, id);
+        let key = self.codec.item_key(self.cid, epk, id);
         let raw = self.engine.get(Space::Items, &key)?;
         let range_id = {
             let map = read(&self.map);
@@ -384,12 +389,13 @@ impl Container {
     /// links address items by `_rid`; there is no rid index, so this scans the one logical
     /// partition the request names).
     pub fn id_by_doc_seq(&self, epk: &str, doc_seq: u64) -> Result<Option<String>, StoreError> {
-        let start = keys::item_key(self.cid, epk, "");
+        let start = self.codec.item_key(self.cid, epk, "");
         let end = crate::store::engine::prefix_end(&start).unwrap_or_default();
         let mut found = None;
+        let codec = self.codec;
         self.walk(&start, &end, None, &mut |k, item| {
             if item.doc_seq == doc_seq {
-                found = keys::parse_item_key(&k).map(|(_, _, id)| id.to_string());
+                found = codec.parse_item_key(&k).map(|(_, _, id)| id.to_string());
                 return false;
             }
             true
@@ -405,12 +411,7 @@ impl Container {
         after: Option<&DocPos>,
         limit: usize,
     ) -> Result<Vec<(DocPos, StoredItem)>, StoreError> {
-        let start = keys::epk_bound(self.cid, &range.min);
-        let end = if range.max.as_str() >= "FF" {
-            keys::container_prefix(self.cid + 1)
-        } else {
-            keys::epk_bound(self.cid, &range.max)
-        };
+        let (start, end) = self.key_bounds(range);
         let default_ttl = self.default_ttl();
         let now = catalog::now_secs();
         let mut out = Vec::with_capacity(limit.min(256));
@@ -481,7 +482,7 @@ impl Container {
     ) -> Result<Vec<(DocPos, StoredItem)>, StoreError> {
         let mut rows = self.scan_items(range, after, limit)?;
         if let Some(e) = exact {
-            rows.retain(|(p, _)| p.epk() == e);
+            rows.retain(|(p, _)| p.parts(self.codec).0 == e);
         }
         Ok(rows)
     }
@@ -490,7 +491,19 @@ impl Container {
     /// names one.
     pub fn doc_pos(&self, hex: &str) -> Option<DocPos> {
         let suffix = strata_query::pk::epk::decode_hex(hex)?;
-        keys::split_item_suffix(&suffix)?;
+        // In hex a position has the EPK's terminator; in binary any bytes are one (a page that
+        // ended with a physical partition resumes at its bound, shorter than a document EPK).
+        // A document position from before the store's migration to binary EPKs is refused
+        // rather than read in the wrong spelling (see `super::format`).
+        match self.codec {
+            keys::KeyCodec::Hex => {
+                self.codec.split_doc(&suffix)?;
+            }
+            keys::KeyCodec::Binary(n) if super::format::hex_doc(&suffix, n).is_some() => {
+                return None
+            }
+            keys::KeyCodec::Binary(_) => {}
+        }
         let mut key = keys::container_prefix(self.cid);
         key.extend_from_slice(&suffix);
         Some(DocPos(key))
@@ -498,14 +511,25 @@ impl Container {
 
     /// The position just before every document of EPK `epk`.
     pub fn position_before(&self, epk: &str) -> DocPos {
-        DocPos(keys::epk_bound(self.cid, epk))
+        DocPos(self.codec.epk_bound(self.cid, epk))
     }
 
     /// A document position just before every document of EPK `epk` (that of an empty id,
     /// which no document has), one a continuation token can carry: where a page that ended
     /// with a physical partition resumes.
     pub fn position_at_start_of(&self, epk: &str) -> DocPos {
-        DocPos(keys::item_key(self.cid, epk, ""))
+        DocPos(self.codec.item_key(self.cid, epk, ""))
+    }
+
+    /// The item keys of the documents with EPK in `range`: `[start, end)`.
+    pub(in crate::store) fn key_bounds(&self, range: &EpkRange) -> (Vec<u8>, Vec<u8>) {
+        let start = self.codec.epk_bound(self.cid, &range.min);
+        let end = if range.max.as_str() >= "FF" {
+            keys::container_prefix(self.cid + 1)
+        } else {
+            self.codec.epk_bound(self.cid, &range.max)
+        };
+        (start, end)
     }
 
     /// Waits until the write behind `token` is durable (at once in memory).
@@ -585,7 +609,7 @@ impl Container {
             }
         }
         for (epk, d) in &txn.lp_delta {
-            let key = keys::partition_key(self.cid, epk);
+            let key = self.codec.partition_key(self.cid, epk);
             match d.total {
                 (b, c) if c > 0 => tx.put(Space::Partitions, key, encode_lp(b, c)),
                 _ => tx.delete(Space::Partitions, key),

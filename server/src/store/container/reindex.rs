@@ -77,10 +77,11 @@ impl Txn<'_> {
     /// Writes the generation-`gen` entries and unique-key rows of the stored document at
     /// `key` (idempotent: a document already indexed by a write gets the same entries).
     fn index_stored(&mut self, key: &[u8], gen: u16) -> Result<(), StoreError> {
-        let Some((_, epk, id)) = keys::parse_item_key(key) else {
+        let codec = self.container().codec;
+        let Some((_, epk, id)) = codec.parse_item_key(key) else {
             return Ok(());
         };
-        let Some(item) = self.get_raw(epk, id)? else {
+        let Some(item) = self.get_raw(&epk, id)? else {
             return Ok(());
         };
         let doc: serde_json::Value = serde_json::from_slice(&item.json).map_err(|e| {
@@ -90,11 +91,13 @@ impl Txn<'_> {
         let cid = self.container().cid;
         let mut ops = Vec::new();
         for e in state.entries(&doc) {
-            let k = index::entry_key(cid, gen, state.codec, &e, &key[4..])
-                .ok_or_else(|| bad_epk(epk))?;
-            ops.push((Space::Index, k, Vec::new()));
+            ops.push((
+                Space::Index,
+                index::entry_key(cid, gen, &e, &key[4..]),
+                Vec::new(),
+            ));
         }
-        for row in state.unique.rows(cid, epk, &doc) {
+        for row in state.unique.rows(cid, codec, &epk, &doc) {
             ops.push((Space::Unique, row, id.as_bytes().to_vec()));
         }
         for (space, k, v) in ops {
@@ -183,7 +186,6 @@ impl Store {
         let none = policy.is_none();
         c.with_writes_paused(|| {
             c.set_index_state(IndexState {
-                codec: old.codec,
                 policy: Arc::new(policy),
                 unique: Arc::clone(&old.unique),
                 gen: old.gen.wrapping_add(1),
@@ -226,11 +228,4 @@ pub fn purge_other_generations(
         removed += engine.delete_range(Space::Index, &lo, &hi)?;
     }
     Ok(removed)
-}
-
-/// A document whose EPK does not have its container's length (never written by strata).
-pub(in crate::store) fn bad_epk(epk: &str) -> StoreError {
-    StoreError::Corrupt(format!(
-        "a document's effective partition key '{epk}' does not have the length its container's key gives"
-    ))
 }

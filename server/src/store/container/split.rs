@@ -13,7 +13,7 @@
 use super::{decode_lp, read, write, Container, RangeState};
 use crate::store::catalog::RangeRecord;
 use crate::store::engine::Space;
-use crate::store::{keys, Store, StoreError};
+use crate::store::{Store, StoreError};
 use std::ops::Bound;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -43,12 +43,7 @@ pub fn logical_partitions(
     c: &Container,
     range: &EpkRange,
 ) -> Result<Vec<(String, u64, u64)>, StoreError> {
-    let start = keys::epk_bound(c.cid, &range.min);
-    let end = if range.max.as_str() >= "FF" {
-        keys::container_prefix(c.cid + 1)
-    } else {
-        keys::epk_bound(c.cid, &range.max)
-    };
+    let (start, end) = c.key_bounds(range);
     let mut entries = Vec::new();
     let mut cursor = start;
     let mut first = true;
@@ -66,7 +61,8 @@ pub fn logical_partitions(
         }
         for (k, v) in &chunk {
             let (b, n) = decode_lp(v);
-            entries.push((String::from_utf8_lossy(&k[4..]).into_owned(), b, n));
+            let epk = c.codec.epk_hex(&k[4..]).unwrap_or_default();
+            entries.push((epk.into_owned(), b, n));
         }
         cursor = chunk.last().map(|(k, _)| k.clone()).unwrap_or_default();
         first = false;

@@ -71,7 +71,7 @@ impl Txn<'_> {
         if let Some(v) = self.staged.get(&(epk.to_string(), id.to_string())) {
             return Ok(v.clone());
         }
-        let key = keys::item_key(self.c.cid, epk, id);
+        let key = self.c.codec.item_key(self.c.cid, epk, id);
         match self.tx.get(Space::Items, &key)? {
             None => Ok(None),
             Some(raw) => StoredItem::decode(raw).map(Some).ok_or_else(|| {
@@ -109,7 +109,7 @@ impl Txn<'_> {
         if let Some(size) = lock(&self.c.lp_sizes).get(epk) {
             return Ok(size);
         }
-        let key = keys::partition_key(self.c.cid, epk);
+        let key = self.c.codec.partition_key(self.c.cid, epk);
         let size = self
             .tx
             .get(Space::Partitions, &key)?
@@ -187,7 +187,7 @@ impl Txn<'_> {
             doc_seq,
             json: Bytes::from(json),
         };
-        let key = keys::item_key(c.cid, epk, id);
+        let key = c.codec.item_key(c.cid, epk, id);
         let new_size = item.stored_size(key.len()) as i64;
         let (old_size, old_count) = match previous {
             Some(p) => (p.stored_size(key.len()) as i64, 1),
@@ -234,11 +234,12 @@ impl Txn<'_> {
     /// The live documents of logical partition `epk` as this transaction sees them (its own
     /// writes included), in id order: what a stored procedure's queries read.
     pub fn logical_partition(&self, epk: &str) -> Result<Vec<(String, StoredItem)>, StoreError> {
-        let start = keys::item_key(self.c.cid, epk, "");
+        let codec = self.c.codec;
+        let start = codec.item_key(self.c.cid, epk, "");
         let end = crate::store::engine::prefix_end(&start).unwrap_or_default();
         let mut docs: std::collections::BTreeMap<String, StoredItem> = Default::default();
         self.c.walk(&start, &end, None, &mut |k, item| {
-            if let Some((_, _, id)) = keys::parse_item_key(&k) {
+            if let Some((_, _, id)) = codec.parse_item_key(&k) {
                 docs.insert(id.to_string(), item);
             }
             true
@@ -343,10 +344,10 @@ impl Txn<'_> {
 
     /// Deletes the item at `pos` (from [`Container::scan_docs`]) if it still exists.
     pub fn delete_at(&mut self, pos: &DocPos) -> Result<bool, StoreError> {
-        let (epk, id) = (pos.epk(), pos.id());
-        match self.get_raw(epk, id)? {
+        let (epk, id) = pos.parts(self.c.codec);
+        match self.get_raw(&epk, id)? {
             Some(item) => {
-                self.delete(epk, id, &item)?;
+                self.delete(&epk, id, &item)?;
                 Ok(true)
             }
             None => Ok(false),
@@ -356,7 +357,7 @@ impl Txn<'_> {
     /// Deletes the given version of an item.
     pub fn delete(&mut self, epk: &str, id: &str, previous: &StoredItem) -> Result<(), StoreError> {
         let c = self.c;
-        let key = keys::item_key(c.cid, epk, id);
+        let key = c.codec.item_key(c.cid, epk, id);
         self.account(epk, -(previous.stored_size(key.len()) as i64), -1)?;
         self.tx.delete(Space::Feed, previous.feed_key(c.cid));
         self.tx.delete(Space::Directory, key.clone());

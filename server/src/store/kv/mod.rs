@@ -22,7 +22,8 @@ use std::ops::Bound;
 pub enum Space {
     /// Databases, containers (with their partition key ranges), offers, counters.
     Catalog = 0,
-    /// Documents: `cid | EPK | 0x00 | id`, so a physical partition is a contiguous key range.
+    /// Documents: `cid | EPK | id` (the EPK spelled as [`crate::store::keys::KeyCodec`] says), so a
+    /// physical partition is a contiguous key range.
     Items = 1,
     /// Change feed index: `cid | lsn` -> item key suffix, in modification order.
     Feed = 2,
