@@ -22,6 +22,7 @@ mod dataset;
 mod external;
 mod hot;
 mod indexing;
+mod lean;
 mod profile;
 mod runner;
 mod scale;
@@ -46,8 +47,8 @@ use workloads::{workload, WORKLOADS};
     about = "Benchmarks strata against an in-process HTTP baseline."
 )]
 struct Args {
-    /// all, throughput, queries, split, scale, indexing, scripts, bulk, copy or wire
-    /// (comma-separated).
+    /// all, throughput, queries, split, scale, indexing, scripts, bulk, copy, wire or lean
+    /// (comma-separated; `all` leaves out lean, which needs `wrk`).
     #[arg(long, default_value = "all")]
     suite: String,
     /// Tiny data and short runs: checks that everything works (CI), not speed.
@@ -822,6 +823,7 @@ fn main() {
                 "bulk" => bulk::bulk(&a, &mut report).await,
                 "copy" => copy::copy_suite(&a, &mut report).await,
                 "wire" => wire::wire(&a, &mut report).await,
+                "lean" => lean::lean(&a, &mut report).await,
                 "external" => external::external(&a, &mut report, profiled.as_ref()).await,
                 other => eprintln!("unknown suite {other}"),
             }
