@@ -2,7 +2,8 @@
 
 use super::{empty_bounds, Kv, KvError, KvIter, Op, Space, SPACES};
 use bytes::Bytes;
-use fjall::config::PinningPolicy;
+use fjall::config::{CompressionPolicy, PinningPolicy};
+use fjall::CompressionType;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -54,6 +55,11 @@ impl FjallKv {
             spaces.push(db.keyspace(name, || {
                 fjall::KeyspaceCreateOptions::default()
                     .max_memtable_size(memtable)
+                    // LZ4 on every level, not only the last (fjall's default): most of a
+                    // store's data sits in the first levels until it is large, and documents
+                    // and index terms compress well. A keyspace keeps the policy it was
+                    // created with.
+                    .data_block_compression_policy(CompressionPolicy::all(CompressionType::Lz4))
                     .index_block_pinning_policy(PinningPolicy::all(true))
                     .filter_block_pinning_policy(PinningPolicy::all(true))
             })?);
