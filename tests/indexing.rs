@@ -480,3 +480,96 @@ async fn computed_properties_are_queryable() {
     );
     s.stop().await;
 }
+
+/// Vector policies are validated on create and replace with the service's 400s (the messages
+/// themselves are checked case by case in `strata_query::index::vector`): an index needs an
+/// embedding at its path, and a replace keeps existing embeddings and vector indexes.
+#[tokio::test]
+async fn vector_policies_are_validated_on_create_and_replace() {
+    let s = TestServer::start().await;
+    s.setup(
+        DB,
+        "plain",
+        json!({"paths": ["/pk"], "kind": "Hash", "version": 2}),
+    )
+    .await;
+    let pk = json!({"paths": ["/pk"], "kind": "Hash", "version": 2});
+    let embedding = json!({"vectorEmbeddings": [
+        {"path": "/v", "dataType": "float32", "dimensions": 3, "distanceFunction": "cosine"}]});
+    let flat = json!({"vectorIndexes": [{"path": "/v", "type": "flat"}]});
+    let colls = format!("/dbs/{DB}/colls");
+    let r = s
+        .post(
+            &colls,
+            &[],
+            json!({"id": "bad", "partitionKey": pk, "indexingPolicy": flat}),
+        )
+        .await;
+    assert_error(&r, 400, "BadRequest");
+    assert!(
+        r.message()
+            .contains("path::/v not matching in Embedding's path"),
+        "{r:?}"
+    );
+    let r = s
+        .post(
+            &colls,
+            &[],
+            json!({"id": "bad", "partitionKey": pk, "vectorEmbeddingPolicy":
+            {"vectorEmbeddings": [{"path": "/v", "dataType": "float64", "dimensions": 3}]}}),
+        )
+        .await;
+    assert_error(&r, 400, "BadRequest");
+    let r = s.get(&format!("{colls}/bad"), &[]).await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND, "nothing created: {r:?}");
+
+    let def = json!({"id": "vec", "partitionKey": pk, "vectorEmbeddingPolicy": embedding,
+        "indexingPolicy": {"includedPaths": [{"path": "/*"}], "excludedPaths": [{"path": "/v/*"}],
+                           "vectorIndexes": flat["vectorIndexes"]}});
+    let r = s.post(&colls, &[], def.clone()).await;
+    assert_eq!(r.status, StatusCode::CREATED, "{r:?}");
+    assert_eq!(r.json["vectorEmbeddingPolicy"], embedding);
+    assert_eq!(
+        r.json["indexingPolicy"]["vectorIndexes"],
+        flat["vectorIndexes"]
+    );
+    // Other parts of the indexing policy may change; the vector index may not.
+    let mut narrower = def.clone();
+    narrower["indexingPolicy"]["includedPaths"] = json!([{"path": "/color/?"}]);
+    narrower["indexingPolicy"]["excludedPaths"] = json!([{"path": "/*"}]);
+    let put = |body: Value| {
+        let s = &s;
+        async move {
+            s.request(
+                Method::PUT,
+                &format!("/dbs/{DB}/colls/vec"),
+                &[],
+                Some(body),
+            )
+            .await
+        }
+    };
+    let r = put(narrower).await;
+    assert_eq!(r.status, StatusCode::OK, "{r:?}");
+    let mut other = def.clone();
+    other["indexingPolicy"]["vectorIndexes"] = json!([{"path": "/v", "type": "quantizedFlat"}]);
+    let r = put(other).await;
+    assert_error(&r, 400, "BadRequest");
+    assert!(
+        r.message()
+            .contains("Paths in existing vector indexing policy cannot be modified"),
+        "{r:?}"
+    );
+    let mut other = def.clone();
+    other["vectorEmbeddingPolicy"]["vectorEmbeddings"][0]["dimensions"] = json!(4);
+    let r = put(other).await;
+    assert_error(&r, 400, "BadRequest");
+    assert!(
+        r.message()
+            .contains("Paths in existing embedding policy cannot be modified"),
+        "{r:?}"
+    );
+    let r = s.get(&format!("{colls}/vec"), &[]).await;
+    assert_eq!(r.json["vectorEmbeddingPolicy"], embedding, "unchanged");
+    s.stop().await;
+}

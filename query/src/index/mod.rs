@@ -7,6 +7,7 @@
 pub mod access;
 pub mod policy;
 pub mod term;
+pub mod vector;
 
 pub use access::{Access, AccessError, OrderPath, Probe, Span};
 pub use policy::{IndexingPolicy, Mode, Seg};

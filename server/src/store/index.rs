@@ -226,12 +226,15 @@ fn encode_full(v: &Value, out: &mut Vec<u8>) {
     }
 }
 
-/// Validates a container's `indexingPolicy` and `uniqueKeyPolicy` (400 with the reason).
+/// Validates a container's `indexingPolicy`, `uniqueKeyPolicy` and vector policy (400 with the
+/// reason).
 pub fn validate(props: &serde_json::Map<String, Value>) -> Result<(), super::StoreError> {
     if let Some(p) = props.get("indexingPolicy") {
         IndexingPolicy::from_json(p).map_err(|e| super::StoreError::BadRequest(e.0))?;
     }
     UniqueKeys::from_props(props).map_err(super::StoreError::BadRequest)?;
+    strata_query::index::vector::VectorPolicy::from_props(props)
+        .map_err(super::StoreError::BadRequest)?;
     Ok(())
 }
 

@@ -167,6 +167,14 @@ impl Store {
         props: &serde_json::Map<String, serde_json::Value>,
     ) -> Result<Option<bool>, StoreError> {
         index::validate(props)?;
+        {
+            use strata_query::index::vector::{check_replace, VectorPolicy};
+            // A stored policy that no longer parses (written before policies were validated)
+            // constrains nothing.
+            let old = VectorPolicy::from_props(&read(&c.meta).props).unwrap_or_default();
+            let new = VectorPolicy::from_props(props).map_err(StoreError::BadRequest)?;
+            check_replace(&old, &new).map_err(StoreError::BadRequest)?;
+        }
         let old = c.index_state();
         let unique = index::UniqueKeys::from_props(props).map_err(StoreError::BadRequest)?;
         if unique != *old.unique {
