@@ -573,3 +573,98 @@ async fn vector_policies_are_validated_on_create_and_replace() {
     assert_eq!(r.json["vectorEmbeddingPolicy"], embedding, "unchanged");
     s.stop().await;
 }
+
+/// `ORDER BY VectorDistance(...)` orders by similarity under the container's distance function
+/// (ascending for euclidean, descending for cosine), across partitions; writing ASC or DESC
+/// is the service's 400; and the query plan the SDKs ask for is a non-streaming ORDER BY
+/// whose rewritten query each partition runs as it is.
+#[tokio::test]
+async fn vector_distance_orders_by_the_containers_distance_function() {
+    let s = TestServer::start().await;
+    let pk = json!({"paths": ["/pk"], "kind": "Hash", "version": 2});
+    s.setup_with(
+        DB,
+        "near",
+        json!({"partitionKey": pk, "vectorEmbeddingPolicy": {"vectorEmbeddings": [
+            {"path": "/v", "dataType": "float32", "dimensions": 2, "distanceFunction": "euclidean"}]},
+            "indexingPolicy": {"vectorIndexes": [{"path": "/v", "type": "flat"}]}}),
+    )
+    .await;
+    for i in 0..40 {
+        let x = f64::from(i);
+        let r = s
+            .create(
+                DB,
+                "near",
+                &json!([format!("p{}", i % 7)]),
+                json!({"id": format!("d{i}"), "pk": format!("p{}", i % 7), "v": [x, 1.0]}),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::CREATED, "{r:?}");
+    }
+    let ids = |r: &Resp| -> Vec<String> {
+        docs(r)
+            .iter()
+            .map(|d| d["id"].as_str().unwrap_or_default().to_string())
+            .collect()
+    };
+    // Euclidean from the policy: the nearest first.
+    let sql = "SELECT TOP 3 c.id, VectorDistance(c.v, [10, 1]) AS d FROM c ORDER BY VectorDistance(c.v, [10, 1])";
+    let r = query(&s, "near", sql, &[]).await;
+    assert_eq!(r.status, StatusCode::OK, "{r:?}");
+    let got = ids(&r);
+    assert_eq!(got[0], "d10", "{r:?}");
+    assert!(
+        got[1..].contains(&"d9".to_string()) && got[1..].contains(&"d11".to_string()),
+        "{got:?}"
+    );
+    assert_eq!(docs(&r)[0]["d"].as_f64(), Some(0.0));
+    // The call's own function wins: dot product, the largest first.
+    let sql = "SELECT TOP 2 c.id FROM c ORDER BY VectorDistance(c.v, [1, 0], false, {'distanceFunction': 'dotproduct'})";
+    let r = query(&s, "near", sql, &[]).await;
+    assert_eq!(ids(&r), ["d39", "d38"], "{r:?}");
+    // ASC/DESC is refused as the service refuses it.
+    let r = query(
+        &s,
+        "near",
+        "SELECT TOP 2 c.id FROM c ORDER BY VectorDistance(c.v, [1, 0]) ASC",
+        &[],
+    )
+    .await;
+    assert_error(&r, 400, "BadRequest");
+    assert!(r.message().contains("Specifying a sorting order (ASC or DESC) with VectorDistance function is not supported."), "{r:?}");
+    // The plan: non-streaming, ascending, a rewritten query with no filter to format.
+    let r = s
+        .post(
+            &format!("/dbs/{DB}/colls/near/docs"),
+            &[
+                ("x-ms-cosmos-is-query-plan-request", "True"),
+                ("content-type", "application/json"),
+            ],
+            json!({"query": "SELECT TOP 3 c.id FROM c ORDER BY VectorDistance(c.v, [10, 1])"}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{r:?}");
+    let info = &r.json["queryInfo"];
+    assert_eq!(info["hasNonStreamingOrderBy"], json!(true), "{r:?}");
+    assert_eq!(info["orderBy"], json!(["Ascending"]));
+    assert_eq!(info["top"], json!(3));
+    let rewritten = info["rewrittenQuery"].as_str().unwrap_or_default();
+    assert!(
+        !rewritten.contains("{documentdb-formattableorderbyquery-filter}"),
+        "{rewritten}"
+    );
+    // Each partition runs it as it is: its rows carry orderByItems and the payload.
+    let r = query(
+        &s,
+        "near",
+        rewritten,
+        &[("x-ms-documentdb-partitionkey", r#"["p3"]"#)],
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::OK, "{r:?}");
+    let first = &docs(&r)[0];
+    assert_eq!(first["payload"]["id"], "d10", "{r:?}");
+    assert_eq!(first["orderByItems"][0]["item"].as_f64(), Some(0.0));
+    s.stop().await;
+}

@@ -104,6 +104,15 @@ impl VectorPolicy {
         })
     }
 
+    /// Each embedding's path with its distance function's name: what
+    /// [`crate::sql::vector::apply`] fills into a `VectorDistance` call that names none.
+    pub fn distance_defaults(&self) -> Vec<(String, &'static str)> {
+        self.embeddings
+            .iter()
+            .map(|e| (e.path.clone(), distance_name(e.distance)))
+            .collect()
+    }
+
     /// The embedding defined for `path`, if any.
     pub fn embedding(&self, path: &str) -> Option<&Embedding> {
         self.embeddings.iter().find(|e| e.path == path)
@@ -358,6 +367,15 @@ pub fn check_replace(old: &VectorPolicy, new: &VectorPolicy) -> Result<(), Strin
         );
     }
     Ok(())
+}
+
+/// The name the service spells a distance function with.
+pub fn distance_name(d: Distance) -> &'static str {
+    match d {
+        Distance::Cosine => "cosine",
+        Distance::DotProduct => "dotproduct",
+        Distance::Euclidean => "euclidean",
+    }
 }
 
 #[cfg(test)]

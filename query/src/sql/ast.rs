@@ -77,6 +77,9 @@ pub enum OrderBy {
 pub struct OrderItem {
     pub expr: Expr,
     pub descending: bool,
+    /// Whether the query wrote ASC or DESC (an ORDER BY VectorDistance may not: its direction
+    /// follows the distance function).
+    pub direction_given: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -281,6 +284,63 @@ impl Expr {
             Expr::Agg { arg, .. } => arg.walk(f),
             _ => {}
         }
+    }
+
+    /// Visits this expression and its sub-expressions mutably, children first (not into
+    /// subqueries).
+    pub fn walk_mut(&mut self, f: &mut dyn FnMut(&mut Expr)) {
+        match self {
+            Expr::Member(e, _) | Expr::Unary(_, e) | Expr::Agg { arg: e, .. } => e.walk_mut(f),
+            Expr::Index(a, b) | Expr::Binary(_, a, b) | Expr::Coalesce(a, b) => {
+                a.walk_mut(f);
+                b.walk_mut(f);
+            }
+            Expr::Array(v) | Expr::Call(_, v) | Expr::Udf(_, v) => {
+                v.iter_mut().for_each(|e| e.walk_mut(f))
+            }
+            Expr::Object(v) => v.iter_mut().for_each(|(_, e)| e.walk_mut(f)),
+            Expr::Between {
+                expr, low, high, ..
+            } => {
+                expr.walk_mut(f);
+                low.walk_mut(f);
+                high.walk_mut(f);
+            }
+            Expr::In { expr, list, .. } => {
+                expr.walk_mut(f);
+                list.iter_mut().for_each(|e| e.walk_mut(f));
+            }
+            Expr::Like {
+                expr,
+                pattern,
+                escape,
+                ..
+            } => {
+                expr.walk_mut(f);
+                pattern.walk_mut(f);
+                if let Some(e) = escape {
+                    e.walk_mut(f);
+                }
+            }
+            Expr::Ternary(a, b, c) => {
+                a.walk_mut(f);
+                b.walk_mut(f);
+                c.walk_mut(f);
+            }
+            _ => {}
+        }
+        f(self);
+    }
+
+    /// Whether this is a call of `VectorDistance`.
+    pub fn is_vector_distance(&self) -> bool {
+        matches!(
+            self,
+            Expr::Call(
+                super::functions::Func::Search(super::functions::SearchFn::VectorDistance),
+                _
+            )
+        )
     }
 
     pub fn contains_aggregate(&self) -> bool {
@@ -539,12 +599,10 @@ impl fmt::Display for Query {
                     if i > 0 {
                         f.write_str(", ")?;
                     }
-                    write!(
-                        f,
-                        "{} {}",
-                        it.expr,
-                        if it.descending { "DESC" } else { "ASC" }
-                    )?;
+                    write!(f, "{}", it.expr)?;
+                    if it.direction_given {
+                        f.write_str(if it.descending { " DESC" } else { " ASC" })?;
+                    }
                 }
             }
             Some(OrderBy::Rank(e)) => write!(f, " ORDER BY RANK {e}")?,

@@ -159,6 +159,16 @@ impl Binder<'_> {
                     if it.expr.contains_aggregate() {
                         return semantic("Aggregates are not allowed in the ORDER BY clause.");
                     }
+                    if it.expr.is_vector_distance() {
+                        // Its direction follows the distance function (see
+                        // `super::vector::apply`).
+                        if it.direction_given {
+                            return semantic(
+                                "Specifying a sorting order (ASC or DESC) with VectorDistance function is not supported.",
+                            );
+                        }
+                        continue;
+                    }
                     if it.expr.as_path().is_none() {
                         return semantic(format!(
                         "Unsupported ORDER BY clause: the ORDER BY item '{}' could not be mapped to a document path.",

@@ -26,6 +26,7 @@ pub mod sdkplan;
 pub mod spatial;
 pub mod token;
 pub mod value;
+pub mod vector;
 
 pub use ast::Query;
 pub use ctx::Ctx;
@@ -80,7 +81,20 @@ pub fn prepare(
     params: &[(String, Value)],
     pk: Option<&PartitionKeyDefinition>,
 ) -> Result<PreparedQuery, QueryError> {
-    let parsed = parser::parse(sql)?;
+    prepare_in(sql, params, pk, &[])
+}
+
+/// [`prepare`] for a container with a vector policy: each `VectorDistance` measures with the
+/// distance function of its path's embedding (`vectors`: path and function name) unless it
+/// names one (see [`vector::apply`]).
+pub fn prepare_in(
+    sql: &str,
+    params: &[(String, Value)],
+    pk: Option<&PartitionKeyDefinition>,
+    vectors: &[(String, &'static str)],
+) -> Result<PreparedQuery, QueryError> {
+    let mut parsed = parser::parse(sql)?;
+    vector::apply(&mut parsed, vectors);
     let map: HashMap<String, Value> = params.iter().cloned().collect();
     let (query, calls_udf) = bind::bind(parsed.clone(), &map)?;
     let mode = Mode::of(&query);

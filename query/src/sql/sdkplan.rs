@@ -98,13 +98,25 @@ pub fn query_plan(p: &PreparedQuery, ranges: &[EpkRange]) -> Value {
         _ => String::new(),
     };
     let distinct = if q.select.distinct { "DISTINCT " } else { "" };
+    // ORDER BY VectorDistance: the SDKs drain every partition's top rows and keep the best
+    // (non-streaming), so its rewritten query has no continuation filter to format.
+    let non_streaming = matches!(&q.order_by, Some(OrderBy::Items(items))
+        if items.iter().any(|i| i.expr.is_vector_distance()));
     let aggregate_query = !aggregates.is_empty() || !q.group_by.is_empty();
     let mut group_aliases = Vec::new();
     let mut alias_to_agg = serde_json::Map::new();
     let rewritten = if aggregate_query {
         grouped_query(q, &a, has_value, &mut group_aliases, &mut alias_to_agg)
     } else if !order_exprs.is_empty() {
-        ordered_query(q, &a, &payload, &order_exprs, distinct, &top_prefix)
+        ordered_query(
+            q,
+            &a,
+            &payload,
+            &order_exprs,
+            distinct,
+            &top_prefix,
+            non_streaming,
+        )
     } else {
         plain_query(q, distinct, &top_prefix)
     };
@@ -136,7 +148,7 @@ pub fn query_plan(p: &PreparedQuery, ranges: &[EpkRange]) -> Value {
             "rewrittenQuery": rewritten,
             "hasSelectValue": has_value,
             "dCountInfo": null,
-            "hasNonStreamingOrderBy": false,
+            "hasNonStreamingOrderBy": non_streaming,
         },
         "queryRanges": query_ranges,
     })
@@ -244,6 +256,7 @@ fn ordered_query(
     order_exprs: &[String],
     distinct: &str,
     top_prefix: &str,
+    non_streaming: bool,
 ) -> String {
     let items: Vec<String> = order_exprs
         .iter()
@@ -252,7 +265,12 @@ fn ordered_query(
     let order: Vec<String> = match &q.order_by {
         Some(OrderBy::Items(items)) => items
             .iter()
-            .map(|i| format!("{} {}", i.expr, if i.descending { "DESC" } else { "ASC" }))
+            .map(|i| match (i.expr.is_vector_distance(), i.descending) {
+                // Its direction follows its distance function and may not be written.
+                (true, _) => i.expr.to_string(),
+                (false, true) => format!("{} DESC", i.expr),
+                (false, false) => format!("{} ASC", i.expr),
+            })
             .collect(),
         _ => Vec::new(),
     };
@@ -265,7 +283,7 @@ fn ordered_query(
     format!(
         "SELECT {distinct}{top_prefix}{rid}[{}] AS orderByItems, {payload} AS payload{}\nORDER BY {}",
         items.join(", "),
-        from_and_where(q, true),
+        from_and_where(q, !non_streaming),
         order.join(", ")
     )
 }

@@ -129,7 +129,14 @@ fn check_client_features(req: &Req, p: &PreparedQuery) -> Result<(), CosmosError
 pub async fn query_items(app: &App, req: &Req, c: &Arc<Container>) -> Result<Reply, CosmosError> {
     let started = Instant::now();
     let (text, params) = query_body(req)?;
-    let p = app.prepared.get(c.cid, &c.rid, &c.pk, &text, &params)?;
+    let p = app.prepared.get(
+        c.cid,
+        &c.rid,
+        &c.pk,
+        || c.vector_policy().distance_defaults(),
+        &text,
+        &params,
+    )?;
     let target = target(c, req, &p)?;
     let range_ids = target.partition_ids();
     let scoped = req.partition_key()?.is_some()
@@ -353,7 +360,12 @@ fn is_foreign_service_token(token: &str, c: &Container) -> bool {
 /// The query plan for the official SDKs' client-side execution.
 pub fn query_plan(req: &Req, c: &Arc<Container>) -> Result<Reply, CosmosError> {
     let (text, params) = query_body(req)?;
-    let p = sql::prepare(&text, &params, Some(&c.pk))?;
+    let p = sql::prepare_in(
+        &text,
+        &params,
+        Some(&c.pk),
+        &c.vector_policy().distance_defaults(),
+    )?;
     check_client_features(req, &p)?;
     let target = target(c, req, &p)?;
     let ranges = if matches!(p.routing, Routing::FanOut) && req.partition_key()?.is_none() {

@@ -39,13 +39,14 @@ impl std::io::Write for HashWriter<'_> {
 
 impl Prepared {
     /// The prepared form of `text` with `params` on the container `cid` (resource id `rid`)
-    /// with partition key definition `pk`: from the cache, or prepared now (its continuation
-    /// fingerprint bound to the container).
+    /// with partition key definition `pk` and the distance functions of its vector embeddings (`vectors`, asked only on a miss): from the cache, or
+    /// prepared now (its continuation fingerprint bound to the container).
     pub fn get(
         &self,
         cid: u32,
         rid: &str,
         pk: &strata_query::pk::PartitionKeyDefinition,
+        vectors: impl FnOnce() -> Vec<(String, &'static str)>,
         text: &str,
         params: &[(String, Value)],
     ) -> Result<Arc<PreparedQuery>, QueryError> {
@@ -66,7 +67,7 @@ impl Prepared {
                 return Ok(Arc::clone(q));
             }
         }
-        let mut p = sql::prepare(text, params, Some(pk))?;
+        let mut p = sql::prepare_in(text, params, Some(pk), &vectors())?;
         // A token resumes this query on this container only.
         p.fingerprint = format!("{rid}:{}", p.fingerprint);
         let p = Arc::new(p);
@@ -91,15 +92,25 @@ mod tests {
         let pk = PartitionKeyDefinition::hash_v2("/pk");
         let params = vec![("p".to_string(), json!("a"))];
         let sql = "SELECT * FROM c WHERE c.pk = @p";
-        let a = cache.get(1, "r1", &pk, sql, &params).unwrap();
-        let b = cache.get(1, "r1", &pk, sql, &params).unwrap();
+        let a = cache
+            .get(1, "r1", &pk, Default::default, sql, &params)
+            .unwrap();
+        let b = cache
+            .get(1, "r1", &pk, Default::default, sql, &params)
+            .unwrap();
         assert!(Arc::ptr_eq(&a, &b));
         let other = vec![("p".to_string(), json!("b"))];
-        let c = cache.get(1, "r1", &pk, sql, &other).unwrap();
+        let c = cache
+            .get(1, "r1", &pk, Default::default, sql, &other)
+            .unwrap();
         assert!(!Arc::ptr_eq(&a, &c));
         assert_ne!(a.fingerprint, c.fingerprint);
-        let d = cache.get(2, "r2", &pk, sql, &params).unwrap();
+        let d = cache
+            .get(2, "r2", &pk, Default::default, sql, &params)
+            .unwrap();
         assert!(d.fingerprint.starts_with("r2:"));
-        assert!(cache.get(1, "r1", &pk, "SELECT FROM", &[]).is_err());
+        assert!(cache
+            .get(1, "r1", &pk, Default::default, "SELECT FROM", &[])
+            .is_err());
     }
 }

@@ -82,8 +82,8 @@ fn binary_epks(engine: &Engine, cid: u32, n: usize) -> Result<u64, StoreError> {
         moved += rewrite(engine, space, cid, &mut |key, value| {
             let suffix = &key[4..];
             let (new_suffix, new_value) = match space {
-                Space::Items | Space::Directory => (hex_doc(suffix, n)?, None),
-                Space::Feed => (suffix.to_vec(), Some(hex_doc(value, n)?)),
+                Space::Items | Space::Directory => (keys::format1_doc(suffix, n)?, None),
+                Space::Feed => (suffix.to_vec(), Some(keys::format1_doc(value, n)?)),
                 Space::Unique => (hex_unique(suffix, n)?, None),
                 _ => {
                     // `cid | EPK` -> (bytes, count); every item's size counted its key, which
@@ -91,7 +91,7 @@ fn binary_epks(engine: &Engine, cid: u32, n: usize) -> Result<u64, StoreError> {
                     if suffix.len() != 2 * n {
                         return None;
                     }
-                    let epk = decode(suffix)?;
+                    let epk = keys::format1_epk(suffix)?;
                     let (bytes, count) = super::container::decode_lp(value);
                     let bytes = bytes.saturating_sub(count * (n as u64 + 1));
                     (epk, Some(super::container::encode_lp(bytes, count)))
@@ -105,45 +105,15 @@ fn binary_epks(engine: &Engine, cid: u32, n: usize) -> Result<u64, StoreError> {
     Ok(moved)
 }
 
-/// The binary spelling of a document suffix in the old one (`EPK hex | 0x00 | id`), or `None`
-/// when it is not in the old one. A binary suffix (`EPK | id`) never reads as an old one: that
-/// would take all `n` bytes of its EPK and the first `n` of its id to be hex digits and the
-/// next byte of its id to be zero.
-pub(in crate::store) fn hex_doc(suffix: &[u8], n: usize) -> Option<Vec<u8>> {
-    if suffix.get(2 * n) != Some(&0) {
-        return None;
-    }
-    let mut out = decode(&suffix[..2 * n])?;
-    out.extend_from_slice(&suffix[2 * n + 1..]);
-    Some(out)
-}
-
 /// The binary spelling of a unique-key row in the old one (`EPK hex | 0x00 | key | values`):
 /// the new one keeps the zero after the EPK, at byte `n`, where the old one has a hex digit.
 fn hex_unique(suffix: &[u8], n: usize) -> Option<Vec<u8>> {
     if suffix.get(2 * n) != Some(&0) {
         return None;
     }
-    let mut out = decode(&suffix[..2 * n])?;
+    let mut out = keys::format1_epk(&suffix[..2 * n])?;
     out.extend_from_slice(&suffix[2 * n..]);
     Some(out)
-}
-
-/// Uppercase hex digits as bytes; `None` for anything else (the old spelling used only those).
-fn decode(hex: &[u8]) -> Option<Vec<u8>> {
-    fn digit(c: u8) -> Option<u8> {
-        match c {
-            b'0'..=b'9' => Some(c - b'0'),
-            b'A'..=b'F' => Some(c - b'A' + 10),
-            _ => None,
-        }
-    }
-    if !hex.len().is_multiple_of(2) {
-        return None;
-    }
-    hex.chunks(2)
-        .map(|p| Some(digit(p[0])? << 4 | digit(p[1])?))
-        .collect()
 }
 
 /// Maps an entry (key, value) to its new spelling, or `None` to leave it.
@@ -267,7 +237,7 @@ mod tests {
         rewrite(&engine, Space::Items, cids["three"], &mut |k, v| {
             left -= 1;
             (left >= 0)
-                .then(|| hex_doc(&k[4..], 48))
+                .then(|| keys::format1_doc(&k[4..], 48))
                 .flatten()
                 .map(|s| {
                     let mut nk = k[..4].to_vec();
@@ -324,7 +294,7 @@ mod tests {
                     .expect("scan");
                 for (k, _) in rows {
                     assert!(
-                        hex_doc(&k[4..], n).is_none(),
+                        keys::format1_doc(&k[4..], n).is_none(),
                         "{name}: {space:?} entry not migrated"
                     );
                 }

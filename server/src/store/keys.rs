@@ -136,6 +136,36 @@ impl KeyCodec {
     }
 }
 
+/// The binary spelling of a document suffix in format 1's (`EPK hex | 0x00 | id`, EPKs of
+/// `n` bytes), or `None` when it is not in that spelling. A binary suffix (`EPK | id`) never reads as an old one: that
+/// would take all `n` bytes of its EPK and the first `n` of its id to be hex digits and the
+/// next byte of its id to be zero.
+pub fn format1_doc(suffix: &[u8], n: usize) -> Option<Vec<u8>> {
+    if suffix.get(2 * n) != Some(&0) {
+        return None;
+    }
+    let mut out = format1_epk(&suffix[..2 * n])?;
+    out.extend_from_slice(&suffix[2 * n + 1..]);
+    Some(out)
+}
+
+/// Format 1's EPK spelling (uppercase hex digits) as bytes; `None` for anything else.
+pub fn format1_epk(hex: &[u8]) -> Option<Vec<u8>> {
+    fn digit(c: u8) -> Option<u8> {
+        match c {
+            b'0'..=b'9' => Some(c - b'0'),
+            b'A'..=b'F' => Some(c - b'A' + 10),
+            _ => None,
+        }
+    }
+    if !hex.len().is_multiple_of(2) {
+        return None;
+    }
+    hex.chunks(2)
+        .map(|p| Some(digit(p[0])? << 4 | digit(p[1])?))
+        .collect()
+}
+
 fn nibble(c: u8) -> u8 {
     match c {
         b'0'..=b'9' => c - b'0',

@@ -310,13 +310,16 @@ impl Parser {
             let mut items = Vec::new();
             loop {
                 let expr = self.expr()?;
-                let descending = if self.eat_kw("DESC") {
-                    true
+                let (descending, direction_given) = if self.eat_kw("DESC") {
+                    (true, true)
                 } else {
-                    self.eat_kw("ASC");
-                    false
+                    (false, self.eat_kw("ASC"))
                 };
-                items.push(OrderItem { expr, descending });
+                items.push(OrderItem {
+                    expr,
+                    descending,
+                    direction_given,
+                });
                 if !self.eat(&Tok::Comma) {
                     break;
                 }

@@ -328,6 +328,13 @@ impl Container {
         Ok(())
     }
 
+    /// The container's vector policy (embeddings and vector indexes; empty when it has none
+    /// or the stored one no longer parses).
+    pub fn vector_policy(&self) -> strata_query::index::vector::VectorPolicy {
+        strata_query::index::vector::VectorPolicy::from_props(&read(&self.meta).props)
+            .unwrap_or_default()
+    }
+
     /// The computed properties queries may read.
     pub fn computed(&self) -> Arc<Vec<ComputedProperty>> {
         Arc::clone(&read(&self.computed))
@@ -499,9 +506,7 @@ impl Container {
             keys::KeyCodec::Hex => {
                 self.codec.split_doc(&suffix)?;
             }
-            keys::KeyCodec::Binary(n) if super::format::hex_doc(&suffix, n).is_some() => {
-                return None
-            }
+            keys::KeyCodec::Binary(n) if keys::format1_doc(&suffix, n).is_some() => return None,
             keys::KeyCodec::Binary(_) => {}
         }
         let mut key = keys::container_prefix(self.cid);

@@ -1,0 +1,123 @@
+//! What `VectorDistance` measures with, settled when a query is prepared: the distance
+//! function a call names, else that of its container's embedding at its path, else cosine —
+//! written into the call, so every partition and the SDKs' client-side merge compute alike —
+//! and the direction of `ORDER BY VectorDistance(...)`, which follows it.
+
+use super::ast::*;
+use serde_json::Value;
+
+/// Gives every `VectorDistance` call of a query the distance function it measures with — its
+/// own options' `distanceFunction`, else that of the container's embedding at its path
+/// (`defaults`: path and function name, from its vector policy), else
+/// cosine — written into its options, so each partition and the SDKs' client-side merge
+/// compute alike; and orders `ORDER BY VectorDistance(...)` by similarity as the service does:
+/// ascending for euclidean (a distance), descending for cosine and dot product (similarities).
+pub fn apply(q: &mut Query, defaults: &[(String, &'static str)]) {
+    let fix = |e: &mut Expr| e.walk_mut(&mut |x| inject(x, defaults));
+    match &mut q.select.projection {
+        Projection::Value(e) => fix(e),
+        Projection::List(items) => items.iter_mut().for_each(|i| fix(&mut i.expr)),
+        Projection::Star => {}
+    }
+    if let Some(w) = &mut q.where_ {
+        fix(w);
+    }
+    if let Some(OrderBy::Items(items)) = &mut q.order_by {
+        for it in items.iter_mut() {
+            fix(&mut it.expr);
+            if let Some(f) = distance_of(&it.expr) {
+                it.descending = f != "euclidean";
+            }
+        }
+    }
+}
+
+/// The `distanceFunction` a (completed) `VectorDistance` call names.
+fn distance_of(e: &Expr) -> Option<String> {
+    let Expr::Call(_, args) = e else { return None };
+    if !e.is_vector_distance() {
+        return None;
+    }
+    match args.get(3)? {
+        Expr::Lit(Value::Object(o)) => o
+            .get("distanceFunction")
+            .and_then(Value::as_str)
+            .map(str::to_ascii_lowercase),
+        Expr::Object(fields) => fields.iter().find_map(|(k, v)| match v {
+            Expr::Lit(Value::String(s)) if k == "distanceFunction" => Some(s.to_ascii_lowercase()),
+            _ => None,
+        }),
+        _ => None,
+    }
+}
+
+/// The document path (`/a/b`) an expression such as `c.a["b"]` reads, bound or not.
+fn doc_path(e: &Expr) -> Option<String> {
+    match e {
+        Expr::Ident(_) | Expr::Slot(..) => Some(String::new()),
+        Expr::Member(base, name) => Some(format!("{}/{name}", doc_path(base)?)),
+        Expr::Index(base, idx) => match idx.as_ref() {
+            Expr::Lit(Value::String(name)) => Some(format!("{}/{name}", doc_path(base)?)),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+fn inject(e: &mut Expr, defaults: &[(String, &'static str)]) {
+    if !e.is_vector_distance() || distance_of(e).is_some() {
+        return;
+    }
+    let Expr::Call(_, args) = e else { return };
+    let path = args.first().and_then(doc_path);
+    let f = path
+        .and_then(|p| defaults.iter().find(|(d, _)| *d == p))
+        .map_or("cosine", |(_, f)| *f);
+    if args.len() < 3 {
+        args.resize(2, Expr::Lit(Value::Null));
+        args.push(Expr::Lit(Value::Bool(false)));
+    }
+    match args.get_mut(3) {
+        None => args.push(Expr::Lit(serde_json::json!({ "distanceFunction": f }))),
+        Some(Expr::Lit(Value::Object(o))) => {
+            o.insert("distanceFunction".into(), Value::String(f.into()));
+        }
+        Some(Expr::Object(fields)) => fields.push((
+            "distanceFunction".into(),
+            Expr::Lit(Value::String(f.into())),
+        )),
+        // Options of another shape: the evaluator's default (cosine) applies.
+        Some(_) => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// ORDER BY VectorDistance follows the distance function: the call's own, else the
+    /// container's embedding's, else cosine; and the rewritten text says which.
+    #[test]
+    fn vector_distance_gets_its_function_and_order() {
+        let policy = [("/embedding".to_string(), "euclidean")];
+        let order = |sql: &str, defaults: &[(String, &'static str)]| {
+            let mut q = crate::sql::parser::parse(sql).expect("parse");
+            apply(&mut q, defaults);
+            let Some(OrderBy::Items(items)) = &q.order_by else {
+                panic!("no order")
+            };
+            (items[0].descending, q.to_string())
+        };
+        let sql = "SELECT TOP 3 c.id FROM c ORDER BY VectorDistance(c.embedding, [1, 2])";
+        let (desc, text) = order(sql, &policy);
+        assert!(!desc, "euclidean from the policy orders ascending");
+        assert!(
+            text.contains(r#"{"distanceFunction":"euclidean"}"#),
+            "{text}"
+        );
+        assert!(!text.contains(" ASC") && !text.contains(" DESC"), "{text}");
+        assert!(order(sql, &[]).0, "cosine by default orders descending");
+        let own = "SELECT TOP 3 c.id FROM c ORDER BY VectorDistance(c.embedding, [1, 2], false, {'distanceFunction': 'dotproduct'})";
+        assert!(order(own, &policy).0, "the call's own function wins");
+    }
+}
