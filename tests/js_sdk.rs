@@ -1,6 +1,7 @@
 //! The official JavaScript SDK (`@azure/cosmos`, pinned in `tests/js/package.json`) against
 //! strata: bulk execution over a hierarchical key while partitions split, and the server-side
-//! script API (stored procedures, triggers, UDFs).
+//! script API (stored procedures, triggers, UDFs), resource tokens, and vector search across
+//! partitions.
 
 use std::path::{Path, PathBuf};
 use strata_server::store::container::Limits;
@@ -65,5 +66,18 @@ async fn js_resource_tokens_and_token_provider() {
     ensure_sdk();
     let s = TestServer::start().await;
     run_node("tokens.mjs", &s.url).await;
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn js_vector_search_across_partitions() {
+    ensure_sdk();
+    // As the gateway: the SDK must merge the cross-partition top k itself.
+    let s = TestServer::start_with(Options {
+        gateway_compat: true,
+        ..Default::default()
+    })
+    .await;
+    run_node("vector.mjs", &s.url).await;
     s.stop().await;
 }
