@@ -650,6 +650,20 @@ async fn vector_distance_orders_by_the_containers_distance_function() {
     assert_eq!(info["orderBy"], json!(["Ascending"]));
     assert_eq!(info["top"], json!(3));
     let rewritten = info["rewrittenQuery"].as_str().unwrap_or_default();
+    // A client that cannot merge without streaming is told so.
+    let r = s
+        .post(
+            &format!("/dbs/{DB}/colls/near/docs"),
+            &[
+                ("x-ms-cosmos-is-query-plan-request", "True"),
+                ("content-type", "application/json"),
+                ("x-ms-cosmos-supported-query-features", "OrderBy, Top"),
+            ],
+            json!({"query": "SELECT TOP 3 c.id FROM c ORDER BY VectorDistance(c.v, [10, 1])"}),
+        )
+        .await;
+    assert_error(&r, 400, "BadRequest");
+    assert!(r.message().contains("NonStreamingOrderBy"), "{r:?}");
     assert!(
         !rewritten.contains("{documentdb-formattableorderbyquery-filter}"),
         "{rewritten}"

@@ -1743,3 +1743,62 @@ async fn binary_encoding_sends_and_reads_cosmos_binary_json() {
     }
     s.stop().await;
 }
+
+/// strata-sdk runs a vector search across partitions against a gateway-like server (which
+/// refuses to merge it: 400/1004) through its client-side pipeline — the non-streaming plan,
+/// the rewritten query per range, the merge — and gets what strata answers by itself.
+#[tokio::test]
+async fn vector_top_k_merged_on_the_client_equals_the_servers() {
+    let limits = Limits {
+        initial_partitions: Some(4),
+        ..Limits::default()
+    };
+    let mut answers = Vec::new();
+    for gateway_compat in [false, true] {
+        let s = TestServer::start_with(Options {
+            limits: Some(limits.clone()),
+            gateway_compat,
+            ..Options::default()
+        })
+        .await;
+        s.setup_with(
+            "v",
+            "docs",
+            json!({"partitionKey": {"paths": ["/pk"], "kind": "Hash", "version": 2},
+                "vectorEmbeddingPolicy": {"vectorEmbeddings": [
+                    {"path": "/v", "dataType": "float32", "dimensions": 2, "distanceFunction": "cosine"}]}}),
+        )
+        .await;
+        let client = CosmosClient::new(&s.url, EMULATOR_KEY).unwrap();
+        let c = client.database("v").container("docs");
+        for i in 0..60u32 {
+            let a = f64::from(i) * 0.1;
+            let doc = json!({"id": format!("d{i}"), "pk": format!("p{}", i % 9), "v": [a.cos(), a.sin()]});
+            c.upsert_item(&doc, Default::default()).await.unwrap();
+        }
+        let q = Query::new("SELECT TOP 5 c.id FROM c ORDER BY VectorDistance(c.v, @q)")
+            .param("@q", [1.0, 0.5]);
+        let pages: Vec<strata_sdk::QueryPage<Value>> = c
+            .query_items(q, QueryOptions::default())
+            .try_collect()
+            .await
+            .unwrap();
+        // A page merged on the client has no server route to report.
+        assert_eq!(
+            pages.iter().all(|p| p.route.is_none()),
+            gateway_compat,
+            "merged on the client only against the gateway-like server"
+        );
+        let ids: Vec<Value> = pages
+            .into_iter()
+            .flat_map(|p| p.items)
+            .map(|r| r["id"].clone())
+            .collect();
+        answers.push(ids);
+        s.stop().await;
+    }
+    // The most similar to (1, 0.5) lie at angle atan(0.5) ≈ 0.46: d5, then d4/d6, d3/d7.
+    assert_eq!(answers[0].len(), 5, "{answers:?}");
+    assert_eq!(answers[0][0], json!("d5"), "{answers:?}");
+    assert_eq!(answers[0], answers[1], "client-merged vs server answer");
+}

@@ -19,7 +19,7 @@ use strata_query::protocol::header;
 /// Prefix of the continuation tokens of client-merged queries.
 pub(crate) const TOKEN_PREFIX: &str = "strata-client:";
 /// What this client can merge (`x-ms-cosmos-supported-query-features`).
-const FEATURES: &str = "Aggregate, CompositeAggregate, Distinct, GroupBy, MultipleAggregates, MultipleOrderBy, NonValueAggregate, OffsetAndLimit, OrderBy, Top";
+const FEATURES: &str = "Aggregate, CompositeAggregate, Distinct, GroupBy, MultipleAggregates, MultipleOrderBy, NonStreamingOrderBy, NonValueAggregate, OffsetAndLimit, OrderBy, Top";
 const FILTER: &str = "{documentdb-formattableorderbyquery-filter}";
 /// Range queries in flight at once.
 const CONCURRENCY: usize = 8;

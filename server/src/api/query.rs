@@ -103,6 +103,12 @@ fn required_features(p: &PreparedQuery) -> Vec<&'static str> {
         Some(_) => f.push("OrderBy"),
         None => {}
     }
+    // A vector search's top k is merged without streaming: clients that cannot do that (or
+    // turned it off) are told so, as the service tells them.
+    if matches!(&q.order_by, Some(OrderBy::Items(items)) if items.iter().any(|i| i.expr.is_vector_distance()))
+    {
+        f.push("NonStreamingOrderBy");
+    }
     f
 }
 
