@@ -619,6 +619,14 @@ async fn vector_distance_orders_by_the_containers_distance_function() {
         "{got:?}"
     );
     assert_eq!(docs(&r)[0]["d"].as_f64(), Some(0.0));
+    // The printed plan says how it ranks.
+    let r = query(&s, "near", sql, &[("x-strata-explain", "true")]).await;
+    let plan =
+        strata_query::protocol::unescape_plan(r.header("x-strata-query-plan").unwrap_or_default());
+    assert!(
+        plan.contains("ranked by VectorDistance over /v (euclidean), exact"),
+        "{plan}"
+    );
     // The call's own function wins: dot product, the largest first.
     let sql = "SELECT TOP 2 c.id FROM c ORDER BY VectorDistance(c.v, [1, 0], false, {'distanceFunction': 'dotproduct'})";
     let r = query(&s, "near", sql, &[]).await;

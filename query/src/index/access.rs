@@ -68,6 +68,9 @@ pub struct Access {
     pub unindexed: Vec<Vec<Seg>>,
     /// Computed properties the query reads: added to every document it reads.
     pub computed: Vec<crate::sql::computed::ComputedProperty>,
+    /// `ORDER BY VectorDistance` over this path with this distance function: ranked exactly,
+    /// from every candidate document (no vector index is built yet).
+    pub ranked: Option<(Vec<Seg>, String)>,
 }
 
 impl Access {
@@ -97,6 +100,13 @@ impl fmt::Display for Access {
                 "; order from index {} {}",
                 print_path(&o.path),
                 if o.descending { "desc" } else { "asc" }
+            )?;
+        }
+        if let Some((path, func)) = &self.ranked {
+            write!(
+                f,
+                "; ranked by VectorDistance over {} ({func}), exact over every candidate",
+                print_path(path)
             )?;
         }
         if self.count_only {
@@ -172,6 +182,17 @@ pub fn choose(
     let mut access = Access::default();
     let slot = doc_slot(q);
     check_order_by(q, policy, slot)?;
+    if let (Some(OrderBy::Items(items)), Some(slot)) = (&q.order_by, slot) {
+        let first = items.first().map(|i| &i.expr);
+        if let Some(Expr::Call(_, args)) = first.filter(|e| e.is_vector_distance()) {
+            if let Some((path, _)) = args.first().and_then(|a| doc_path(a, slot)) {
+                let func = first
+                    .and_then(crate::sql::vector::distance_of)
+                    .unwrap_or_else(|| "cosine".into());
+                access.ranked = Some((path, func));
+            }
+        }
+    }
     if policy.is_none() {
         if q.where_.is_some() && !enable_scan {
             return Err(AccessError(SCAN_NEEDED.into()));

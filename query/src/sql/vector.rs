@@ -33,7 +33,7 @@ pub fn apply(q: &mut Query, defaults: &[(String, &'static str)]) {
 }
 
 /// The `distanceFunction` a (completed) `VectorDistance` call names.
-fn distance_of(e: &Expr) -> Option<String> {
+pub fn distance_of(e: &Expr) -> Option<String> {
     let Expr::Call(_, args) = e else { return None };
     if !e.is_vector_distance() {
         return None;
