@@ -12,6 +12,7 @@
 //! * [`script`]: server-side JavaScript (stored procedures, triggers, UDFs) in sandboxes.
 //! * [`throughput`]: request charges and throttling.
 //! * [`transfer`]: `strata copy`, `export`, `import` over the Cosmos protocol, and copy jobs.
+//! * [`vector`]: vector indexes (distance kernels, quantization, a Vamana graph) in memory.
 //! * [`net`]: listening (HTTP and HTTPS) and graceful shutdown; [`connections`]: which are
 //!   idle, so that at the connection limit the oldest idle one makes room.
 //! * [`cli`]: the `strata` command line.
@@ -27,5 +28,6 @@ pub mod script;
 pub mod store;
 pub mod throughput;
 pub mod transfer;
+pub mod vector;
 
 pub use net::{start, Connections, Running, ServerConfig, Tls};

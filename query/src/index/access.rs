@@ -71,6 +71,9 @@ pub struct Access {
     /// `ORDER BY VectorDistance` over this path with this distance function: ranked exactly,
     /// from every candidate document (no vector index is built yet).
     pub ranked: Option<(Vec<Seg>, String)>,
+    /// The vector index that hands out the ranked candidates (its kind and size, as the
+    /// server knows it), when one does.
+    pub ranked_by: Option<String>,
 }
 
 impl Access {
@@ -105,8 +108,12 @@ impl fmt::Display for Access {
         if let Some((path, func)) = &self.ranked {
             write!(
                 f,
-                "; ranked by VectorDistance over {} ({func}), exact over every candidate",
-                print_path(path)
+                "; ranked by VectorDistance over {} ({func}), {}",
+                print_path(path),
+                match &self.ranked_by {
+                    Some(ix) => format!("candidates from {ix}"),
+                    None => "exact over every candidate".to_string(),
+                }
             )?;
         }
         if self.count_only {

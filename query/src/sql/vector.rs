@@ -51,6 +51,77 @@ pub fn distance_of(e: &Expr) -> Option<String> {
     }
 }
 
+/// What an index needs of `ORDER BY VectorDistance(c.path, [..], bruteForce, {options})`,
+/// the query's first sort item, once bound: the path, the query vector (a constant) and
+/// the options that steer a search.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VectorSearch {
+    pub path: String,
+    pub vector: Vec<f32>,
+    pub distance: String,
+    pub brute_force: bool,
+    /// `searchListSizeMultiplier` (diskANN's beam per result; the service's default 10).
+    pub list_multiplier: usize,
+    /// `quantizedVectorListMultiplier` (candidates re-ranked per result; default 5).
+    pub rerank_multiplier: usize,
+}
+
+/// The [`VectorSearch`] of a bound query whose first ORDER BY item is `VectorDistance` over a
+/// document path with a constant vector; `None` otherwise (the query ranks by evaluation).
+pub fn search_of(q: &Query) -> Option<VectorSearch> {
+    let Some(OrderBy::Items(items)) = &q.order_by else {
+        return None;
+    };
+    let first = &items.first()?.expr;
+    let Expr::Call(_, args) = first else {
+        return None;
+    };
+    if !first.is_vector_distance() {
+        return None;
+    }
+    let path = doc_path(args.first()?)?;
+    let vector = constant_numbers(args.get(1)?)?;
+    let brute_force = matches!(args.get(2), Some(Expr::Lit(Value::Bool(true))));
+    let option = |name: &str| -> Option<usize> {
+        let v = match args.get(3)? {
+            Expr::Lit(Value::Object(o)) => o.get(name)?.as_f64()?,
+            Expr::Object(fields) => fields.iter().find_map(|(k, v)| match v {
+                Expr::Lit(Value::Number(n)) if k == name => n.as_f64(),
+                _ => None,
+            })?,
+            _ => return None,
+        };
+        (v >= 1.0).then_some(v as usize)
+    };
+    Some(VectorSearch {
+        path,
+        vector,
+        distance: distance_of(first).unwrap_or_else(|| "cosine".into()),
+        brute_force,
+        list_multiplier: option("searchListSizeMultiplier").unwrap_or(10),
+        rerank_multiplier: option("quantizedVectorListMultiplier").unwrap_or(5),
+    })
+}
+
+/// The numbers of a constant array expression.
+fn constant_numbers(e: &Expr) -> Option<Vec<f32>> {
+    match e {
+        Expr::Lit(Value::Array(a)) => a.iter().map(|v| v.as_f64().map(|x| x as f32)).collect(),
+        Expr::Array(items) => items
+            .iter()
+            .map(|i| match i {
+                Expr::Lit(v) => v.as_f64().map(|x| x as f32),
+                Expr::Unary(UnOp::Neg, x) => match x.as_ref() {
+                    Expr::Lit(v) => v.as_f64().map(|x| -x as f32),
+                    _ => None,
+                },
+                _ => None,
+            })
+            .collect(),
+        _ => None,
+    }
+}
+
 /// The document path (`/a/b`) an expression such as `c.a["b"]` reads, bound or not.
 fn doc_path(e: &Expr) -> Option<String> {
     match e {

@@ -87,6 +87,21 @@ pub fn access(c: &Container, p: &PreparedQuery, enable_scan: bool) -> Result<Acc
         a.extreme = None;
     }
     a.computed = used;
+    if a.ranked.is_some() && a.computed.is_empty() {
+        a.ranked_by = sql::vector::search_of(&p.query).and_then(|vs| {
+            let ix = c.vector_index(&vs.path)?;
+            if !ix.measures(&vs.distance) {
+                return None;
+            }
+            let (live, ..) = ix.stats();
+            Some(format!(
+                "the {} index on {} ({live} vectors{})",
+                ix.kind_name(),
+                vs.path,
+                if vs.brute_force { ", brute force" } else { "" }
+            ))
+        });
+    }
     Ok(a)
 }
 

@@ -1,6 +1,7 @@
 //! ORDER BY execution: each partition's best rows after the token position (in index order
 //! when the index serves the first sort item), merged k-way across partitions.
 use super::*;
+use crate::vector::SearchOpts;
 
 /// A candidate row of an ORDER BY query.
 pub(super) struct Ranked {
@@ -91,6 +92,11 @@ pub(super) fn partition_best(
     desc: &[bool],
 ) -> Result<PartBest, ExecError> {
     let mut index = IndexStats::default();
+    if access.ranked.is_some() && access.computed.is_empty() {
+        if let Some(part) = best_from_vectors(c, p, range, last, want, desc)? {
+            return Ok(part);
+        }
+    }
     if let (Some(order), None) = (&access.order, &access.lookup) {
         if let Some(part) = best_in_index_order(c, p, order, range, last, want, desc, &mut index)? {
             return Ok(part);
@@ -319,4 +325,87 @@ pub(super) async fn run_ordered(
         scanned_bytes,
         index,
     })
+}
+
+/// [`partition_best`] from a vector index: the index hands out candidate documents closest
+/// first; each is read and evaluated like any other (so `WHERE` filters, projections and the
+/// scores returned are the evaluator's) until the partition has its rows. A filter that
+/// rejects many candidates makes it ask the index for four times as many, again, rather than
+/// return fewer rows than asked for. `None` when the query or the container has no index to
+/// use, or when the index ran out of candidates before the partition had `want` rows
+/// (documents without a vector then decide, which only a scan finds).
+pub(super) fn best_from_vectors(
+    c: &Container,
+    p: &PreparedQuery,
+    range: &EpkRange,
+    last: Option<&Ranked>,
+    want: usize,
+    desc: &[bool],
+) -> Result<Option<PartBest>, ExecError> {
+    let Some(vs) = sql::vector::search_of(&p.query) else {
+        return Ok(None);
+    };
+    let Some(ix) = c
+        .vector_index(&vs.path)
+        .filter(|ix| ix.measures(&vs.distance))
+    else {
+        return Ok(None);
+    };
+    let cx = query_ctx(c, p);
+    let mut need = want.max(1);
+    let mut seen = std::collections::HashSet::new();
+    let mut best: Vec<Ranked> = Vec::new();
+    let (mut scanned, mut bytes) = (0u64, 0u64);
+    loop {
+        let opts = SearchOpts {
+            brute_force: vs.brute_force,
+            rerank: vs.rerank_multiplier,
+            list: need.saturating_mul(vs.list_multiplier).max(ix.params.list),
+        };
+        let (docs, exhausted, _) = c.vector_search(&ix, &vs.vector, range, need, opts);
+        for pos in docs {
+            if !seen.insert(pos.clone()) {
+                continue;
+            }
+            let Some(item) = c.load_item(&pos)? else {
+                continue;
+            };
+            scanned += 1;
+            bytes += item.json.len() as u64;
+            let doc = parse_doc(p, &[], &item.json)?;
+            let mut ord = 0u64;
+            p.eval_doc(&doc, &cx, &mut |row| {
+                ord += 1;
+                let r = Ranked {
+                    keys: row.keys,
+                    doc: pos.clone(),
+                    ord,
+                    value: match row.value {
+                        Some(v) => to_bytes(&v),
+                        None => item.json.clone(),
+                    },
+                };
+                if last.is_none_or(|l| cmp_ranked(&r, l, desc) == Ordering::Greater) {
+                    best.push(r);
+                }
+                Ok(Flow::Continue)
+            })?;
+        }
+        if best.len() >= want {
+            best.sort_by(|a, b| cmp_ranked(a, b, desc));
+            let candidates = best.len() as u64 + u64::from(!exhausted);
+            best.truncate(want);
+            return Ok(Some(PartBest {
+                rows: best,
+                scanned,
+                bytes,
+                candidates,
+                index: IndexStats::default(),
+            }));
+        }
+        if exhausted {
+            return Ok(None);
+        }
+        need = need.saturating_mul(4);
+    }
 }

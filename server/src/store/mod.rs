@@ -130,11 +130,14 @@ impl Store {
                 .unwrap_or(0);
             let lsn = stored.max(newest);
             let (db, id) = (rec.db.clone(), rec.id.clone());
-            let c = Container::load(rec, lsn, engine.clone(), cfg.limits.clone())?;
-            cat.containers
-                .entry(db)
-                .or_default()
-                .insert(id, Arc::new(c));
+            let c = Arc::new(Container::load(
+                rec,
+                lsn,
+                engine.clone(),
+                cfg.limits.clone(),
+            )?);
+            c.start_vectors();
+            cat.containers.entry(db).or_default().insert(id, c);
         }
         let db_seqs: std::collections::HashMap<String, u32> =
             cat.dbs.iter().map(|(k, d)| (k.clone(), d.seq)).collect();
@@ -498,6 +501,7 @@ impl Store {
             self.inner.engine.clone(),
             self.inner.limits.clone(),
         )?);
+        container.start_vectors();
         write(&self.inner.catalog)
             .containers
             .entry(dbrec.id)
@@ -532,6 +536,7 @@ impl Store {
         let computed = computed_properties(&props)?;
         let reindex = self.reindex_for(c, &props)?;
         c.set_computed(computed);
+        let vectors_before = c.vector_policy();
         let (etag_seq, counter_op) = self.next_etag_seq();
         {
             let mut m = write(&c.meta);
@@ -547,6 +552,9 @@ impl Store {
                 Op::Put(Space::Catalog, keys::catalog_container(c.cid), body),
             ])
             .await?;
+        if c.vector_policy() != vectors_before {
+            c.restart_vectors();
+        }
         match reindex {
             Some(true) => self.spawn_index_build(Arc::clone(c)),
             Some(false) => self.spawn_index_purge(c),

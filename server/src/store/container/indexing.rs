@@ -23,6 +23,11 @@ impl Txn<'_> {
         new: Option<&Value>,
     ) -> Result<(), StoreError> {
         let cid = self.c.cid;
+        for ix in self.vector_paths.iter() {
+            // Pushed even without a vector: the old version (not always parsed) may have had one.
+            let v = new.and_then(|d| ix.extract(d));
+            self.vector_changes.push((Arc::clone(ix), key.to_vec(), v));
+        }
         if !self.index.policy.is_none() {
             let before = old.map(|d| self.index.entries(d)).unwrap_or_default();
             let after = new.map(|d| self.index.entries(d)).unwrap_or_default();

@@ -24,6 +24,7 @@ pub mod reindex;
 pub mod scripts;
 pub mod split;
 mod txn;
+pub mod vectors;
 
 pub use txn::{Savepoint, Txn};
 
@@ -172,6 +173,8 @@ pub struct Container {
     /// Sizes of logical partitions recently written (bytes, count), as committed (see
     /// [`LpSizes`]).
     pub(in crate::store) lp_sizes: Mutex<LpSizes>,
+    /// The vector indexes (see [`vectors`]).
+    vectors: vectors::Vectors,
 }
 
 type DefinedCache = std::sync::Mutex<HashMap<([u8; 8], u16, String, String), (u64, u64)>>;
@@ -259,6 +262,9 @@ impl Container {
             .and_then(|v| v[..].try_into().ok().map(u64::from_be_bytes))
             .unwrap_or(lsn);
         let scripts = scripts::load(&engine, rec.cid)?;
+        let vectors = vectors::Vectors::of(
+            &strata_query::index::vector::VectorPolicy::from_props(&rec.props).unwrap_or_default(),
+        );
         let c = Self {
             scripts: RwLock::new(Arc::new(scripts)),
             doc_counter: AtomicU64::new(doc_counter),
@@ -285,6 +291,7 @@ impl Container {
             turn: tokio::sync::Mutex::new(()),
             script_turns: tokio::sync::Semaphore::new(1),
             lp_sizes: Mutex::new(LpSizes::default()),
+            vectors,
             engine,
             limits,
         };
@@ -569,14 +576,17 @@ impl Container {
                 StoreError::NotFound(format!("The container '{}' was deleted.", self.id)).into(),
             );
         }
+        let tx = self.engine.begin(&self.log);
         let mut txn = Txn {
+            vector_paths: self.vectors.paths(),
+            vector_changes: Vec::new(),
             c: self,
             index: self.index_state(),
             unique_staged: HashMap::new(),
             history: self.keeps_history(),
             expiring: false,
             next_doc: self.doc_counter.load(Ordering::Acquire),
-            tx: self.engine.begin(&self.log),
+            tx,
             staged: HashMap::new(),
             lp_delta: HashMap::new(),
             now: catalog::now_secs(),
@@ -637,11 +647,17 @@ impl Container {
         // Held across the commit: the next transaction (it waits for the log this commit
         // releases) reads sizes only after they are updated below.
         let mut sizes = lock(&self.lp_sizes);
+        // Held across the commit too, so the vector sets take changes in commit order.
+        let order = (!txn.vector_changes.is_empty()).then(|| lock(&self.vectors.order));
         let token = tx.commit().map_err(StoreError::from)?;
         for (epk, d) in &txn.lp_delta {
             sizes.set(epk, d.total);
         }
         drop(sizes);
+        for (ix, key, v) in txn.vector_changes {
+            ix.observe(key, v);
+        }
+        drop(order);
         if docs_created {
             self.doc_counter.store(next_doc, Ordering::Release);
         }

@@ -38,6 +38,10 @@ pub struct Txn<'a> {
     /// What the changes since the oldest open savepoint overwrote, so a failed operation can
     /// be undone while the transaction goes on (`None`: no savepoint, nothing recorded).
     pub(super) undo: Option<Vec<Undo>>,
+    /// The container's vector sets when the transaction began (writes pause while they change).
+    pub(super) vector_paths: Arc<Vec<Arc<vectors::PathIndex>>>,
+    /// Vectors of the documents written, in order: applied to the sets after the commit.
+    pub(super) vector_changes: Vec<vectors::Change>,
 }
 
 /// One overwritten entry of a transaction's own bookkeeping (see [`Txn::savepoint`]).
@@ -53,6 +57,7 @@ pub struct Savepoint {
     pub(super) next_doc: u64,
     pub(super) deleted_any: bool,
     pub(super) undo: usize,
+    pub(super) vector_changes: usize,
 }
 
 impl<'a> Txn<'a> {
@@ -301,6 +306,7 @@ impl Txn<'_> {
             next_doc: self.next_doc,
             deleted_any: self.deleted_any,
             undo,
+            vector_changes: self.vector_changes.len(),
         }
     }
 
@@ -314,6 +320,7 @@ impl Txn<'_> {
     /// Undoes everything staged since `sp`.
     pub fn rollback_to(&mut self, sp: Savepoint) {
         self.tx.rewind(sp.tx);
+        self.vector_changes.truncate(sp.vector_changes);
         self.next_doc = sp.next_doc;
         self.deleted_any = sp.deleted_any;
         let Some(undo) = &mut self.undo else { return };
@@ -364,6 +371,11 @@ impl Txn<'_> {
         if self.indexes() {
             let old_doc = parse_stored(previous)?;
             self.maintain(epk, id, &key, Some(&old_doc), None)?;
+        } else {
+            for ix in self.vector_paths.iter() {
+                self.vector_changes
+                    .push((Arc::clone(ix), key.clone(), None));
+            }
         }
         self.tx.delete(Space::Items, key);
         // A delete consumes an LSN too, so session tokens and range LSNs move forward.

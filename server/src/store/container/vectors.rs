@@ -1,0 +1,298 @@
+//! A container's vector indexes: one [`VectorSet`] per path its `vectorIndexes` name, kept
+//! current with every committed write (in commit order, before the writer hears back, so a
+//! writer's next query sees its write) and rebuilt from the documents when the container is
+//! opened or its policy changes. While a set is being (re)built, the writes committed meanwhile
+//! are journaled and replayed over what the build read; queries rank by evaluating documents
+//! until it is ready. diskANN sets link new vectors into their graph on a background thread;
+//! until linked, a vector is scanned exactly with every search.
+//!
+//! The sets live in memory and are derived from the stored documents alone: nothing of them
+//! is written, so a crash loses nothing — the next start rebuilds them.
+
+use super::*;
+use crate::vector::{Found, Kind, Metric, Params, SearchOpts, VectorSet};
+use strata_query::index::vector::{Distance, IndexKind, VectorPolicy};
+
+/// One indexed path.
+#[derive(Debug)]
+pub struct PathIndex {
+    /// `/a/b`.
+    pub path: String,
+    segs: Vec<String>,
+    pub params: Params,
+    set: RwLock<VectorSet>,
+    state: Mutex<Journal>,
+    linking: AtomicBool,
+}
+
+/// Where a committed change to a set goes.
+#[derive(Debug)]
+enum Journal {
+    /// No build has started: the build will read the change from the documents.
+    Unbuilt,
+    /// A build is reading the documents: changes wait here, in commit order.
+    Building(Vec<(Vec<u8>, Option<Vec<f32>>)>),
+    /// The set is current: changes go straight in.
+    Ready,
+}
+
+/// The container's sets, and the lock that keeps their updates in commit order.
+#[derive(Debug, Default)]
+pub struct Vectors {
+    paths: RwLock<Arc<Vec<Arc<PathIndex>>>>,
+    pub(super) order: Mutex<()>,
+}
+
+/// One staged change: the set, the item key, its vector.
+pub(super) type Change = (Arc<PathIndex>, Vec<u8>, Option<Vec<f32>>);
+
+impl Vectors {
+    /// The sets `policy` asks for (built later by [`Container::start_vectors`]).
+    pub fn of(policy: &VectorPolicy) -> Self {
+        let paths = policy
+            .indexes
+            .iter()
+            .filter_map(|ix| {
+                let e = policy.embedding(&ix.path)?;
+                let params = Params {
+                    kind: match ix.kind {
+                        IndexKind::Flat => Kind::Flat,
+                        IndexKind::QuantizedFlat => Kind::QuantizedFlat,
+                        IndexKind::DiskAnn => Kind::DiskAnn,
+                    },
+                    dims: e.dimensions,
+                    metric: match e.distance {
+                        Distance::Cosine => Metric::Cosine,
+                        Distance::DotProduct => Metric::DotProduct,
+                        Distance::Euclidean => Metric::Euclidean,
+                    },
+                    list: ix.indexing_search_list_size.unwrap_or(100) as usize,
+                    degree: 32,
+                };
+                Some(Arc::new(PathIndex {
+                    path: ix.path.clone(),
+                    segs: ix.path.split('/').skip(1).map(str::to_string).collect(),
+                    params,
+                    set: RwLock::new(VectorSet::new(params)),
+                    state: Mutex::new(Journal::Unbuilt),
+                    linking: AtomicBool::new(false),
+                }))
+            })
+            .collect();
+        Self {
+            paths: RwLock::new(Arc::new(paths)),
+            order: Mutex::new(()),
+        }
+    }
+
+    /// The indexed paths (shared; a transaction keeps the list it started with).
+    pub fn paths(&self) -> Arc<Vec<Arc<PathIndex>>> {
+        Arc::clone(&read(&self.paths))
+    }
+}
+
+impl PathIndex {
+    /// The vector of `doc` at this path: an array of numbers of the set's length.
+    pub(super) fn extract(&self, doc: &Value) -> Option<Vec<f32>> {
+        let mut v = doc;
+        for s in &self.segs {
+            v = v.get(s)?;
+        }
+        let a = v.as_array()?;
+        if a.len() != self.params.dims {
+            return None;
+        }
+        a.iter().map(|x| x.as_f64().map(|f| f as f32)).collect()
+    }
+
+    /// Applies one committed change (see [`Journal`]).
+    pub(super) fn observe(self: &Arc<Self>, key: Vec<u8>, v: Option<Vec<f32>>) {
+        let mut state = lock(&self.state);
+        match &mut *state {
+            Journal::Unbuilt => {}
+            Journal::Building(j) => j.push((key, v)),
+            Journal::Ready => {
+                write(&self.set).set(&key, v.as_deref());
+                drop(state);
+                self.link_in_background();
+            }
+        }
+    }
+
+    /// Whether queries may read the set.
+    pub fn ready(&self) -> bool {
+        matches!(*lock(&self.state), Journal::Ready)
+    }
+
+    /// The kind's name as the policy spells it.
+    pub fn kind_name(&self) -> &'static str {
+        match self.params.kind {
+            Kind::Flat => "flat",
+            Kind::QuantizedFlat => "quantizedFlat",
+            Kind::DiskAnn => "diskANN",
+        }
+    }
+
+    /// Whether a query measuring with `distance` (lower case) may rank by this set.
+    pub fn measures(&self, distance: &str) -> bool {
+        matches!(
+            (self.params.metric, distance),
+            (Metric::Cosine, "cosine")
+                | (Metric::DotProduct, "dotproduct")
+                | (Metric::Euclidean, "euclidean")
+        )
+    }
+
+    /// Live vectors, tombstones, slots not yet linked and bytes held.
+    pub fn stats(&self) -> (usize, usize, usize, usize) {
+        let s = read(&self.set);
+        (s.len(), s.dead(), s.unlinked(), s.held_bytes())
+    }
+
+    /// Links unlinked slots into the graph on a thread of its own, one slot at a time: the
+    /// search for its edges under a read lock (queries go on), the linking under a short
+    /// write lock.
+    fn link_in_background(self: &Arc<Self>) {
+        if self.params.kind != Kind::DiskAnn || read(&self.set).unlinked() == 0 {
+            return;
+        }
+        if self.linking.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let me = Arc::clone(self);
+        let spawned = std::thread::Builder::new()
+            .name("strata-vector-link".into())
+            .spawn(move || loop {
+                let next = read(&me.set).plan_next();
+                match next {
+                    Some((p, out)) => write(&me.set).link(p, out),
+                    None => {
+                        me.linking.store(false, Ordering::Release);
+                        // A vector appended after the last look and before the flag cleared
+                        // would wait for the next write: look once more.
+                        if read(&me.set).unlinked() == 0 || me.linking.swap(true, Ordering::AcqRel)
+                        {
+                            return;
+                        }
+                    }
+                }
+            });
+        if spawned.is_err() {
+            self.linking.store(false, Ordering::Release);
+        }
+    }
+}
+
+impl Container {
+    /// Starts building the container's vector sets from its documents, each on a thread of
+    /// its own; writes committed meanwhile are journaled and replayed (see [`Journal`]).
+    pub fn start_vectors(self: &Arc<Self>) {
+        for (i, ix) in self.vectors.paths().iter().enumerate() {
+            {
+                let mut state = lock(&ix.state);
+                if !matches!(*state, Journal::Unbuilt) {
+                    continue;
+                }
+                *state = Journal::Building(Vec::new());
+            }
+            let (c, ix) = (Arc::clone(self), Arc::clone(ix));
+            let spawned = std::thread::Builder::new()
+                .name("strata-vector-build".into())
+                .spawn(move || {
+                    let started = std::time::Instant::now();
+                    match c.build_vectors(&ix) {
+                        Ok(n) => tracing::info!(
+                            container = %c.id, path = %ix.path, kind = ix.kind_name(), vectors = n,
+                            ms = started.elapsed().as_millis() as u64, "vector index read"
+                        ),
+                        Err(e) => {
+                            tracing::error!(container = %c.id, path = %ix.path, error = %e, "building a vector index failed");
+                            *lock(&ix.state) = Journal::Unbuilt;
+                        }
+                    }
+                });
+            if spawned.is_err() {
+                tracing::error!(container = %self.id, index = i, "no thread for a vector index build");
+            }
+        }
+    }
+
+    /// Reads every document's vector into a fresh set, replays the journal over it and
+    /// installs it. Returns the vectors read.
+    fn build_vectors(&self, ix: &Arc<PathIndex>) -> Result<usize, StoreError> {
+        let mut set = VectorSet::new(ix.params);
+        let all = EpkRange::full();
+        let mut after: Option<DocPos> = None;
+        let mut n = 0usize;
+        loop {
+            if self.deleted.load(Ordering::Acquire) {
+                return Ok(n);
+            }
+            let chunk = self.scan_items(&all, after.as_ref(), 256)?;
+            for (pos, item) in &chunk {
+                let doc: Value = serde_json::from_slice(&item.json)
+                    .map_err(|e| StoreError::Corrupt(format!("a stored document: {e}")))?;
+                if let Some(v) = ix.extract(&doc) {
+                    set.set(&pos.0, Some(&v));
+                    n += 1;
+                }
+            }
+            match chunk.last() {
+                Some((p, _)) if chunk.len() == 256 => after = Some(p.clone()),
+                _ => break,
+            }
+        }
+        let mut state = lock(&ix.state);
+        if let Journal::Building(journal) = std::mem::replace(&mut *state, Journal::Ready) {
+            for (k, v) in journal {
+                set.set(&k, v.as_deref());
+            }
+        }
+        *write(&ix.set) = set;
+        drop(state);
+        ix.link_in_background();
+        Ok(n)
+    }
+
+    /// Replaces the sets after a policy change and builds the new ones.
+    pub fn restart_vectors(self: &Arc<Self>) {
+        let fresh = Vectors::of(&self.vector_policy());
+        // No transaction is open while the sets change: each one stages changes for the
+        // sets it began with, and those are the ones its commit updates.
+        self.with_writes_paused(|| *write(&self.vectors.paths) = fresh.paths());
+        self.start_vectors();
+    }
+
+    /// The ready index over `path`, if the container has one.
+    pub fn vector_index(&self, path: &str) -> Option<Arc<PathIndex>> {
+        self.vectors
+            .paths()
+            .iter()
+            .find(|ix| ix.path == path && ix.ready())
+            .cloned()
+    }
+
+    /// The documents of `range` whose vectors at `ix`'s path are closest to `q`, closest
+    /// first (see [`VectorSet::search`]).
+    pub fn vector_search(
+        &self,
+        ix: &PathIndex,
+        q: &[f32],
+        range: &EpkRange,
+        want: usize,
+        opts: SearchOpts,
+    ) -> (Vec<DocPos>, bool, usize) {
+        let (lo, hi) = self.key_bounds(range);
+        let accept = |k: &[u8]| k >= &lo[..] && k < &hi[..];
+        let Found {
+            keys,
+            exhausted,
+            scored,
+        } = read(&ix.set).search(q, want, &accept, opts);
+        let docs = keys
+            .into_iter()
+            .map(|(_, k)| DocPos(k.into_vec()))
+            .collect();
+        (docs, exhausted, scored)
+    }
+}

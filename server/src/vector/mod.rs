@@ -1,0 +1,39 @@
+//! Vector indexes, as plain in-memory structures over `f32` rows: the distance kernels, a
+//! scalar quantizer, a Vamana graph and the set that holds one embedding path's vectors.
+//! Nothing here knows documents or storage; `store::container::vectors` keeps a set per
+//! indexed path current with the container's writes and rebuilds it from the documents.
+
+pub mod graph;
+pub mod kernels;
+pub mod quant;
+pub mod set;
+
+pub use set::{Found, SearchOpts, VectorSet};
+
+/// How distance is measured (the embedding's `distanceFunction`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Metric {
+    Cosine,
+    DotProduct,
+    Euclidean,
+}
+
+/// The index kind (the `vectorIndexes` entry's `type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Flat,
+    QuantizedFlat,
+    DiskAnn,
+}
+
+/// What shapes a set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Params {
+    pub kind: Kind,
+    pub dims: usize,
+    pub metric: Metric,
+    /// Beam length while linking (`indexingSearchListSize`, the service's default 100).
+    pub list: usize,
+    /// Most edges per node.
+    pub degree: usize,
+}
