@@ -624,7 +624,7 @@ async fn vector_distance_orders_by_the_containers_distance_function() {
     let plan =
         strata_query::protocol::unescape_plan(r.header("x-strata-query-plan").unwrap_or_default());
     assert!(
-        plan.contains("ranked by VectorDistance over /v (euclidean), candidates from the flat index on /v (40 vectors)"),
+        plan.contains("ranked by VectorDistance over /v (euclidean), candidates from the flat index on /v (40 vectors"),
         "{plan}"
     );
     // The call's own function wins: dot product, the largest first.

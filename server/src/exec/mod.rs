@@ -93,11 +93,17 @@ pub fn access(c: &Container, p: &PreparedQuery, enable_scan: bool) -> Result<Acc
             if !ix.measures(&vs.distance) {
                 return None;
             }
-            let (live, ..) = ix.stats();
+            let (live, _, unlinked, bytes) = ix.stats();
             Some(format!(
-                "the {} index on {} ({live} vectors{})",
+                "the {} index on {} ({live} vectors, {:.1} MB in memory{}{})",
                 ix.kind_name(),
                 vs.path,
+                bytes as f64 / 1048576.0,
+                if unlinked > 0 {
+                    format!(", {unlinked} not yet linked")
+                } else {
+                    String::new()
+                },
                 if vs.brute_force { ", brute force" } else { "" }
             ))
         });

@@ -118,6 +118,11 @@ impl VectorSet {
             self.codes.resize(at + row.len(), 0);
             q.encode(&row, &mut self.codes[at..]);
         }
+        // Grown by an eighth at a time, not doubled: the rows are most of the set's memory.
+        if self.data.capacity() < self.data.len() + row.len() {
+            self.data.reserve_exact(row.len().max(self.data.len() / 8));
+            self.codes.reserve_exact(self.codes.len() / 8);
+        }
         self.data.extend_from_slice(&row);
         let key: Box<[u8]> = key.into();
         self.keys.push(Some(key.clone()));

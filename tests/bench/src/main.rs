@@ -27,6 +27,7 @@ mod profile;
 mod runner;
 mod scale;
 mod scripts;
+mod vector;
 mod wire;
 mod workloads;
 
@@ -47,8 +48,9 @@ use workloads::{workload, WORKLOADS};
     about = "Benchmarks strata against an in-process HTTP baseline."
 )]
 struct Args {
-    /// all, throughput, queries, split, scale, indexing, scripts, bulk, copy, wire or lean
-    /// (comma-separated; `all` leaves out lean, which needs `wrk`).
+    /// all, throughput, queries, split, scale, indexing, scripts, bulk, copy, wire, lean or
+    /// vector (comma-separated; `all` leaves out lean, which needs `wrk`, and vector, which
+    /// needs Python with faiss-cpu and milvus-lite for its anchors).
     #[arg(long, default_value = "all")]
     suite: String,
     /// Tiny data and short runs: checks that everything works (CI), not speed.
@@ -78,6 +80,15 @@ struct Args {
     /// Items for the indexing suite.
     #[arg(long, default_value_t = 1_000_000)]
     index_items: u64,
+    /// Vectors for the vector suite.
+    #[arg(long, default_value_t = 100_000)]
+    vector_items: u64,
+    /// The vector suite's strata runs: `none` (no vector index) and index kinds.
+    #[arg(long, default_value = "none,flat,quantizedFlat,diskANN")]
+    vector_kinds: String,
+    /// Dimensions of the vector suite's vectors.
+    #[arg(long, default_value_t = 768)]
+    vector_dims: usize,
     /// Items the copy suite copies.
     #[arg(long, default_value_t = 1_000_000)]
     copy_items: u64,
@@ -824,6 +835,7 @@ fn main() {
                 "copy" => copy::copy_suite(&a, &mut report).await,
                 "wire" => wire::wire(&a, &mut report).await,
                 "lean" => lean::lean(&a, &mut report).await,
+                "vector" => vector::vector(&a, &mut report).await,
                 "external" => external::external(&a, &mut report, profiled.as_ref()).await,
                 other => eprintln!("unknown suite {other}"),
             }

@@ -284,6 +284,18 @@ impl Container {
     ) -> (Vec<DocPos>, bool, usize) {
         let (lo, hi) = self.key_bounds(range);
         let accept = |k: &[u8]| k >= &lo[..] && k < &hi[..];
+        // The set spans the container; a physical partition holds about 1/p of it, so a
+        // graph search for one keeps p times the candidates to find as many of its own.
+        let whole = range.min.is_empty() && range.max.as_str() >= "FF";
+        let share = if whole {
+            1
+        } else {
+            self.physical_partitions().max(1)
+        };
+        let opts = SearchOpts {
+            list: opts.list.saturating_mul(share),
+            ..opts
+        };
         let Found {
             keys,
             exhausted,
