@@ -103,7 +103,12 @@ async fn make(s: &TestServer, coll: &str, kind: &str) {
 }
 
 async fn load(s: &TestServer, coll: &str, vs: &[Vec<f64>]) {
-    for (i, v) in vs.iter().enumerate() {
+    load_from(s, coll, vs, 0).await;
+}
+
+/// Loads `vs[from..]` as documents `d{i}`.
+async fn load_from(s: &TestServer, coll: &str, vs: &[Vec<f64>], from: usize) {
+    for (i, v) in vs.iter().enumerate().skip(from) {
         let pk = format!("p{}", i % 50);
         let r = s
             .create(
@@ -186,6 +191,60 @@ async fn vector_indexes_find_the_nearest_documents_across_partitions() {
         assert!(recall >= floor, "{kind}: recall@10 {recall}");
         assert!(frecall >= floor, "{kind}: filtered recall@10 {frecall}");
     }
+}
+
+/// The index follows splits: a container that splits while it is loaded still finds the
+/// nearest documents of each new partition (the parent's shard serves both children until
+/// new vectors go to theirs).
+#[tokio::test]
+async fn the_index_follows_splits() {
+    let s = TestServer::start_with(Options {
+        limits: Some(Limits {
+            initial_partitions: Some(1),
+            partition_split_bytes: 96 * 1024,
+            ..Limits::default()
+        }),
+        ..Options::default()
+    })
+    .await;
+    make(&s, "split", "diskANN").await;
+    let mut g = Gen(3);
+    let vs = g.vectors(2000);
+    load(&s, "split", &vs[..1000]).await;
+    let top = "SELECT TOP 10 c.id FROM c ORDER BY VectorDistance(c.v, @q)";
+    let queries = g.vectors(10);
+    until_indexed(
+        &s,
+        "split",
+        top,
+        json!([{"name": "@q", "value": queries[0]}]),
+    )
+    .await;
+    load_from(&s, "split", &vs, 1000).await;
+    let ranges = s
+        .get(&format!("/dbs/{DB}/colls/split/pkranges"), &[])
+        .await
+        .json["PartitionKeyRanges"]
+        .as_array()
+        .map_or(0, Vec::len);
+    assert!(ranges >= 3, "the container split: {ranges} ranges");
+    let mut hits = 0;
+    for q in &queries {
+        let mut exact: Vec<(f64, usize)> = vs
+            .iter()
+            .enumerate()
+            .map(|(i, v)| (-cosine(q, v), i))
+            .collect();
+        exact.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let r = query(&s, "split", top, json!([{"name": "@q", "value": q}]), false).await;
+        let got = ids(&r);
+        assert_eq!(got.len(), 10, "{r:?}");
+        hits += exact[..10]
+            .iter()
+            .filter(|(_, i)| got.contains(&format!("d{i}")))
+            .count();
+    }
+    assert!(hits >= 90, "recall@10 after splits: {hits}/100");
 }
 
 /// A writer's next query sees its write: a new nearest document is found at once, an update

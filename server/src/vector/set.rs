@@ -23,6 +23,20 @@ pub struct VectorSet {
     quant: Option<Quantizer>,
     keys: Vec<Option<Box<[u8]>>>,
     slot_of: HashMap<Box<[u8]>, u32>,
+    /// Bytes of the live keys.
+    key_bytes: usize,
+    shards: Vec<Shard>,
+}
+
+/// The slots of one key range (a physical partition when they were written), with their own
+/// graph: a partition's search walks only its own vectors. After a split, the parent's shard
+/// serves both children (filtered to each) and new vectors go to the children's shards.
+#[derive(Debug)]
+struct Shard {
+    lo: Vec<u8>,
+    hi: Vec<u8>,
+    /// Global slots, in the order they joined; graph node `i` is `members[i]`.
+    members: Vec<u32>,
     graph: Option<Graph>,
 }
 
@@ -56,7 +70,6 @@ struct Query {
 
 impl VectorSet {
     pub fn new(params: Params) -> Self {
-        let graph = (params.kind == Kind::DiskAnn).then(|| Graph::new(params.degree, params.list));
         Self {
             params,
             data: Vec::new(),
@@ -65,7 +78,8 @@ impl VectorSet {
             quant: None,
             keys: Vec::new(),
             slot_of: HashMap::new(),
-            graph,
+            key_bytes: 0,
+            shards: Vec::new(),
         }
     }
 
@@ -80,9 +94,10 @@ impl VectorSet {
 
     /// Slots not yet in the graph (0 without one).
     pub fn unlinked(&self) -> usize {
-        self.graph
-            .as_ref()
-            .map_or(0, |g| self.keys.len().saturating_sub(g.len()))
+        self.shards
+            .iter()
+            .map(|s| s.graph.as_ref().map_or(0, |g| s.members.len() - g.len()))
+            .sum()
     }
 
     /// Tombstones among the slots.
@@ -95,14 +110,21 @@ impl VectorSet {
         self.data.capacity() * 4
             + self.norms.capacity() * 4
             + self.codes.capacity()
-            + self.graph.as_ref().map_or(0, Graph::held_bytes)
-            + self.slot_of.keys().map(|k| 2 * k.len() + 48).sum::<usize>()
+            + self
+                .shards
+                .iter()
+                .map(|s| s.members.capacity() * 4 + s.graph.as_ref().map_or(0, Graph::held_bytes))
+                .sum::<usize>()
+            + 2 * self.key_bytes
+            + self.keys.len() * 48
     }
 
-    /// Sets the vector of `key` (`None`: it has none, or the document is gone).
-    pub fn set(&mut self, key: &[u8], v: Option<&[f32]>) {
+    /// Sets the vector of `key` (`None`: it has none, or the document is gone); `shard` is
+    /// the key range of the physical partition it is written in.
+    pub fn set(&mut self, key: &[u8], v: Option<&[f32]>, shard: (&[u8], &[u8])) {
         if let Some(slot) = self.slot_of.remove(key) {
             self.keys[slot as usize] = None;
+            self.key_bytes -= key.len();
         }
         let Some(v) = v.filter(|v| v.len() == self.params.dims) else {
             return;
@@ -126,7 +148,27 @@ impl VectorSet {
         self.data.extend_from_slice(&row);
         let key: Box<[u8]> = key.into();
         self.keys.push(Some(key.clone()));
+        self.key_bytes += key.len();
         self.slot_of.insert(key, slot);
+        let i = match self
+            .shards
+            .iter()
+            .position(|s| s.lo == shard.0 && s.hi == shard.1)
+        {
+            Some(i) => i,
+            None => {
+                let graph = (self.params.kind == Kind::DiskAnn)
+                    .then(|| Graph::new(self.params.degree, self.params.list));
+                self.shards.push(Shard {
+                    lo: shard.0.to_vec(),
+                    hi: shard.1.to_vec(),
+                    members: Vec::new(),
+                    graph,
+                });
+                self.shards.len() - 1
+            }
+        };
+        self.shards[i].members.push(slot);
         if self.quant.is_none() && self.params.kind != Kind::Flat && self.len() >= TRAIN_AT {
             self.train();
         }
@@ -160,26 +202,43 @@ impl VectorSet {
         l2sq(self.row(a), self.row(b))
     }
 
-    /// The edges of the next slot to link into the graph, chosen without changing anything
-    /// (run it under a read lock, then [`VectorSet::link`] under a write lock).
-    pub fn plan_next(&self) -> Option<(u32, Vec<u32>)> {
-        let g = self.graph.as_ref()?;
-        let p = g.len() as u32;
-        if p as usize >= self.keys.len() {
-            return None;
-        }
-        Some((p, g.plan(p, &|a, b| self.pair(a, b))))
+    /// The edges of the next slot to link into its shard's graph, chosen without changing
+    /// anything (run it under a read lock, then [`VectorSet::link`] under a write lock).
+    pub fn plan_next(&self) -> Option<Link> {
+        self.shards.iter().enumerate().find_map(|(i, s)| {
+            let g = s.graph.as_ref()?;
+            let p = g.len() as u32;
+            if p as usize >= s.members.len() {
+                return None;
+            }
+            let out = g.plan(p, &|a, b| {
+                self.pair(s.members[a as usize], s.members[b as usize])
+            });
+            Some(Link {
+                shard: i,
+                node: p,
+                out,
+            })
+        })
     }
 
-    /// Links slot `p` with the edges [`VectorSet::plan_next`] chose.
-    pub fn link(&mut self, p: u32, out: Vec<u32>) {
-        let Some(mut g) = self.graph.take() else {
+    /// Links a node with the edges [`VectorSet::plan_next`] chose.
+    pub fn link(&mut self, l: Link) {
+        let Some(shard) = self.shards.get_mut(l.shard) else {
             return;
         };
-        if g.len() == p as usize {
-            g.link(p, out, &|a, b| self.pair(a, b));
+        let Some(mut g) = shard.graph.take() else {
+            return;
+        };
+        let members = std::mem::take(&mut shard.members);
+        if g.len() == l.node as usize {
+            g.link(l.node, l.out, &|a, b| {
+                self.pair(members[a as usize], members[b as usize])
+            });
         }
-        self.graph = Some(g);
+        let shard = &mut self.shards[l.shard];
+        shard.members = members;
+        shard.graph = Some(g);
     }
 
     fn prepare(&self, q: &[f32]) -> Query {
@@ -212,15 +271,16 @@ impl VectorSet {
         }
     }
 
-    /// The `want` live vectors closest to `q` among those whose key `accept`s, closest
-    /// first: exactly (flat, brute force, or few vectors), over codes re-ranked exactly
-    /// (quantizedFlat), or by a beam search of the graph plus an exact scan of the slots not
-    /// linked yet (diskANN). Vectors of another length than the set's are never close.
+    /// The `want` live vectors closest to `q` among those with keys in `[lo, hi)` (a
+    /// physical partition's), closest first, from the shards that overlap it: exactly (flat,
+    /// brute force, few vectors), over codes re-ranked exactly (quantizedFlat), or by a beam
+    /// search of each shard's graph plus an exact scan of its slots not linked yet (diskANN).
+    /// Vectors of another length than the set's are never close.
     pub fn search(
         &self,
         q: &[f32],
         want: usize,
-        accept: &dyn Fn(&[u8]) -> bool,
+        (lo, hi): (&[u8], &[u8]),
         opts: SearchOpts,
     ) -> Found {
         if q.len() != self.params.dims || want == 0 {
@@ -230,43 +290,63 @@ impl VectorSet {
             };
         }
         let q = self.prepare(q);
-        let live = |s: u32| match &self.keys[s as usize] {
-            Some(k) if accept(k) => Some(k),
-            _ => None,
-        };
         let approximate = !opts.brute_force && q.code.is_some();
-        let (mut cands, exhausted): (Vec<(f32, u32)>, bool) = match (&self.graph, approximate) {
-            (Some(g), true) if opts.list < g.len() => {
-                let beam = g.search(opts.list.max(want), &mut |n| self.approx(&q, n));
-                let mut c: Vec<(f32, u32)> = beam
-                    .scored
-                    .into_iter()
-                    .filter(|(_, s)| live(*s).is_some())
-                    .collect();
-                for s in g.len() as u32..self.keys.len() as u32 {
-                    if live(s).is_some() {
-                        c.push((self.exact(&q, s), s));
+        let score = |s: u32| {
+            if approximate {
+                self.approx(&q, s)
+            } else {
+                self.exact(&q, s)
+            }
+        };
+        let mut cands: Vec<(f32, u32)> = Vec::new();
+        let mut exhausted = true;
+        for shard in self
+            .shards
+            .iter()
+            .filter(|s| s.lo.as_slice() < hi && lo < s.hi.as_slice())
+        {
+            let inside = shard.lo.as_slice() >= lo && shard.hi.as_slice() <= hi;
+            let live = |s: u32| match &self.keys[s as usize] {
+                Some(k) => inside || (k.as_ref() >= lo && k.as_ref() < hi),
+                None => false,
+            };
+            // A shard the range covers only part of (the parent of a split) keeps more of
+            // its beam to find as many of the range's own.
+            let list = if inside {
+                opts.list
+            } else {
+                opts.list.saturating_mul(2)
+            };
+            match &shard.graph {
+                Some(g) if approximate && list < g.len() => {
+                    exhausted = false;
+                    let m = &shard.members;
+                    let beam = g.search(list.max(want), &mut |n| self.approx(&q, m[n as usize]));
+                    cands.extend(
+                        beam.scored
+                            .into_iter()
+                            .map(|(d, n)| (d, m[n as usize]))
+                            .filter(|(_, s)| live(*s)),
+                    );
+                    for &s in &m[g.len()..] {
+                        if live(s) {
+                            cands.push((self.exact(&q, s), s));
+                        }
                     }
                 }
-                (c, false)
+                _ => cands.extend(
+                    shard
+                        .members
+                        .iter()
+                        .filter(|s| live(**s))
+                        .map(|&s| (score(s), s)),
+                ),
             }
-            _ => {
-                let score = |s: u32| {
-                    if approximate {
-                        self.approx(&q, s)
-                    } else {
-                        self.exact(&q, s)
-                    }
-                };
-                let c: Vec<(f32, u32)> = (0..self.keys.len() as u32)
-                    .filter(|s| live(*s).is_some())
-                    .map(|s| (score(s), s))
-                    .collect();
-                let all = c.len() <= want;
-                (c, all)
-            }
-        };
+        }
         let scored = cands.len();
+        if scored > want {
+            exhausted = false;
+        }
         let keep = if approximate {
             want.saturating_mul(opts.rerank.max(1))
         } else {
@@ -281,7 +361,7 @@ impl VectorSet {
         }
         let keys = cands
             .into_iter()
-            .filter_map(|(d, s)| live(s).map(|k| (d, k.clone())))
+            .filter_map(|(d, s)| self.keys[s as usize].as_ref().map(|k| (d, k.clone())))
             .collect();
         Found {
             keys,
@@ -289,6 +369,14 @@ impl VectorSet {
             scored,
         }
     }
+}
+
+/// The next link for the graph of one shard (see [`VectorSet::plan_next`]).
+#[derive(Debug)]
+pub struct Link {
+    shard: usize,
+    node: u32,
+    out: Vec<u32>,
 }
 
 /// Keeps the `n` smallest of `c`, sorted.
@@ -300,4 +388,86 @@ fn top(c: &mut Vec<(f32, u32)>, n: usize) {
     }
     c.truncate(n);
     c.sort_by(cmp);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(i: u32) -> [u8; 4] {
+        i.to_be_bytes()
+    }
+
+    /// A diskANN set over two shards answers a search for a whole shard and for part of one
+    /// (a child after a split) with keys of that range only, near the exact answer; an
+    /// updated vector moves and a removed one is gone.
+    #[test]
+    fn shards_answer_for_their_ranges() {
+        let dims = 8;
+        let mut seed = 1u64;
+        let mut rnd = || {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
+            (seed >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+        };
+        let rows: Vec<Vec<f32>> = (0..3000)
+            .map(|_| (0..dims).map(|_| rnd()).collect())
+            .collect();
+        let mut set = VectorSet::new(Params {
+            kind: Kind::DiskAnn,
+            dims,
+            metric: Metric::Euclidean,
+            list: 50,
+            degree: 16,
+        });
+        let (a, b, end) = (key(0), key(1500), key(3000));
+        for (i, r) in rows.iter().enumerate() {
+            let shard = if i < 1500 {
+                (&a[..], &b[..])
+            } else {
+                (&b[..], &end[..])
+            };
+            set.set(&key(i as u32), Some(r), shard);
+        }
+        while let Some(l) = set.plan_next() {
+            set.link(l);
+        }
+        assert_eq!(set.unlinked(), 0);
+        let opts = SearchOpts {
+            brute_force: false,
+            rerank: 5,
+            list: 40,
+        };
+        let mut hits = 0;
+        for (qi, (lo, hi)) in [(0u32, 750u32), (1500, 3000), (200, 2600)]
+            .iter()
+            .enumerate()
+        {
+            let q = &rows[qi * 97];
+            let found = set.search(q, 10, (&key(*lo), &key(*hi)), opts);
+            let got: Vec<u32> = found
+                .keys
+                .iter()
+                .map(|(_, k)| u32::from_be_bytes([k[0], k[1], k[2], k[3]]))
+                .collect();
+            assert!(
+                got.iter().all(|i| i >= lo && i < hi),
+                "{got:?} outside {lo}..{hi}"
+            );
+            let mut exact: Vec<(f32, u32)> = (*lo..*hi)
+                .map(|i| (super::super::kernels::l2sq(q, &rows[i as usize]), i))
+                .collect();
+            exact.sort_by(|x, y| x.0.total_cmp(&y.0));
+            hits += exact[..10].iter().filter(|e| got.contains(&e.1)).count();
+        }
+        assert!(hits >= 27, "recall@10 over 3 searches: {hits}/30");
+        // An update moves the vector, a removal takes it out.
+        let far = vec![9.0; dims];
+        set.set(&key(5), Some(&far), (&a, &b));
+        let found = set.search(&far, 1, (&a, &end), opts);
+        assert_eq!(&found.keys[0].1[..], &key(5));
+        set.set(&key(5), None, (&a, &b));
+        let found = set.search(&far, 1, (&a, &end), opts);
+        assert_ne!(&found.keys[0].1[..], &key(5));
+        assert_eq!(set.len(), 2999);
+    }
 }

@@ -655,7 +655,8 @@ impl Container {
         }
         drop(sizes);
         for (ix, key, v) in txn.vector_changes {
-            ix.observe(key, v);
+            let b = self.shard_of(&key);
+            ix.observe(key, v, b);
         }
         drop(order);
         if docs_created {

@@ -31,7 +31,7 @@ enum Journal {
     /// No build has started: the build will read the change from the documents.
     Unbuilt,
     /// A build is reading the documents: changes wait here, in commit order.
-    Building(Vec<(Vec<u8>, Option<Vec<f32>>)>),
+    Building(Vec<(Vec<u8>, Option<Vec<f32>>, Bounds)>),
     /// The set is current: changes go straight in.
     Ready,
 }
@@ -45,6 +45,9 @@ pub struct Vectors {
 
 /// One staged change: the set, the item key, its vector.
 pub(super) type Change = (Arc<PathIndex>, Vec<u8>, Option<Vec<f32>>);
+
+/// The item keys of the physical partition a vector was written in: `[lo, hi)`.
+pub(super) type Bounds = (Vec<u8>, Vec<u8>);
 
 impl Vectors {
     /// The sets `policy` asks for (built later by [`Container::start_vectors`]).
@@ -106,13 +109,13 @@ impl PathIndex {
     }
 
     /// Applies one committed change (see [`Journal`]).
-    pub(super) fn observe(self: &Arc<Self>, key: Vec<u8>, v: Option<Vec<f32>>) {
+    pub(super) fn observe(self: &Arc<Self>, key: Vec<u8>, v: Option<Vec<f32>>, b: Bounds) {
         let mut state = lock(&self.state);
         match &mut *state {
             Journal::Unbuilt => {}
-            Journal::Building(j) => j.push((key, v)),
+            Journal::Building(j) => j.push((key, v, b)),
             Journal::Ready => {
-                write(&self.set).set(&key, v.as_deref());
+                write(&self.set).set(&key, v.as_deref(), (&b.0, &b.1));
                 drop(state);
                 self.link_in_background();
             }
@@ -165,7 +168,7 @@ impl PathIndex {
             .spawn(move || loop {
                 let next = read(&me.set).plan_next();
                 match next {
-                    Some((p, out)) => write(&me.set).link(p, out),
+                    Some(l) => write(&me.set).link(l),
                     None => {
                         me.linking.store(false, Ordering::Release);
                         // A vector appended after the last look and before the flag cleared
@@ -184,6 +187,17 @@ impl PathIndex {
 }
 
 impl Container {
+    /// The item keys of the physical partition `key` is in now.
+    pub(super) fn shard_of(&self, key: &[u8]) -> Bounds {
+        let pos = DocPos(key.to_vec());
+        let epk = pos.parts(self.codec).0.into_owned();
+        let range = {
+            let map = read(&self.map);
+            map.ranges[map.index_of(&epk)].epk_range()
+        };
+        self.key_bounds(&range)
+    }
+
     /// Starts building the container's vector sets from its documents, each on a thread of
     /// its own; writes committed meanwhile are journaled and replayed (see [`Journal`]).
     pub fn start_vectors(self: &Arc<Self>) {
@@ -221,31 +235,35 @@ impl Container {
     /// installs it. Returns the vectors read.
     fn build_vectors(&self, ix: &Arc<PathIndex>) -> Result<usize, StoreError> {
         let mut set = VectorSet::new(ix.params);
-        let all = EpkRange::full();
-        let mut after: Option<DocPos> = None;
         let mut n = 0usize;
-        loop {
-            if self.deleted.load(Ordering::Acquire) {
-                return Ok(n);
-            }
-            let chunk = self.scan_items(&all, after.as_ref(), 256)?;
-            for (pos, item) in &chunk {
-                let doc: Value = serde_json::from_slice(&item.json)
-                    .map_err(|e| StoreError::Corrupt(format!("a stored document: {e}")))?;
-                if let Some(v) = ix.extract(&doc) {
-                    set.set(&pos.0, Some(&v));
-                    n += 1;
+        // Partition by partition, so each vector joins its partition's shard. A split while
+        // this runs at worst leaves a vector in its parent's shard, which serves both children.
+        for range in self.partitions().ranges.iter().map(|r| r.range.clone()) {
+            let (lo, hi) = self.key_bounds(&range);
+            let mut after: Option<DocPos> = None;
+            loop {
+                if self.deleted.load(Ordering::Acquire) {
+                    return Ok(n);
                 }
-            }
-            match chunk.last() {
-                Some((p, _)) if chunk.len() == 256 => after = Some(p.clone()),
-                _ => break,
+                let chunk = self.scan_items(&range, after.as_ref(), 256)?;
+                for (pos, item) in &chunk {
+                    let doc: Value = serde_json::from_slice(&item.json)
+                        .map_err(|e| StoreError::Corrupt(format!("a stored document: {e}")))?;
+                    if let Some(v) = ix.extract(&doc) {
+                        set.set(&pos.0, Some(&v), (&lo, &hi));
+                        n += 1;
+                    }
+                }
+                match chunk.last() {
+                    Some((p, _)) if chunk.len() == 256 => after = Some(p.clone()),
+                    _ => break,
+                }
             }
         }
         let mut state = lock(&ix.state);
         if let Journal::Building(journal) = std::mem::replace(&mut *state, Journal::Ready) {
-            for (k, v) in journal {
-                set.set(&k, v.as_deref());
+            for (k, v, b) in journal {
+                set.set(&k, v.as_deref(), (&b.0, &b.1));
             }
         }
         *write(&ix.set) = set;
@@ -283,24 +301,11 @@ impl Container {
         opts: SearchOpts,
     ) -> (Vec<DocPos>, bool, usize) {
         let (lo, hi) = self.key_bounds(range);
-        let accept = |k: &[u8]| k >= &lo[..] && k < &hi[..];
-        // The set spans the container; a physical partition holds about 1/p of it, so a
-        // graph search for one keeps p times the candidates to find as many of its own.
-        let whole = range.min.is_empty() && range.max.as_str() >= "FF";
-        let share = if whole {
-            1
-        } else {
-            self.physical_partitions().max(1)
-        };
-        let opts = SearchOpts {
-            list: opts.list.saturating_mul(share),
-            ..opts
-        };
         let Found {
             keys,
             exhausted,
             scored,
-        } = read(&ix.set).search(q, want, &accept, opts);
+        } = read(&ix.set).search(q, want, (&lo, &hi), opts);
         let docs = keys
             .into_iter()
             .map(|(_, k)| DocPos(k.into_vec()))
