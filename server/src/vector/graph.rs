@@ -1,9 +1,9 @@
 //! A Vamana graph (the graph of DiskANN, Subramanya et al., NeurIPS 2019), built one node at
 //! a time as vectors arrive (FreshDiskANN's insert): a greedy beam search from the entry
 //! finds the new node's neighbourhood, *robust pruning* keeps at most `degree` neighbours that
-//! are not shadowed by a closer chosen one (α > 1 keeps some long edges, which is what makes
-//! the greedy search converge in few hops), and each neighbour links back, pruning itself when
-//! it passes the degree.
+//! are not shadowed by a closer chosen one (see [`Graph::alpha`]), and each neighbour links
+//! back, pruning itself when it passes the degree. Searches start from the entry and from
+//! nodes spread over the insertion order.
 //!
 //! Nodes are numbered from 0 in insertion order; the graph knows no vectors, only the two
 //! distances its caller gives: from the query to a node, and between two nodes. A deleted
@@ -16,12 +16,18 @@ pub struct Graph {
     pub degree: usize,
     /// Candidate list length while inserting (`indexingSearchListSize`; `L` in the paper).
     pub list: usize,
-    /// Pruning slack (`α`); distances here are squared, so 1.2 keeps edges up to about 1.1×
-    /// the shadowing distance.
+    /// Pruning slack (`α`, over squared distances). 1.0 is HNSW's neighbour heuristic: on
+    /// clustered 768-dimension data (the vector bench's) the paper's 1.2 kept each node's
+    /// 32 nearest, hubs mostly, and a beam of 100 found 80% of the true top 10 over 25,000
+    /// vectors; 1.0 keeps diverse edges and finds 99.9% in the same time. The long edges α
+    /// would add come from the spread start nodes of every search instead.
     pub alpha: f32,
     adj: Vec<Vec<u32>>,
     entry: Option<u32>,
 }
+
+/// Nodes besides the entry a search starts from.
+const SEEDS: usize = 32;
 
 /// What one beam search saw.
 #[derive(Debug, Default)]
@@ -39,7 +45,7 @@ impl Graph {
         Self {
             degree,
             list,
-            alpha: 1.2,
+            alpha: 1.0,
             adj: Vec::new(),
             entry: None,
         }
@@ -75,10 +81,21 @@ impl Graph {
             seen[w] |= 1 << b;
             fresh
         };
-        first_visit(e);
-        let d = dist(e);
-        beam.scored.push((d, e));
-        let mut cand: Vec<(f32, u32, bool)> = vec![(d, e, false)];
+        // Besides the entry, nodes spread over the insertion order: with data in clusters a
+        // search then starts near the query's cluster instead of walking there.
+        let n = self.adj.len();
+        let seeds = SEEDS.min(n);
+        let mut cand: Vec<(f32, u32, bool)> = Vec::with_capacity(l + 1);
+        for s in std::iter::once(e).chain((0..seeds).map(|i| (i * n / seeds) as u32)) {
+            if !first_visit(s) {
+                continue;
+            }
+            let d = dist(s);
+            beam.scored.push((d, s));
+            cand.push((d, s, false));
+        }
+        cand.sort_by(|a, b| a.0.total_cmp(&b.0));
+        cand.truncate(l);
         let mut next = 0usize;
         while let Some(i) = (next..cand.len()).find(|&i| !cand[i].2) {
             cand[i].2 = true;
@@ -112,7 +129,9 @@ impl Graph {
             return Vec::new();
         }
         let beam = self.search(self.list, &mut |n| pair(p, n));
-        self.prune(p, beam.expanded, pair)
+        let mut pool = beam.best;
+        pool.extend(beam.expanded);
+        self.prune(p, pool, pair)
     }
 
     /// Adds node `p` with the out-edges [`Graph::plan`] chose, and links each neighbour back;

@@ -318,7 +318,7 @@ impl VectorSet {
                 opts.list.saturating_mul(2)
             };
             match &shard.graph {
-                Some(g) if approximate && list < g.len() => {
+                Some(g) if !opts.brute_force && list < g.len() => {
                     exhausted = false;
                     let m = &shard.members;
                     let beam = g.search(list.max(want), &mut |n| self.approx(&q, m[n as usize]));
