@@ -354,6 +354,7 @@ pub(super) fn best_from_vectors(
     let cx = query_ctx(c, p);
     let mut need = want.max(1);
     let mut seen = std::collections::HashSet::new();
+    let mut distance: std::collections::HashMap<DocPos, f32> = Default::default();
     let mut best: Vec<Ranked> = Vec::new();
     let (mut scanned, mut bytes) = (0u64, 0u64);
     loop {
@@ -363,10 +364,13 @@ pub(super) fn best_from_vectors(
             list: need.saturating_mul(vs.list_multiplier).max(ix.params.list),
         };
         let (docs, exhausted, _) = c.vector_search(&ix, &vs.vector, range, need, opts);
-        for pos in docs {
+        let complete = docs.len() < need;
+        let farthest = docs.last().map_or(f32::INFINITY, |d| d.1);
+        for (pos, d) in docs {
             if !seen.insert(pos.clone()) {
                 continue;
             }
+            distance.insert(pos.clone(), d);
             let Some(item) = c.load_item(&pos)? else {
                 continue;
             };
@@ -393,6 +397,17 @@ pub(super) fn best_from_vectors(
         }
         if best.len() >= want {
             best.sort_by(|a, b| cmp_ranked(a, b, desc));
+        }
+        // The page is settled when no document the index has not handed out could sort
+        // before its last row: that row is nearer than the farthest candidate (by more than
+        // the index's float32 rounding). Ties at the boundary - many documents at one
+        // distance, sorted among themselves by position - need every tied candidate.
+        let settled = best.len() >= want
+            && (complete
+                || distance
+                    .get(&best[want - 1].doc)
+                    .is_some_and(|d| *d < farthest - 1e-5 * farthest.abs().max(1e-3)));
+        if settled {
             let candidates = best.len() as u64 + u64::from(!exhausted);
             best.truncate(want);
             return Ok(Some(PartBest {

@@ -291,7 +291,7 @@ impl Container {
     }
 
     /// The documents of `range` whose vectors at `ix`'s path are closest to `q`, closest
-    /// first (see [`VectorSet::search`]).
+    /// first, with their distances (smaller is nearer; see [`VectorSet::search`]).
     pub fn vector_search(
         &self,
         ix: &PathIndex,
@@ -299,7 +299,7 @@ impl Container {
         range: &EpkRange,
         want: usize,
         opts: SearchOpts,
-    ) -> (Vec<DocPos>, bool, usize) {
+    ) -> (Vec<(DocPos, f32)>, bool, usize) {
         let (lo, hi) = self.key_bounds(range);
         let Found {
             keys,
@@ -308,7 +308,7 @@ impl Container {
         } = read(&ix.set).search(q, want, (&lo, &hi), opts);
         let docs = keys
             .into_iter()
-            .map(|(_, k)| DocPos(k.into_vec()))
+            .map(|(d, k)| (DocPos(k.into_vec()), d))
             .collect();
         (docs, exhausted, scored)
     }
