@@ -360,3 +360,46 @@ async fn the_index_is_rebuilt_from_the_documents_after_a_restart() {
     s.stop().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A replace that adds a vector index builds it from the documents already stored, and
+/// queries use it once built (before, they rank by evaluating documents).
+#[tokio::test]
+async fn an_added_vector_index_is_built_from_the_stored_documents() {
+    let s = TestServer::start_with(four_partitions(None)).await;
+    let emb = |p: &str| json!({"path": p, "dataType": "float32", "dimensions": DIMS, "distanceFunction": "cosine"});
+    let mut def = json!({"id": "grow", "partitionKey": {"paths": ["/pk"], "kind": "Hash", "version": 2},
+        "vectorEmbeddingPolicy": {"vectorEmbeddings": [emb("/v"), emb("/w")]},
+        "indexingPolicy": {"vectorIndexes": [{"path": "/v", "type": "flat"}]}});
+    s.setup_with(DB, "grow", def.clone()).await;
+    let mut g = Gen(9);
+    for (i, v) in g.vectors(300).iter().enumerate() {
+        let pk = format!("p{}", i % 7);
+        let doc = json!({"id": format!("d{i}"), "pk": pk, "v": v, "w": v});
+        assert_eq!(
+            s.create(DB, "grow", &json!([pk]), doc).await.status,
+            StatusCode::CREATED
+        );
+    }
+    let q = json!([{"name": "@q", "value": g.vectors(1)[0]}]);
+    let on_w = "SELECT TOP 5 c.id FROM c ORDER BY VectorDistance(c.w, @q)";
+    let on_v = "SELECT TOP 5 c.id FROM c ORDER BY VectorDistance(c.v, @q)";
+    let p = plan(&query(&s, "grow", on_w, q.clone(), true).await);
+    assert!(p.contains("exact over every candidate"), "{p}");
+    let exact = ids(&query(&s, "grow", on_w, q.clone(), false).await);
+    def["indexingPolicy"]["vectorIndexes"] =
+        json!([{"path": "/v", "type": "flat"}, {"path": "/w", "type": "diskANN"}]);
+    let r = s
+        .request(
+            reqwest::Method::PUT,
+            &format!("/dbs/{DB}/colls/grow"),
+            &[],
+            Some(def),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{r:?}");
+    let p = until_indexed(&s, "grow", on_w, q.clone()).await;
+    assert!(p.contains("diskANN index on /w (300 vectors"), "{p}");
+    assert_eq!(ids(&query(&s, "grow", on_w, q.clone(), false).await), exact);
+    let p = until_indexed(&s, "grow", on_v, q).await;
+    assert!(p.contains("flat index on /v (300 vectors"), "{p}");
+}
