@@ -47,6 +47,17 @@ fn cosine(a: &[f64], b: &[f64]) -> f64 {
     dot / (na * nb)
 }
 
+/// Every document's index, nearest to `q` first (by cosine, computed here).
+fn nearest(q: &[f64], vs: &[Vec<f64>]) -> Vec<(f64, usize)> {
+    let mut all: Vec<(f64, usize)> = vs
+        .iter()
+        .enumerate()
+        .map(|(i, v)| (-cosine(q, v), i))
+        .collect();
+    all.sort_by(|a, b| a.0.total_cmp(&b.0));
+    all
+}
+
 async fn query(s: &TestServer, coll: &str, sql: &str, params: Value, explain: bool) -> Resp {
     let mut h = vec![
         ("x-ms-documentdb-isquery", "true"),
@@ -159,12 +170,7 @@ async fn vector_indexes_find_the_nearest_documents_across_partitions() {
         let (mut hits, mut fhits) = (0usize, 0usize);
         for q in &queries {
             let params = json!([{"name": "@q", "value": q}]);
-            let mut exact: Vec<(f64, usize)> = vs
-                .iter()
-                .enumerate()
-                .map(|(i, v)| (-cosine(q, v), i))
-                .collect();
-            exact.sort_by(|a, b| a.0.total_cmp(&b.0));
+            let exact = nearest(q, &vs);
             let want = |rows: &mut dyn Iterator<Item = &(f64, usize)>| -> Vec<String> {
                 rows.take(10).map(|(_, i)| format!("d{i}")).collect()
             };
@@ -230,12 +236,7 @@ async fn the_index_follows_splits() {
     assert!(ranges >= 3, "the container split: {ranges} ranges");
     let mut hits = 0;
     for q in &queries {
-        let mut exact: Vec<(f64, usize)> = vs
-            .iter()
-            .enumerate()
-            .map(|(i, v)| (-cosine(q, v), i))
-            .collect();
-        exact.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let exact = nearest(q, &vs);
         let r = query(&s, "split", top, json!([{"name": "@q", "value": q}]), false).await;
         let got = ids(&r);
         assert_eq!(got.len(), 10, "{r:?}");

@@ -170,27 +170,7 @@ pub(super) fn best_in_index_order(
         scanned += 1;
         bytes += item.json.len() as u64;
         // Index order is never chosen for queries reading computed properties.
-        let outcome = parse_doc(p, &[], &item.json).and_then(|doc| {
-            let mut ord = 0u64;
-            p.eval_doc(&doc, &cx, &mut |row| {
-                ord += 1;
-                let r = Ranked {
-                    keys: row.keys,
-                    doc: key.clone(),
-                    ord,
-                    value: match row.value {
-                        Some(v) => to_bytes(&v),
-                        None => item.json.clone(),
-                    },
-                };
-                if last.is_none_or(|l| cmp_ranked(&r, l, desc) == Ordering::Greater) {
-                    best.push(r);
-                }
-                Ok(Flow::Continue)
-            })
-            .map_err(ExecError::from)
-        });
-        if let Err(e) = outcome {
+        if let Err(e) = rows_after(p, &cx, &key, &item.json, last, desc, &mut best) {
             failed = Some(e);
             return false;
         }
@@ -376,24 +356,7 @@ pub(super) fn best_from_vectors(
             };
             scanned += 1;
             bytes += item.json.len() as u64;
-            let doc = parse_doc(p, &[], &item.json)?;
-            let mut ord = 0u64;
-            p.eval_doc(&doc, &cx, &mut |row| {
-                ord += 1;
-                let r = Ranked {
-                    keys: row.keys,
-                    doc: pos.clone(),
-                    ord,
-                    value: match row.value {
-                        Some(v) => to_bytes(&v),
-                        None => item.json.clone(),
-                    },
-                };
-                if last.is_none_or(|l| cmp_ranked(&r, l, desc) == Ordering::Greater) {
-                    best.push(r);
-                }
-                Ok(Flow::Continue)
-            })?;
+            rows_after(p, &cx, &pos, &item.json, last, desc, &mut best)?;
         }
         if best.len() >= want {
             best.sort_by(|a, b| cmp_ranked(a, b, desc));
@@ -423,4 +386,36 @@ pub(super) fn best_from_vectors(
         }
         need = need.saturating_mul(4);
     }
+}
+
+/// Evaluates the stored document `json` at `pos` and adds its rows that sort after `last`
+/// to `best`.
+fn rows_after(
+    p: &PreparedQuery,
+    cx: &Ctx,
+    pos: &DocPos,
+    json: &Bytes,
+    last: Option<&Ranked>,
+    desc: &[bool],
+    best: &mut Vec<Ranked>,
+) -> Result<(), ExecError> {
+    let doc = parse_doc(p, &[], json)?;
+    let mut ord = 0u64;
+    p.eval_doc(&doc, cx, &mut |row| {
+        ord += 1;
+        let r = Ranked {
+            keys: row.keys,
+            doc: pos.clone(),
+            ord,
+            value: match row.value {
+                Some(v) => to_bytes(&v),
+                None => json.clone(),
+            },
+        };
+        if last.is_none_or(|l| cmp_ranked(&r, l, desc) == Ordering::Greater) {
+            best.push(r);
+        }
+        Ok(Flow::Continue)
+    })?;
+    Ok(())
 }
