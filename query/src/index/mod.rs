@@ -5,6 +5,7 @@
 //! tested without a store.
 
 pub mod access;
+pub mod fulltext;
 pub mod policy;
 pub mod term;
 pub mod vector;

@@ -25,6 +25,7 @@ pub fn bind(mut q: Query, params: &HashMap<String, Value>) -> R<(Query, bool)> {
         calls_udf: false,
     };
     b.query(&mut q, &[], true)?;
+    super::hybrid::check(&q)?;
     Ok((q, b.calls_udf))
 }
 
@@ -158,6 +159,18 @@ impl Binder<'_> {
                     self.expr(&mut it.expr, scope)?;
                     if it.expr.contains_aggregate() {
                         return semantic("Aggregates are not allowed in the ORDER BY clause.");
+                    }
+                    if matches!(
+                        &it.expr,
+                        Expr::Call(
+                            super::functions::Func::Search(
+                                super::functions::SearchFn::FullTextScoreWith
+                            ),
+                            _
+                        )
+                    ) {
+                        // A component of a hybrid search as the SDKs run it (see `hybrid`).
+                        continue;
                     }
                     if it.expr.is_vector_distance() {
                         // Its direction follows the distance function (see

@@ -3,6 +3,7 @@
 //! that `eval` and `functions` both depend on it instead of on each other.
 
 use super::error::QueryError;
+use super::fulltext::Language;
 use serde_json::Value;
 use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 use std::sync::Arc;
@@ -22,6 +23,15 @@ pub struct Ctx {
     /// Runs the container's user-defined functions (`udf.name(...)`); `None` where a query
     /// has none to call (the pure core knows no JavaScript: the server supplies this).
     pub udfs: Option<Arc<dyn Udfs>>,
+    /// The languages of the container's full-text paths (`fullTextPolicy`); `None`: en-US.
+    pub text: Option<Arc<TextLanguages>>,
+}
+
+/// The container's full-text languages: one per listed path, and the default for the rest.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TextLanguages {
+    pub default: Language,
+    pub paths: Vec<(String, Language)>,
 }
 
 /// Calls user-defined functions by name. Arguments and the result are JSON values, `None`
@@ -61,6 +71,7 @@ impl Ctx {
             group: None,
             rows: Arc::clone(&self.rows),
             udfs: self.udfs.clone(),
+            text: self.text.clone(),
         }
     }
 
@@ -71,7 +82,24 @@ impl Ctx {
             group: Some(view),
             rows: Arc::clone(&self.rows),
             udfs: self.udfs.clone(),
+            text: self.text.clone(),
         }
+    }
+
+    /// This context with the container's full-text languages.
+    pub fn with_text(mut self, text: Option<Arc<TextLanguages>>) -> Self {
+        self.text = text;
+        self
+    }
+
+    /// The language text at `path` (`/a/b`) is analysed in.
+    pub fn text_language(&self, path: Option<&str>) -> Language {
+        let Some(t) = &self.text else {
+            return Language::default();
+        };
+        path.and_then(|p| t.paths.iter().find(|(q, _)| q == p))
+            .map(|(_, l)| *l)
+            .unwrap_or(t.default)
     }
 
     /// Starts the row budget of a new document.

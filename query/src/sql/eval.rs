@@ -126,7 +126,20 @@ fn eval_at_depth<'e>(e: &'e Expr, env: EnvRef<'e>, cx: &Ctx) -> R<Val<'e>> {
             for a in args {
                 vals.push(eval(a, env, cx)?);
             }
-            functions::call(*func, vals, cx)?
+            match func {
+                functions::Func::Search(f) if f.is_full_text() => {
+                    let path = args.first().and_then(Expr::as_path).map(|(_, p)| {
+                        let mut s = String::new();
+                        for seg in p {
+                            s.push('/');
+                            s.push_str(seg);
+                        }
+                        s
+                    });
+                    functions::call_in(*func, vals, cx, path.as_deref())?
+                }
+                _ => functions::call(*func, vals, cx)?,
+            }
         }
         Expr::Udf(name, args) => {
             let mut vals = Vec::with_capacity(args.len());
@@ -535,7 +548,15 @@ pub fn order_keys(q: &Query, env: EnvRef<'_>, cx: &Ctx) -> R<Vec<Option<Value>>>
             .iter()
             .map(|it| Ok(eval(&it.expr, env, cx)?.into_owned()))
             .collect(),
-        Some(OrderBy::Rank(e)) => Ok(vec![eval(e, env, cx)?.into_owned()]),
+        Some(OrderBy::Rank(_)) => match super::hybrid::rank_of(q) {
+            // RRF: each component's score (fused over all rows by the executor).
+            Some(r) => r
+                .components
+                .iter()
+                .map(|e| Ok(eval(e, env, cx)?.into_owned()))
+                .collect(),
+            None => Ok(Vec::new()),
+        },
     }
 }
 
@@ -544,7 +565,9 @@ pub fn order_directions(q: &Query) -> Vec<bool> {
     match &q.order_by {
         None => Vec::new(),
         Some(OrderBy::Items(items)) => items.iter().map(|i| i.descending).collect(),
-        Some(OrderBy::Rank(_)) => vec![true],
+        Some(OrderBy::Rank(_)) => super::hybrid::rank_of(q)
+            .map(|r| r.descending())
+            .unwrap_or_default(),
     }
 }
 

@@ -246,7 +246,8 @@ impl Mode {
             Mode::NoFrom
         } else if super::eval::is_aggregate(q) {
             Mode::Aggregate
-        } else if q.select.distinct {
+        } else if q.select.distinct || super::hybrid::rank_of(q).is_some_and(|r| r.fused) {
+            // RRF ranks every row of every component before it orders any.
             Mode::Materialized
         } else if q.order_by.is_some() {
             Mode::Ordered

@@ -6,20 +6,22 @@
 //! `groupByItems` + `payload`). strata executes those rewritten forms like any other query.
 
 use super::ast::*;
+use super::functions::SearchFn;
+use super::hybrid;
 use super::PreparedQuery;
 use crate::pk::EpkRange;
 use serde_json::{json, Value};
 
 const FILTER: &str = "{documentdb-formattableorderbyquery-filter}";
 
-fn alias(q: &Query) -> String {
+pub(super) fn alias(q: &Query) -> String {
     q.from
         .as_ref()
         .and_then(|f| f.first.alias.clone())
         .unwrap_or_else(|| "root".into())
 }
 
-fn from_and_where(q: &Query, order_filter: bool) -> String {
+pub(super) fn from_and_where(q: &Query, order_filter: bool) -> String {
     let mut s = String::new();
     if let Some(from) = &q.from {
         s.push_str(&format!("\nFROM {}", from.first));
@@ -58,6 +60,13 @@ fn collect_aggs(e: &Expr, out: &mut Vec<String>) {
 
 /// Builds the `partitionedQueryExecutionInfo` for a prepared query.
 pub fn query_plan(p: &PreparedQuery, ranges: &[EpkRange]) -> Value {
+    let query_ranges: Vec<Value> = ranges
+        .iter()
+        .map(|r| json!({"min": r.min, "max": r.max, "isMinInclusive": true, "isMaxInclusive": false}))
+        .collect();
+    if let Some(plan) = hybrid_plan(p, Value::from(query_ranges.clone())) {
+        return plan;
+    }
     let q = &p.parsed;
     let a = alias(q);
     let has_value = matches!(q.select.projection, Projection::Value(_));
@@ -127,10 +136,6 @@ pub fn query_plan(p: &PreparedQuery, ranges: &[EpkRange]) -> Value {
     } else {
         "Ordered"
     };
-    let query_ranges: Vec<Value> = ranges
-        .iter()
-        .map(|r| json!({"min": r.min, "max": r.max, "isMinInclusive": true, "isMaxInclusive": false}))
-        .collect();
     let group_exprs: Vec<String> = q.group_by.iter().map(|g| g.to_string()).collect();
     json!({
         "partitionedQueryExecutionInfoVersion": 2,
@@ -156,7 +161,7 @@ pub fn query_plan(p: &PreparedQuery, ranges: &[EpkRange]) -> Value {
 
 /// What a row of the query carries: the document (`*`), the VALUE expression, or an object
 /// of the listed items by their names.
-fn payload(q: &Query, a: &str) -> String {
+pub(super) fn payload(q: &Query, a: &str) -> String {
     match &q.select.projection {
         Projection::Star => a.to_string(),
         Projection::Value(e) => e.to_string(),
@@ -311,6 +316,112 @@ fn plain_query(q: &Query, distinct: &str, top_prefix: &str) -> String {
         "SELECT {distinct}{top_prefix}{sel}{}",
         from_and_where(q, false)
     )
+}
+
+const DOCS: &str = "{documentdb-formattablehybridsearchquery-totaldocumentcount}";
+fn words_placeholder(i: usize) -> String {
+    format!("{{documentdb-formattablehybridsearchquery-totalwordcount-{i}}}")
+}
+fn hits_placeholder(i: usize) -> String {
+    format!("{{documentdb-formattablehybridsearchquery-hitcountsarray-{i}}}")
+}
+
+/// The gateway's query plan for a ranked query: `hybridSearchQueryInfo` with the statistics
+/// query, one component query per scoring function (rows carrying `_rid`, the component's
+/// `orderByItems` and a payload of the projection and every component's score), the weights,
+/// `skip` and `take`. Statistics placeholders are numbered by full-text score, in order (the
+/// numbering every SDK reads the same way). `None` for queries that do not rank.
+pub fn hybrid_plan(p: &PreparedQuery, query_ranges: Value) -> Option<Value> {
+    let rank = hybrid::rank_of(&p.query)?;
+    let q = &p.parsed;
+    let alias = alias(q);
+    let mut scores = Vec::new();
+    let mut text = 0;
+    for e in &rank.components {
+        if hybrid::is_call(e, SearchFn::FullTextScore) {
+            scores.push(hybrid::scored_call(
+                e,
+                DOCS,
+                &words_placeholder(text),
+                &hits_placeholder(text),
+            ));
+            text += 1;
+        } else {
+            scores.push(e.to_string());
+        }
+    }
+    let skip = p.offset;
+    let take = p.limit;
+    let k = take.map(|t| t + skip);
+    let top = k.map(|k| format!("TOP {k} ")).unwrap_or_default();
+    let payload = payload(q, &alias);
+    let filter = from_and_where(q, true);
+    let descending = rank.descending();
+    let components: Vec<Value> = scores
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let vector = rank.components[i].is_vector_distance();
+            // VectorDistance takes no written direction (its function decides it).
+            let order = match (vector, descending[i]) {
+                (true, _) => s.clone(),
+                (false, true) => format!("{s} DESC"),
+                (false, false) => format!("{s} ASC"),
+            };
+            let rewritten = format!(
+                "SELECT {top}{alias}._rid, [{{\"item\": {s}}}] AS orderByItems, {{\"payload\": {payload}, \"componentScores\": [{}]}} AS payload{filter}\nORDER BY {order}",
+                scores.join(", ")
+            );
+            json!({
+                "distinctType": "None",
+                "top": k,
+                "offset": null,
+                "limit": null,
+                "orderBy": [if descending[i] { "Descending" } else { "Ascending" }],
+                "orderByExpressions": [s],
+                "groupByExpressions": [],
+                "groupByAliases": [],
+                "aggregates": [],
+                "groupByAliasToAggregateType": {},
+                "rewrittenQuery": rewritten,
+                "hasSelectValue": false,
+                "dCountInfo": null,
+                "hasNonStreamingOrderBy": true,
+            })
+        })
+        .collect();
+    let statistics = hybrid::statistics_query(&p.query);
+    let weights: Option<Vec<f64>> = rank.fused.then(|| rank.weights.clone());
+    Some(json!({
+        "partitionedQueryExecutionInfoVersion": 2,
+        "queryInfo": {
+            "distinctType": "None",
+            "top": null,
+            "offset": null,
+            "limit": null,
+            "orderBy": [],
+            "orderByExpressions": [],
+            "groupByExpressions": [],
+            "groupByAliases": [],
+            "aggregates": [],
+            "groupByAliasToAggregateType": {},
+            "rewrittenQuery": "",
+            "hasSelectValue": false,
+            "dCountInfo": null,
+            "hasNonStreamingOrderBy": false,
+        },
+        "hybridSearchQueryInfo": {
+            "globalStatisticsQuery": statistics.clone().unwrap_or_default(),
+            "componentQueryInfos": components,
+            "componentWithoutPayloadQueryInfos": [],
+            "projectionQueryInfo": null,
+            "componentWeights": weights,
+            "skip": (skip > 0).then_some(skip),
+            "take": take,
+            "requiresGlobalStatistics": statistics.is_some(),
+        },
+        "queryRanges": query_ranges,
+    }))
 }
 
 #[cfg(test)]

@@ -71,6 +71,17 @@ fn needs_client_merge(p: &PreparedQuery) -> bool {
         || q.offset.is_some()
 }
 
+/// Whether `p` orders by a search score (`VectorDistance`, a hybrid component's
+/// `_FullTextScore`), which the SDKs merge without streaming.
+fn non_streaming_order(p: &PreparedQuery) -> bool {
+    use strata_query::sql::ast::{Expr, OrderBy};
+    use strata_query::sql::functions::{Func, SearchFn};
+    matches!(&p.query.order_by, Some(OrderBy::Items(items)) if items.iter().any(|i| {
+        i.expr.is_vector_distance()
+            || matches!(i.expr, Expr::Call(Func::Search(SearchFn::FullTextScoreWith), _))
+    }))
+}
+
 /// The features a client-side execution of this query needs, named as in
 /// `x-ms-cosmos-supported-query-features`.
 fn required_features(p: &PreparedQuery) -> Vec<&'static str> {
@@ -100,6 +111,7 @@ fn required_features(p: &PreparedQuery) -> Vec<&'static str> {
     }
     match &q.order_by {
         Some(OrderBy::Items(items)) if items.len() > 1 => f.extend(["OrderBy", "MultipleOrderBy"]),
+        Some(OrderBy::Rank(_)) => f.push("HybridSearch"),
         Some(_) => f.push("OrderBy"),
         None => {}
     }
@@ -166,7 +178,12 @@ pub async fn query_items(app: &App, req: &Req, c: &Arc<Container>) -> Result<Rep
         check_client_features(req, &p)?;
         return Err(client_merge_refusal(&p, &target.ranges));
     }
-    let page_size = req.max_item_count()?.unwrap_or(DEFAULT_PAGE);
+    let mut page_size = req.max_item_count()?.unwrap_or(DEFAULT_PAGE);
+    // A search's top k (VectorDistance, a hybrid search's component) is one page: the SDKs
+    // merge the first page of each partition without asking for more.
+    if let (Some(k), true) = (p.limit, non_streaming_order(&p)) {
+        page_size = page_size.max(k as usize);
+    }
     let token = req
         .continuation()
         .filter(|t| !is_foreign_service_token(t, c))

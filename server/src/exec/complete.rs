@@ -204,6 +204,7 @@ async fn all_rows(
     let scanned = summed(results, |r| all.extend(r));
     let desc = p.order_directions();
     all.sort_by(|a, b| cmp_ranked(a, b, &desc));
+    super::ordered::fuse(p, &mut all);
     let values = all
         .into_iter()
         .map(|r| serde_json::from_slice(&r.value).map_err(|e| ExecError::Corrupt(e.to_string())))

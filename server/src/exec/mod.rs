@@ -134,6 +134,13 @@ async fn run_page(
     plan: &Plan,
     token: Option<Continuation>,
 ) -> Result<Page, ExecError> {
+    let scored;
+    let plan = if sql::hybrid::needs_statistics(&plan.query.query) {
+        scored = ranked::with_statistics(&c, plan).await?;
+        &scored
+    } else {
+        plan
+    };
     let (p, access) = (Arc::clone(&plan.query), Arc::clone(&plan.access));
     let ranges = plan.routing.ranges.clone();
     let Paging {
@@ -212,7 +219,9 @@ impl Page {
 /// The evaluation context of one run of `p` over `c`: the query's clock, and the
 /// container's UDFs when `p` calls any.
 pub fn query_ctx(c: &Container, p: &PreparedQuery) -> Ctx {
-    let cx = Ctx::new(now_millis());
+    let text = c.full_text_policy();
+    let cx = Ctx::new(now_millis())
+        .with_text((text != Default::default()).then(|| std::sync::Arc::new(text.languages())));
     if p.calls_udf {
         cx.with_udfs(Some(crate::script::udf::of(c)))
     } else {
@@ -251,6 +260,7 @@ pub mod memory;
 mod ordered;
 pub mod plan;
 pub mod prepared;
+mod ranked;
 mod scan;
 mod streaming;
 

@@ -419,3 +419,16 @@ fn rows_after(
     })?;
     Ok(())
 }
+
+/// Orders `rows` of a query ranked by `RRF` (their keys are the components' scores): in
+/// document order first, which breaks ties as the SDKs break them by `_rid`, then fused.
+pub(super) fn fuse(p: &PreparedQuery, rows: &mut Vec<Ranked>) {
+    let Some(rank) = sql::hybrid::rank_of(&p.query).filter(|r| r.fused) else {
+        return;
+    };
+    rows.sort_by(|a, b| a.doc.cmp(&b.doc).then(a.ord.cmp(&b.ord)));
+    let keys: Vec<Vec<Option<Value>>> = rows.iter().map(|r| r.keys.clone()).collect();
+    let order = sql::hybrid::fuse(&keys, &rank.descending(), &rank.weights);
+    let mut slots: Vec<Option<Ranked>> = rows.drain(..).map(Some).collect();
+    rows.extend(order.into_iter().filter_map(|i| slots[i].take()));
+}

@@ -235,6 +235,8 @@ pub fn validate(props: &serde_json::Map<String, Value>) -> Result<(), super::Sto
     UniqueKeys::from_props(props).map_err(super::StoreError::BadRequest)?;
     strata_query::index::vector::VectorPolicy::from_props(props)
         .map_err(super::StoreError::BadRequest)?;
+    strata_query::index::fulltext::FullTextPolicy::from_props(props)
+        .map_err(super::StoreError::BadRequest)?;
     Ok(())
 }
 

@@ -246,6 +246,19 @@ const FUNCTIONS: &[(&str, usize, usize, Func)] = &[
         Func::Search(SearchFn::FullTextScore),
     ),
     (
+        "_FULLTEXTSCORE",
+        5,
+        5,
+        Func::Search(SearchFn::FullTextScoreWith),
+    ),
+    (
+        "_FULLTEXTWORDCOUNT",
+        1,
+        1,
+        Func::Search(SearchFn::FullTextWordCount),
+    ),
+    ("RRF", 1, usize::MAX, Func::Search(SearchFn::Rrf)),
+    (
         "VECTORDISTANCE",
         2,
         4,
@@ -298,6 +311,12 @@ pub fn unknown(name: &str) -> QueryError {
 
 /// Calls `f` (its argument count was checked at bind time).
 pub fn call<'a>(f: Func, args: Vec<Val<'a>>, cx: &Ctx) -> R<Val<'a>> {
+    call_in(f, args, cx, None)
+}
+
+/// [`call`], knowing the document path the first argument names (full-text functions analyse
+/// text in that path's language).
+pub fn call_in<'a>(f: Func, args: Vec<Val<'a>>, cx: &Ctx, path: Option<&str>) -> R<Val<'a>> {
     match f {
         Func::Type(g) => types::call(g, args, cx),
         Func::Str(g) => strings::call(g, args, cx),
@@ -305,7 +324,7 @@ pub fn call<'a>(f: Func, args: Vec<Val<'a>>, cx: &Ctx) -> R<Val<'a>> {
         Func::Array(g) => arrays::call(g, args, cx),
         Func::Date(g) => dates::call(g, args, cx),
         Func::Spatial(g) => spatial_fns::call(g, args, cx),
-        Func::Search(g) => search::call(g, args, cx),
+        Func::Search(g) => search::call(g, args, cx.text_language(path)),
     }
 }
 
@@ -386,13 +405,6 @@ pub(super) fn document_id(rid: &str) -> Option<u64> {
         return None;
     }
     Some(u64::from_le_bytes(bytes[8..16].try_into().ok()?))
-}
-
-pub(super) fn tokenize_words(text: &str) -> Vec<String> {
-    text.split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .map(|w| w.to_lowercase())
-        .collect()
 }
 
 #[cfg(test)]

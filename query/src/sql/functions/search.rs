@@ -1,6 +1,7 @@
 //! Full-text and vector search functions.
 
 use super::*;
+use crate::sql::fulltext::{self, Language};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SearchFn {
@@ -8,10 +9,45 @@ pub enum SearchFn {
     FullTextContainsAll,
     FullTextContainsAny,
     FullTextScore,
+    /// `_FullTextScore(path, [terms], documents, words, [hits])`: BM25 under given statistics
+    /// (what `FullTextScore` becomes once the query's statistics are known).
+    FullTextScoreWith,
+    /// `_FullTextWordCount(path)`: the terms of a text (for the statistics).
+    FullTextWordCount,
+    /// `RRF(score, score, ..., [weights])`: rank fusion, computed over all rows by the
+    /// executor (see `sql::hybrid`).
+    Rrf,
     VectorDistance,
 }
 
-pub(super) fn call<'a>(f: SearchFn, args: Vec<Val<'a>>, _cx: &Ctx) -> R<Val<'a>> {
+impl SearchFn {
+    /// Whether the function reads text (and so analyses it in its path's language).
+    pub fn is_full_text(self) -> bool {
+        !matches!(self, SearchFn::VectorDistance | SearchFn::Rrf)
+    }
+}
+
+/// The search terms of a call's arguments: strings, or arrays of strings (the array form the
+/// SDKs' rewritten queries use), each analysed into a phrase.
+fn phrases(args: &[Val<'_>], lang: Language) -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    for v in args {
+        match v.get() {
+            Some(Value::String(t)) => out.push(fulltext::analyze(t, lang)),
+            Some(Value::Array(a)) => out.extend(
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .map(|t| fulltext::analyze(t, lang)),
+            ),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Calls a search function; `lang` is the language of the text path the first argument
+/// names (from the container's full-text policy).
+pub(super) fn call<'a>(f: SearchFn, args: Vec<Val<'a>>, lang: Language) -> R<Val<'a>> {
     let a = &args;
     let get = |i: usize| a.get(i).and_then(|v| v.get());
     Ok(match f {
@@ -21,33 +57,36 @@ pub(super) fn call<'a>(f: SearchFn, args: Vec<Val<'a>>, _cx: &Ctx) -> R<Val<'a>>
             let Some(text) = a[0].as_str() else {
                 return Ok(Val::Undef);
             };
-            let words = tokenize_words(text);
-            let terms: Vec<Vec<String>> = a[1..]
-                .iter()
-                .filter_map(|v| v.as_str().map(tokenize_words))
-                .collect();
-            let has = |t: &Vec<String>| {
-                !t.is_empty() && words.windows(t.len()).any(|w| w == t.as_slice())
-            };
+            let words = fulltext::analyze(text, lang);
+            let terms = phrases(&a[1..], lang);
+            let has = |t: &Vec<String>| fulltext::occurrences(&words, t) > 0;
             b(match f {
                 SearchFn::FullTextContainsAny => terms.iter().any(has),
-                _ => terms.iter().all(has),
+                _ => !terms.is_empty() && terms.iter().all(has),
             })
         }
-        SearchFn::FullTextScore => {
+        // Scored only under statistics (`_FullTextScore`): the executor gathers them over
+        // the query's scope and rewrites the call before any row is evaluated.
+        SearchFn::FullTextScore | SearchFn::Rrf => Val::Undef,
+        SearchFn::FullTextScoreWith => {
             let Some(text) = a[0].as_str() else {
                 return Ok(Val::Undef);
             };
-            let words = tokenize_words(text);
-            let mut score = 0.0;
-            for t in a[1..].iter().filter_map(|v| v.as_str()) {
-                for term in tokenize_words(t) {
-                    let tf = words.iter().filter(|w| **w == term).count() as f64;
-                    score += tf / (tf + 1.2 * (0.25 + 0.75 * words.len() as f64 / 50.0));
-                }
-            }
-            n(score)
+            let stats = fulltext::Statistics {
+                documents: get(2).and_then(Value::as_u64).unwrap_or(0),
+                total_words: get(3).and_then(Value::as_u64).unwrap_or(0),
+                hits: match get(4) {
+                    Some(Value::Array(h)) => h.iter().map(|x| x.as_u64().unwrap_or(0)).collect(),
+                    _ => Vec::new(),
+                },
+            };
+            let words = fulltext::analyze(text, lang);
+            n(fulltext::bm25(&words, &phrases(&a[1..2], lang), &stats))
         }
+        SearchFn::FullTextWordCount => match a[0].as_str() {
+            Some(text) => n(fulltext::analyze(text, lang).len() as f64),
+            None => Val::Undef,
+        },
         SearchFn::VectorDistance => {
             let (Some(Value::Array(x)), Some(Value::Array(y))) = (get(0), get(1)) else {
                 return Ok(Val::Undef);

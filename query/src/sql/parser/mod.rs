@@ -35,6 +35,8 @@ pub fn parse_expr(sql: &str) -> Result<Expr, QueryError> {
 /// `OR` chains (generated filters of thousands of terms are common) are built balanced
 /// instead, which their associativity allows.
 struct Parser {
+    /// The text, for echoing a keyword as written in an error.
+    sql: String,
     tokens: Vec<Token>,
     pos: usize,
     depth: usize,
@@ -51,6 +53,7 @@ impl Parser {
             )));
         }
         Ok(Parser {
+            sql: sql.to_string(),
             tokens: tokenize(sql)?,
             pos: 0,
             depth: 0,
@@ -120,12 +123,28 @@ impl Parser {
     fn error_here<T>(&self) -> R<T> {
         let t = &self.tokens[self.pos];
         Err(QueryError::syntax(
-            format!(
-                "Syntax error, incorrect syntax near '{}'.",
-                t.tok.describe()
-            ),
+            format!("Syntax error, incorrect syntax near '{}'.", self.written(t)),
             t.span,
         ))
+    }
+
+    /// A token as an error names it: a keyword as the text wrote it (`FROM`, `from`), as the
+    /// service echoes it.
+    fn written(&self, t: &Token) -> String {
+        if let Tok::Kw(k) = &t.tok {
+            let line = self.sql.lines().nth(t.span.line.saturating_sub(1) as usize);
+            if let Some(line) = line {
+                let w: String = line
+                    .chars()
+                    .skip(t.span.col.saturating_sub(1) as usize)
+                    .take(k.chars().count())
+                    .collect();
+                if w.eq_ignore_ascii_case(k) {
+                    return w;
+                }
+            }
+        }
+        t.tok.describe()
     }
 
     fn eat(&mut self, t: &Tok) -> bool {
@@ -305,7 +324,13 @@ impl Parser {
             )
         {
             self.bump();
-            Ok(OrderBy::Rank(self.expr()?))
+            let e = self.expr()?;
+            if self.is_kw("ASC") || self.is_kw("DESC") {
+                return Err(QueryError::semantic(
+                    "Specifying a sort order (ASC or DESC) in the ORDER BY RANK clause is not allowed.",
+                ));
+            }
+            Ok(OrderBy::Rank(e))
         } else {
             let mut items = Vec::new();
             loop {

@@ -20,6 +20,7 @@ pub mod changes;
 pub mod history;
 mod indexing;
 pub mod lookup;
+mod policies;
 pub mod reindex;
 pub mod scripts;
 pub mod split;
@@ -333,13 +334,6 @@ impl Container {
             first = false;
         }
         Ok(())
-    }
-
-    /// The container's vector policy (embeddings and vector indexes; empty when it has none
-    /// or the stored one no longer parses).
-    pub fn vector_policy(&self) -> strata_query::index::vector::VectorPolicy {
-        strata_query::index::vector::VectorPolicy::from_props(&read(&self.meta).props)
-            .unwrap_or_default()
     }
 
     /// The computed properties queries may read.

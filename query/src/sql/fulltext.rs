@@ -1,0 +1,222 @@
+//! Full-text analysis and scoring as the service's full-text search defines them: text is
+//! split into words, lower-cased, stripped of its language's stop words and stemmed (the
+//! Snowball stemmers), and `FullTextScore` is BM25 over those terms.
+//!
+//! The same analysis serves the evaluator (`FullTextContains*`, `FullTextScore`), the
+//! statistics a hybrid query gathers first (`_FullTextWordCount`, hit counts), and the
+//! server's postings, so a term means the same thing everywhere.
+
+use rust_stemmers::{Algorithm, Stemmer};
+use std::collections::HashSet;
+use std::sync::OnceLock;
+
+/// BM25's term-frequency saturation and length normalisation (the usual defaults, which the
+/// service documents as standard BM25).
+pub const K1: f64 = 1.2;
+pub const B: f64 = 0.75;
+
+/// The languages the service analyses text in (`fullTextPolicy` languages).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Language {
+    #[default]
+    EnUs,
+    DeDe,
+    EsEs,
+    FrFr,
+    ItIt,
+    PtBr,
+    PtPt,
+}
+
+/// Every language, in the order the service's documentation lists them.
+pub const LANGUAGES: [Language; 7] = [
+    Language::EnUs,
+    Language::DeDe,
+    Language::EsEs,
+    Language::FrFr,
+    Language::ItIt,
+    Language::PtBr,
+    Language::PtPt,
+];
+
+impl Language {
+    /// The language a policy names (`"en-US"`, case-insensitive), if the service supports it.
+    pub fn parse(s: &str) -> Option<Language> {
+        LANGUAGES
+            .into_iter()
+            .find(|l| l.code().eq_ignore_ascii_case(s))
+    }
+
+    pub fn code(self) -> &'static str {
+        match self {
+            Language::EnUs => "en-US",
+            Language::DeDe => "de-DE",
+            Language::EsEs => "es-ES",
+            Language::FrFr => "fr-FR",
+            Language::ItIt => "it-IT",
+            Language::PtBr => "pt-BR",
+            Language::PtPt => "pt-PT",
+        }
+    }
+
+    fn index(self) -> usize {
+        LANGUAGES.iter().position(|l| *l == self).unwrap_or(0)
+    }
+
+    fn iso(self) -> &'static str {
+        &self.code()[..2]
+    }
+
+    fn algorithm(self) -> Algorithm {
+        match self {
+            Language::EnUs => Algorithm::English,
+            Language::DeDe => Algorithm::German,
+            Language::EsEs => Algorithm::Spanish,
+            Language::FrFr => Algorithm::French,
+            Language::ItIt => Algorithm::Italian,
+            Language::PtBr | Language::PtPt => Algorithm::Portuguese,
+        }
+    }
+}
+
+/// A language's stemmer and stop words, built once.
+struct Analyzer {
+    stemmer: Stemmer,
+    stop: HashSet<String>,
+}
+
+fn analyzer(lang: Language) -> &'static Analyzer {
+    static ALL: OnceLock<Vec<Analyzer>> = OnceLock::new();
+    let all = ALL.get_or_init(|| {
+        LANGUAGES
+            .iter()
+            .map(|l| Analyzer {
+                stemmer: Stemmer::create(l.algorithm()),
+                stop: stop_words::get(l.iso()).into_iter().collect(),
+            })
+            .collect()
+    });
+    &all[lang.index()]
+}
+
+/// The terms of `text`: its words (runs of letters and digits), lower-cased, without stop
+/// words, stemmed.
+pub fn analyze(text: &str, lang: Language) -> Vec<String> {
+    let a = analyzer(lang);
+    let mut out = Vec::new();
+    for word in text
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+    {
+        let lower = word.to_lowercase();
+        if a.stop.contains(&lower) {
+            continue;
+        }
+        out.push(a.stemmer.stem(&lower).into_owned());
+    }
+    out
+}
+
+/// How often `phrase` (consecutive terms) occurs in `doc`. An empty phrase (only stop words)
+/// occurs nowhere.
+pub fn occurrences(doc: &[String], phrase: &[String]) -> usize {
+    if phrase.is_empty() || phrase.len() > doc.len() {
+        return 0;
+    }
+    doc.windows(phrase.len()).filter(|w| *w == phrase).count()
+}
+
+/// The statistics BM25 reads for one scored path: how many documents the scope holds, how
+/// many terms their texts hold together, and in how many documents each search term occurs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Statistics {
+    pub documents: u64,
+    pub total_words: u64,
+    pub hits: Vec<u64>,
+}
+
+/// BM25 of a document's terms for the search `terms` (each a phrase) under `stats`:
+/// Σ idf(t) · tf·(k1+1) / (tf + k1·(1 − b + b·|d|/avgdl)), idf(t) = ln(1 + (N − n + ½)/(n + ½)).
+pub fn bm25(doc: &[String], terms: &[Vec<String>], stats: &Statistics) -> f64 {
+    let n_docs = stats.documents.max(1) as f64;
+    let avgdl = if stats.total_words == 0 {
+        1.0
+    } else {
+        stats.total_words as f64 / n_docs
+    };
+    let norm = K1 * (1.0 - B + B * doc.len() as f64 / avgdl);
+    let mut score = 0.0;
+    for (i, t) in terms.iter().enumerate() {
+        let tf = occurrences(doc, t) as f64;
+        if tf == 0.0 {
+            continue;
+        }
+        let n = (stats.hits.get(i).copied().unwrap_or(0) as f64).min(n_docs);
+        let idf = (1.0 + (n_docs - n + 0.5) / (n + 0.5)).ln();
+        score += idf * tf * (K1 + 1.0) / (tf + norm);
+    }
+    score
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn en(s: &str) -> Vec<String> {
+        analyze(s, Language::EnUs)
+    }
+
+    #[test]
+    fn words_are_lowered_stemmed_and_stop_words_dropped() {
+        assert_eq!(en("The runners were Running!"), ["runner", "run"]);
+        assert_eq!(en("John's bicycles"), ["john", "bicycl"]);
+        // A longer word is another term: "Johnson" does not contain "John".
+        assert_eq!(en("Bill Johnson"), ["bill", "johnson"]);
+        assert_eq!(analyze("Die Häuser", Language::DeDe), ["haus"]);
+        assert_eq!(Language::parse("fr-fr"), Some(Language::FrFr));
+        assert_eq!(Language::parse("xx-YY"), None);
+    }
+
+    #[test]
+    fn phrases_count_consecutive_terms() {
+        let doc = en("the United States of America and the united states navy");
+        assert_eq!(occurrences(&doc, &en("United States")), 2);
+        assert_eq!(occurrences(&doc, &en("states united")), 0);
+        assert_eq!(
+            occurrences(&doc, &en("the")),
+            0,
+            "stop words alone match nothing"
+        );
+    }
+
+    #[test]
+    fn bm25_prefers_rare_terms_short_documents_and_repeats() {
+        let stats = Statistics {
+            documents: 100,
+            total_words: 1000,
+            hits: vec![2, 50],
+        };
+        let rare = vec![en("swim")];
+        let common = vec![en("run")];
+        let short = en("swim run");
+        let long = en("swim run walk jog hike climb row sail ski skate");
+        let rare_stats = Statistics {
+            hits: vec![2],
+            ..stats.clone()
+        };
+        let common_stats = Statistics {
+            hits: vec![50],
+            ..stats.clone()
+        };
+        assert!(bm25(&short, &rare, &rare_stats) > bm25(&short, &common, &common_stats));
+        assert!(bm25(&short, &rare, &rare_stats) > bm25(&long, &rare, &rare_stats));
+        let twice = en("swim swim run");
+        assert!(bm25(&twice, &rare, &rare_stats) > bm25(&short, &rare, &rare_stats));
+        assert_eq!(bm25(&en("walk"), &rare, &rare_stats), 0.0);
+        // One occurrence in a document of average length, exactly.
+        let avg = en("swim a2 a3 a4 a5 a6 a7 a8 a9 a10");
+        let idf = (1.0f64 + (100.0 - 2.0 + 0.5) / 2.5).ln();
+        let want = idf * 2.2 / (1.0 + 1.2);
+        assert!((bm25(&avg, &rare, &rare_stats) - want).abs() < 1e-12);
+    }
+}
