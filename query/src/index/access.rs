@@ -11,7 +11,7 @@
 use super::policy::{print_path, IndexingPolicy, Seg};
 use super::term::{self, encode, is_exact, string_prefix_bounds};
 use crate::sql::ast::*;
-use crate::sql::functions::{ArrayFn, Func, StrFn, TypeFn};
+use crate::sql::functions::{ArrayFn, Func, SearchFn, StrFn, TypeFn};
 use serde_json::Value;
 use std::fmt;
 
@@ -93,7 +93,15 @@ impl fmt::Display for Access {
                     if i > 0 {
                         f.write_str(" ∪ ")?;
                     }
-                    write!(f, "{} [{}]", print_path(&p.path), p.filter)?;
+                    match super::fulltext::text_path(&p.path) {
+                        Some(text) => write!(
+                            f,
+                            "full-text postings of {} [{}]",
+                            print_path(text),
+                            p.filter
+                        )?,
+                        None => write!(f, "{} [{}]", print_path(&p.path), p.filter)?,
+                    }
                 }
             }
         }
@@ -339,8 +347,56 @@ fn probes(
             }
             Some(x)
         }
+        Expr::Call(Func::Search(f), args) if f.is_full_text() => {
+            full_text_probes(*f, args, slot, policy, e)
+        }
         _ => leaf_probe(e, slot, policy, unindexed).map(|p| vec![p]),
     }
+}
+
+/// `FullTextContains*` over a path with a full-text index: the postings of its terms (the
+/// first stem of each phrase; evaluation checks the whole phrase). `Any` is the union of its
+/// terms' postings, the others one term's.
+fn full_text_probes(
+    f: SearchFn,
+    args: &[Expr],
+    slot: Slot,
+    policy: &IndexingPolicy,
+    e: &Expr,
+) -> Option<Vec<Probe>> {
+    use super::fulltext::{postings_path, stem_span};
+    if !matches!(
+        f,
+        SearchFn::FullTextContains | SearchFn::FullTextContainsAll | SearchFn::FullTextContainsAny
+    ) {
+        return None;
+    }
+    let (path, _) = doc_path(args.first()?, slot)?;
+    let lang = policy.full_text.iter().find(|(p, _)| *p == path)?.1;
+    let mut stems = Vec::new();
+    for a in &args[1..] {
+        let Some(Value::String(t)) = literal(a) else {
+            return None;
+        };
+        // A phrase of stop words only matches nothing, which no probe can say: evaluate.
+        stems.push(crate::sql::fulltext::analyze(t, lang).into_iter().next()?);
+    }
+    if f != SearchFn::FullTextContainsAny {
+        stems.truncate(1);
+    }
+    let filter = e.to_string();
+    Some(
+        stems
+            .into_iter()
+            .map(|s| Probe {
+                path: postings_path(&path),
+                spans: vec![stem_span(&s)],
+                exact: false,
+                filter: filter.clone(),
+                rank: 0,
+            })
+            .collect(),
+    )
 }
 
 fn cost(p: &[Probe]) -> (u8, usize) {

@@ -1,10 +1,121 @@
 //! A container's full-text policy (`fullTextPolicy`) and full-text indexes
 //! (`indexingPolicy.fullTextIndexes`), validated as the service validates them: paths that
-//! start with `/`, languages it supports, and indexes only on paths the policy lists.
+//! start with `/`, languages it supports, and indexes only on paths the policy lists — and
+//! the index entries a full-text index keeps.
+//!
+//! A full-text index is entries of the secondary index (so it is written in the document's
+//! transaction, rebuilt with the policy and split-safe like every entry): under the path
+//! `/\0fulltext/<path>` one **posting** per distinct term of the text, its term the string
+//! `stem \x01 tf \x01 length` (so one term's postings are one key range, and a posting
+//! alone gives BM25 its term frequency and document length); under `/\0fulltext-length/<path>`
+//! one entry per document with its length (the total words BM25 averages).
 
+use super::policy::Seg;
+use super::term::{self, Entry};
+use super::Span;
 use crate::sql::ctx::TextLanguages;
-use crate::sql::fulltext::{Language, LANGUAGES};
+use crate::sql::fulltext::{analyze, Language, LANGUAGES};
 use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+
+/// The first segment of the paths full-text entries live under (no JSON property of a
+/// document reaches them: documents are walked from their own properties).
+const POSTINGS: &str = "\u{0}fulltext";
+const LENGTHS: &str = "\u{0}fulltext-length";
+/// Longer terms are not indexed (no word of a language is this long; they stay findable by
+/// evaluation).
+const MAX_TERM: usize = 100;
+
+fn under(first: &str, segs: &[Seg]) -> Vec<Seg> {
+    let mut p = vec![Seg::Name(first.to_string())];
+    p.extend(segs.iter().cloned());
+    p
+}
+
+/// The index path of a text path's postings.
+pub fn postings_path(segs: &[Seg]) -> Vec<Seg> {
+    under(POSTINGS, segs)
+}
+
+/// The index path of a text path's document lengths.
+pub fn lengths_path(segs: &[Seg]) -> Vec<Seg> {
+    under(LENGTHS, segs)
+}
+
+/// The text path of a postings path, if `segs` is one.
+pub fn text_path(segs: &[Seg]) -> Option<&[Seg]> {
+    match segs.first()? {
+        Seg::Name(n) if n == POSTINGS => Some(&segs[1..]),
+        _ => None,
+    }
+}
+
+/// The span of one stem's postings.
+pub fn stem_span(stem: &str) -> Span {
+    let (lo, hi) = term::string_prefix_bounds(&format!("{stem}\u{1}"));
+    Span { lo, hi }
+}
+
+/// Term frequency and document length of a posting's term.
+pub fn parse_posting(t: &[u8]) -> Option<(u32, u32)> {
+    let body = t.get(1..t.len().checked_sub(2)?)?;
+    let s = std::str::from_utf8(body).ok()?;
+    let mut parts = s.rsplitn(3, '\u{1}');
+    let dl = parts.next()?.parse().ok()?;
+    let tf = parts.next()?.parse().ok()?;
+    Some((tf, dl))
+}
+
+/// The length a length entry's term holds.
+pub fn parse_length(t: &[u8]) -> Option<u64> {
+    let bits: [u8; 8] = t.get(1..9)?.try_into().ok()?;
+    let b = u64::from_be_bytes(bits);
+    // Undo `term::number_bits` for a non-negative number.
+    Some(f64::from_bits(b & !(1 << 63)) as u64)
+}
+
+fn at<'a>(doc: &'a Value, segs: &[Seg]) -> Option<&'a Value> {
+    let mut v = doc;
+    for s in segs {
+        match s {
+            Seg::Name(n) => v = v.get(n)?,
+            Seg::Elements => return None,
+        }
+    }
+    Some(v)
+}
+
+/// The full-text entries of `doc` for each indexed path (a string at the path; other values
+/// are not text).
+pub fn entries(doc: &Value, paths: &[(Vec<Seg>, Language)]) -> Vec<Entry> {
+    let mut out = Vec::new();
+    for (segs, lang) in paths {
+        let Some(Value::String(text)) = at(doc, segs) else {
+            continue;
+        };
+        let words = analyze(text, *lang);
+        let mut tf: BTreeMap<&str, u32> = BTreeMap::new();
+        for w in &words {
+            *tf.entry(w.as_str()).or_default() += 1;
+        }
+        let dl = words.len();
+        let pid = term::path_id(&postings_path(segs));
+        for (stem, n) in tf {
+            if stem.len() > MAX_TERM {
+                continue;
+            }
+            out.push((
+                pid,
+                term::encode(&Value::String(format!("{stem}\u{1}{n}\u{1}{dl}"))),
+            ));
+        }
+        out.push((
+            term::path_id(&lengths_path(segs)),
+            term::encode(&Value::from(dl as u64)),
+        ));
+    }
+    out
+}
 
 /// The service's answer to a policy it cannot read at all (a value of the wrong JSON type).
 const INVALID_INPUT: &str = "One of the specified inputs is invalid";
@@ -121,6 +232,27 @@ impl FullTextPolicy {
         Ok(out)
     }
 
+    /// The indexed paths with their languages (what [`entries`] reads).
+    pub fn indexed(&self) -> Vec<(Vec<Seg>, Language)> {
+        self.indexes
+            .iter()
+            .map(|p| {
+                let lang = self
+                    .paths
+                    .iter()
+                    .find(|(q, _)| q == p)
+                    .map(|(_, l)| *l)
+                    .unwrap_or(self.default);
+                let segs = p
+                    .split('/')
+                    .filter(|s| !s.is_empty())
+                    .map(|s| Seg::Name(s.to_string()))
+                    .collect();
+                (segs, lang)
+            })
+            .collect()
+    }
+
     /// The languages queries analyse text in.
     pub fn languages(&self) -> TextLanguages {
         TextLanguages {
@@ -176,5 +308,30 @@ mod tests {
         )
         .contains("missing the required 'path'"));
         assert_eq!(parse(json!({})), Ok(FullTextPolicy::default()));
+    }
+
+    #[test]
+    fn postings_carry_term_frequency_and_length() {
+        let paths = vec![(vec![Seg::Name("t".into())], Language::EnUs)];
+        let e = entries(&json!({"t": "Swimmers swim; the swimmer swims!"}), &paths);
+        let pid = term::path_id(&postings_path(&paths[0].0));
+        let posting: Vec<(u32, u32)> = e
+            .iter()
+            .filter(|(p, _)| *p == pid)
+            .filter_map(|(_, t)| parse_posting(t))
+            .collect();
+        // "swimmer" twice and "swim" twice, of four terms.
+        assert_eq!(posting, vec![(2, 4), (2, 4)]);
+        let span = stem_span("swim");
+        let inside: Vec<_> = e
+            .iter()
+            .filter(|(p, t)| *p == pid && *t >= span.lo && *t < span.hi)
+            .collect();
+        assert_eq!(inside.len(), 1, "swim's span holds swim, not swimmer");
+        let len = e
+            .iter()
+            .find(|(p, _)| *p == term::path_id(&lengths_path(&paths[0].0)));
+        assert_eq!(len.and_then(|(_, t)| parse_length(t)), Some(4));
+        assert!(entries(&json!({"t": 5}), &paths).is_empty());
     }
 }

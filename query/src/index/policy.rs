@@ -65,6 +65,9 @@ pub struct IndexingPolicy {
     pub excluded: Vec<PathPattern>,
     pub composite: Vec<Vec<CompositePath>>,
     pub spatial: Vec<PathPattern>,
+    /// Paths with a full-text index and the language their text is analysed in (from the
+    /// container's `fullTextPolicy`; filled by the server, which reads both).
+    pub full_text: Vec<(Vec<Seg>, crate::sql::fulltext::Language)>,
 }
 
 /// System properties every stored document carries that the index leaves out: they are
@@ -83,6 +86,7 @@ impl Default for IndexingPolicy {
             excluded: Vec::new(),
             composite: Vec::new(),
             spatial: Vec::new(),
+            full_text: Vec::new(),
         }
     }
 }
@@ -163,6 +167,7 @@ impl IndexingPolicy {
             excluded,
             composite,
             spatial,
+            full_text: Vec::new(),
         })
     }
 

@@ -240,6 +240,19 @@ pub fn validate(props: &serde_json::Map<String, Value>) -> Result<(), super::Sto
     Ok(())
 }
 
+/// The indexing policy a container's properties define, with the paths its full-text
+/// policy indexes (and their languages).
+pub fn policy_of(props: &serde_json::Map<String, Value>) -> Result<IndexingPolicy, String> {
+    let mut policy = props
+        .get("indexingPolicy")
+        .map(IndexingPolicy::from_json)
+        .transpose()
+        .map_err(|e| e.0)?
+        .unwrap_or_default();
+    policy.full_text = strata_query::index::fulltext::FullTextPolicy::from_props(props)?.indexed();
+    Ok(policy)
+}
+
 /// The policy-dependent state of a container's index.
 #[derive(Debug, Clone)]
 pub struct IndexState {
@@ -256,12 +269,7 @@ impl IndexState {
     /// The state a container record describes. A stored policy that no longer parses (written
     /// before policies were validated) indexes everything, as the default policy does.
     pub fn of(rec: &super::catalog::ContainerRecord) -> Self {
-        let policy = rec
-            .props
-            .get("indexingPolicy")
-            .map(IndexingPolicy::from_json)
-            .and_then(Result::ok)
-            .unwrap_or_default();
+        let policy = policy_of(&rec.props).unwrap_or_default();
         let unique = UniqueKeys::from_props(&rec.props).unwrap_or_default();
         Self {
             policy: std::sync::Arc::new(policy),
@@ -271,9 +279,19 @@ impl IndexState {
         }
     }
 
-    /// The index entries of a document under this state's policy.
+    /// The index entries of a document under this state's policy (full-text postings
+    /// included).
     pub fn entries(&self, doc: &Value) -> Vec<Entry> {
-        term::entries(doc, &self.policy)
+        let mut e = term::entries(doc, &self.policy);
+        if !self.policy.full_text.is_empty() {
+            e.extend(strata_query::index::fulltext::entries(
+                doc,
+                &self.policy.full_text,
+            ));
+            e.sort_unstable();
+            e.dedup();
+        }
+        e
     }
 }
 

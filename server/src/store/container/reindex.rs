@@ -182,12 +182,7 @@ impl Store {
                 "The unique key policy of a container cannot be changed after it is created: create a new container with the policy and copy the items into it.".into(),
             ));
         }
-        let policy = props
-            .get("indexingPolicy")
-            .map(strata_query::index::IndexingPolicy::from_json)
-            .transpose()
-            .map_err(|e| StoreError::BadRequest(e.0))?
-            .unwrap_or_default();
+        let policy = index::policy_of(props).map_err(StoreError::BadRequest)?;
         if policy == *old.policy {
             return Ok(None);
         }
