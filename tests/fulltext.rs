@@ -204,6 +204,24 @@ async fn order_by_rank_is_bm25_over_the_whole_container_and_rrf_fuses_ranks() {
     let texts = corpus(500);
     s.setup_with(DB, "rank", props("rank", true)).await;
     load(&s, "rank", &texts).await;
+    s.setup_with(DB, "unranked", props("unranked", false)).await;
+    load(&s, "unranked", &texts).await;
+    // From the postings (ten documents read) and by evaluation (every document read): the
+    // same rows in the same order, with and without a filter.
+    for sql in [
+        "SELECT TOP 10 c.id FROM c ORDER BY RANK FullTextScore(c.t, 'kingdom', 'music')",
+        "SELECT c.id FROM c WHERE c.pk != 'p1' ORDER BY RANK FullTextScore(c.t, 'light') OFFSET 3 LIMIT 7",
+    ] {
+        let a = query(&s, "rank", sql).await;
+        let b = query(&s, "unranked", sql).await;
+        assert_eq!(ids(&a), ids(&b), "{sql}");
+        let scanned = |r: &Resp| {
+            let route = r.header("x-strata-query-route").unwrap_or_default().to_string();
+            route.rsplit("scanned=").next().and_then(|n| n.trim().parse::<u64>().ok())
+        };
+        assert!(scanned(&a).is_some_and(|n| n < 50), "{:?}", a.header("x-strata-query-route"));
+        assert_eq!(scanned(&b), Some(500));
+    }
     let scores = bm25(&texts, &["kingdom", "music"]);
     let r = query(
         &s,

@@ -135,25 +135,31 @@ pub struct Statistics {
     pub hits: Vec<u64>,
 }
 
-/// BM25 of a document's terms for the search `terms` (each a phrase) under `stats`:
-/// Σ idf(t) · tf·(k1+1) / (tf + k1·(1 − b + b·|d|/avgdl)), idf(t) = ln(1 + (N − n + ½)/(n + ½)).
-pub fn bm25(doc: &[String], terms: &[Vec<String>], stats: &Statistics) -> f64 {
+/// One term's part of BM25: the `i`-th search term occurring `tf` times in a document of
+/// `dl` terms (what a posting holds).
+pub fn bm25_term(tf: u32, dl: u32, i: usize, stats: &Statistics) -> f64 {
     let n_docs = stats.documents.max(1) as f64;
     let avgdl = if stats.total_words == 0 {
         1.0
     } else {
         stats.total_words as f64 / n_docs
     };
-    let norm = K1 * (1.0 - B + B * doc.len() as f64 / avgdl);
+    let tf = tf as f64;
+    if tf == 0.0 {
+        return 0.0;
+    }
+    let norm = K1 * (1.0 - B + B * dl as f64 / avgdl);
+    let n = (stats.hits.get(i).copied().unwrap_or(0) as f64).min(n_docs);
+    let idf = (1.0 + (n_docs - n + 0.5) / (n + 0.5)).ln();
+    idf * tf * (K1 + 1.0) / (tf + norm)
+}
+
+/// BM25 of a document's terms for the search `terms` (each a phrase) under `stats`:
+/// Σ idf(t) · tf·(k1+1) / (tf + k1·(1 − b + b·|d|/avgdl)), idf(t) = ln(1 + (N − n + ½)/(n + ½)).
+pub fn bm25(doc: &[String], terms: &[Vec<String>], stats: &Statistics) -> f64 {
     let mut score = 0.0;
     for (i, t) in terms.iter().enumerate() {
-        let tf = occurrences(doc, t) as f64;
-        if tf == 0.0 {
-            continue;
-        }
-        let n = (stats.hits.get(i).copied().unwrap_or(0) as f64).min(n_docs);
-        let idf = (1.0 + (n_docs - n + 0.5) / (n + 0.5)).ln();
-        score += idf * tf * (K1 + 1.0) / (tf + norm);
+        score += bm25_term(occurrences(doc, t) as u32, doc.len() as u32, i, stats);
     }
     score
 }

@@ -153,7 +153,7 @@ pub fn check(q: &Query) -> R<()> {
 
 /// The search terms of a `FullTextScore` call (its arguments after the path, strings or
 /// arrays of strings), flattened.
-fn terms(args: &[Expr]) -> Vec<String> {
+pub fn terms(args: &[Expr]) -> Vec<String> {
     fn add(v: &Value, out: &mut Vec<String>) {
         match v {
             Value::String(s) => out.push(s.clone()),

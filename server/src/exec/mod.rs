@@ -135,6 +135,15 @@ async fn run_page(
     token: Option<Continuation>,
 ) -> Result<Page, ExecError> {
     let scored;
+    if sql::hybrid::needs_statistics(&plan.query.query) {
+        let (c2, plan2, token2) = (Arc::clone(&c), plan.clone(), token.clone());
+        let page = tokio::task::spawn_blocking(move || ranked::from_postings(&c2, &plan2, &token2))
+            .await
+            .map_err(|e| ExecError::Worker(e.to_string()))??;
+        if let Some(page) = page {
+            return Ok(page);
+        }
+    }
     let plan = if sql::hybrid::needs_statistics(&plan.query.query) {
         scored = ranked::with_statistics(&c, plan).await?;
         &scored

@@ -29,3 +29,208 @@ pub(super) async fn with_statistics(c: &Arc<Container>, plan: &Plan) -> Result<P
     out.query = Arc::new(scored);
     Ok(out)
 }
+
+/// What a `FullTextScore` over a full-text index needs: its path's postings and lengths
+/// paths, and its terms' stems (one stem each: a phrase needs evaluation).
+struct IndexedScore {
+    postings: Vec<strata_query::index::Seg>,
+    lengths: Vec<strata_query::index::Seg>,
+    stems: Vec<String>,
+}
+
+/// The indexed form of `p`'s ranking, when `ORDER BY RANK FullTextScore(path, 'word', ...)`
+/// ranks over a path with a full-text index.
+fn indexed_score(c: &Container, p: &PreparedQuery, a: &Access) -> Option<IndexedScore> {
+    use strata_query::index::fulltext::{lengths_path, postings_path};
+    use strata_query::sql::ast::Expr;
+    use strata_query::sql::functions::{Func, SearchFn};
+    let rank = hybrid::rank_of(&p.query)?;
+    if rank.fused || !a.computed.is_empty() || p.mode != sql::Mode::Ordered {
+        return None;
+    }
+    let from = p.query.from.as_ref()?;
+    if !from.joins.is_empty() {
+        return None;
+    }
+    let Expr::Call(Func::Search(SearchFn::FullTextScore), args) = rank.components[0] else {
+        return None;
+    };
+    let (_, segs) = args.first()?.as_path()?;
+    let segs: Vec<strata_query::index::Seg> = segs
+        .iter()
+        .map(|s| strata_query::index::Seg::Name(s.to_string()))
+        .collect();
+    let state = c.index_state();
+    let lang = state.policy.full_text.iter().find(|(s, _)| *s == segs)?.1;
+    let mut stems = Vec::new();
+    for t in hybrid::terms(args) {
+        let mut words = strata_query::sql::fulltext::analyze(&t, lang);
+        if words.len() != 1 {
+            return None;
+        }
+        stems.push(words.remove(0));
+    }
+    Some(IndexedScore {
+        postings: postings_path(&segs),
+        lengths: lengths_path(&segs),
+        stems,
+    })
+}
+
+/// Total words of a path's texts in `range`, cached while no write lands in the range (the
+/// sum reads one entry per document).
+fn total_words(
+    c: &Container,
+    lengths: &[strata_query::index::Seg],
+    range: &EpkRange,
+    stats: &mut IndexStats,
+) -> Result<Option<u64>, ExecError> {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    type Cache = Mutex<HashMap<(String, String, String, String), (u64, u64)>>;
+    static CACHE: OnceLock<Cache> = OnceLock::new();
+    let version: u64 = c
+        .partitions()
+        .ranges
+        .iter()
+        .filter(|r| r.range.min < range.max && range.min < r.range.max)
+        .map(|r| r.lsn)
+        .max()
+        .unwrap_or(0);
+    let key = (
+        c.rid.clone(),
+        strata_query::index::policy::print_path(lengths),
+        range.min.clone(),
+        range.max.clone(),
+    );
+    let cache = CACHE.get_or_init(Default::default);
+    let gen = u64::from(c.index_state().gen) << 48;
+    if let Some((v, n)) = cache.lock().ok().and_then(|m| m.get(&key).copied()) {
+        if v == version ^ gen {
+            return Ok(Some(n));
+        }
+    }
+    let (lo, hi) = strata_query::index::term::type_bounds(strata_query::index::term::NUMBER);
+    let mut sum = 0u64;
+    let walked = c.index_walk(
+        lengths,
+        &strata_query::index::Span { lo, hi },
+        range,
+        false,
+        stats,
+        &mut |t, _| {
+            sum += strata_query::index::fulltext::parse_length(t).unwrap_or(0);
+            true
+        },
+    )?;
+    if walked.is_none() {
+        return Ok(None);
+    }
+    if let Ok(mut m) = cache.lock() {
+        if m.len() > 4096 {
+            m.clear();
+        }
+        m.insert(key, (version ^ gen, sum));
+    }
+    Ok(Some(sum))
+}
+
+/// `ORDER BY RANK FullTextScore` answered from a full-text index: statistics from the
+/// partitions' sizes, length entries and postings; every document with a posting scored from
+/// its postings alone (term frequency and length), best first; documents read only in that
+/// order, until the page's rows pass the filter. `None` when it cannot answer exactly as
+/// evaluation would (a phrase, too few matching rows: the rest rank by document order at
+/// score zero, a continuation) — then the query is evaluated.
+pub(super) fn from_postings(
+    c: &Arc<Container>,
+    plan: &Plan,
+    token: &Option<Continuation>,
+) -> Result<Option<Page>, ExecError> {
+    let (p, a) = (&plan.query, &plan.access);
+    if token.is_some() || !c.index_state().ready {
+        return Ok(None);
+    }
+    let Some(want) = p.limit.map(|l| (l + p.offset) as usize) else {
+        return Ok(None);
+    };
+    if want > plan.paging.page_size.max(1) + p.offset as usize {
+        return Ok(None);
+    }
+    let Some(ix) = indexed_score(c, p, a) else {
+        return Ok(None);
+    };
+    let mut index = IndexStats::default();
+    let ranges = c.split_by_partition(&plan.routing.ranges);
+    let (mut documents, mut words) = (0u64, 0u64);
+    let mut hits = vec![0u64; ix.stems.len()];
+    // (document, stem) -> (tf, length)
+    let mut postings: Vec<(DocPos, usize, u32, u32)> = Vec::new();
+    for r in &ranges {
+        documents += c.stored_count(r, &mut index)?;
+        let Some(w) = total_words(c, &ix.lengths, r, &mut index)? else {
+            return Ok(None);
+        };
+        words += w;
+        for (i, stem) in ix.stems.iter().enumerate() {
+            let span = strata_query::index::fulltext::stem_span(stem);
+            let walked = c.index_walk(&ix.postings, &span, r, false, &mut index, &mut |t, d| {
+                if let Some((tf, dl)) = strata_query::index::fulltext::parse_posting(t) {
+                    hits[i] += 1;
+                    postings.push((d, i, tf, dl));
+                }
+                true
+            })?;
+            if walked.is_none() {
+                return Ok(None);
+            }
+        }
+    }
+    let stats = strata_query::sql::fulltext::Statistics {
+        documents,
+        total_words: words,
+        hits,
+    };
+    let mut scores: std::collections::HashMap<DocPos, f64> = Default::default();
+    for (d, i, tf, dl) in postings {
+        let s = strata_query::sql::fulltext::bm25_term(tf, dl, i, &stats);
+        *scores.entry(d).or_default() += s;
+    }
+    let mut ranked: Vec<(DocPos, f64)> = scores.into_iter().collect();
+    ranked.sort_by(|x, y| y.1.total_cmp(&x.1).then_with(|| x.0.cmp(&y.0)));
+    let cx = query_ctx(c, p);
+    let mut rows: Vec<Bytes> = Vec::new();
+    let (mut scanned, mut scanned_bytes) = (0u64, 0u64);
+    for (pos, _) in &ranked {
+        if rows.len() >= want {
+            break;
+        }
+        let Some(item) = c.load_item(pos)? else {
+            continue;
+        };
+        scanned += 1;
+        scanned_bytes += item.json.len() as u64;
+        let doc = parse_doc(p, &a.computed, &item.json)?;
+        p.eval_doc(&doc, &cx, &mut |row| {
+            rows.push(match row.value {
+                Some(v) => to_bytes(&v),
+                None => item.json.clone(),
+            });
+            Ok(Flow::Continue)
+        })?;
+    }
+    if rows.len() < want {
+        return Ok(None);
+    }
+    let docs = rows
+        .into_iter()
+        .skip(p.offset as usize)
+        .take(want - p.offset as usize)
+        .collect();
+    Ok(Some(Page {
+        docs,
+        continuation: None,
+        scanned,
+        scanned_bytes,
+        index,
+    }))
+}
