@@ -138,9 +138,10 @@ fn total_words(
 /// `ORDER BY RANK FullTextScore` answered from a full-text index: statistics from the
 /// partitions' sizes, length entries and postings; every document with a posting scored from
 /// its postings alone (term frequency and length), best first; documents read only in that
-/// order, until the page's rows pass the filter. `None` when it cannot answer exactly as
-/// evaluation would (a phrase, too few matching rows: the rest rank by document order at
-/// score zero, a continuation) — then the query is evaluated.
+/// order, until the page's rows pass the filter, then (if too few had a posting) the rest at
+/// score zero in document order, as evaluation orders equal scores. `None` when it cannot
+/// answer exactly as evaluation would (a phrase, a continuation, a page too large to cut
+/// here) — then the query is evaluated.
 pub(super) fn from_postings(
     c: &Arc<Container>,
     plan: &Plan,
@@ -218,13 +219,50 @@ pub(super) fn from_postings(
             Ok(Flow::Continue)
         })?;
     }
+    // Fewer rows than the page: the rest rank at zero, in document order (as evaluation
+    // orders equal scores), so they are read from the start of the ranges.
     if rows.len() < want {
-        return Ok(None);
+        let matched: std::collections::HashSet<&DocPos> = ranked.iter().map(|(d, _)| d).collect();
+        'fill: for r in &ranges {
+            let mut cursor: Option<DocPos> = None;
+            loop {
+                let chunk = c.scan_items(r, cursor.as_ref(), 256)?;
+                let done = chunk.len() < 256;
+                for (pos, item) in &chunk {
+                    if matched.contains(pos) {
+                        continue;
+                    }
+                    scanned += 1;
+                    scanned_bytes += item.json.len() as u64;
+                    let doc = parse_doc(p, &a.computed, &item.json)?;
+                    p.eval_doc(&doc, &cx, &mut |row| {
+                        rows.push(match row.value {
+                            Some(v) => to_bytes(&v),
+                            None => item.json.clone(),
+                        });
+                        Ok(Flow::Continue)
+                    })?;
+                    if rows.len() >= want {
+                        break 'fill;
+                    }
+                }
+                match chunk.last() {
+                    Some((k, _)) if !done => cursor = Some(k.clone()),
+                    _ => break,
+                }
+            }
+        }
+    }
+    if rows.len() < want {
+        // Every document is in the result: no page is cut, and evaluation pages it.
+        if rows.len() > plan.paging.page_size {
+            return Ok(None);
+        }
     }
     let docs = rows
         .into_iter()
         .skip(p.offset as usize)
-        .take(want - p.offset as usize)
+        .take(want.saturating_sub(p.offset as usize))
         .collect();
     Ok(Some(Page {
         docs,

@@ -20,6 +20,7 @@ mod client;
 mod copy;
 mod dataset;
 mod external;
+mod fulltext;
 mod hot;
 mod indexing;
 mod lean;
@@ -48,9 +49,10 @@ use workloads::{workload, WORKLOADS};
     about = "Benchmarks strata against an in-process HTTP baseline."
 )]
 struct Args {
-    /// all, throughput, queries, split, scale, indexing, scripts, bulk, copy, wire, lean or
-    /// vector (comma-separated; `all` leaves out lean, which needs `wrk`, and vector, which
-    /// needs Python with faiss-cpu and milvus-lite for its anchors).
+    /// all, throughput, queries, split, scale, indexing, scripts, bulk, copy, wire, lean,
+    /// vector or fulltext (comma-separated; `all` leaves out lean, which needs `wrk`, and
+    /// vector and fulltext, which need Python with their anchors: faiss-cpu and milvus-lite,
+    /// tantivy and psycopg2-binary with PostgreSQL 15).
     #[arg(long, default_value = "all")]
     suite: String,
     /// Tiny data and short runs: checks that everything works (CI), not speed.
@@ -86,6 +88,9 @@ struct Args {
     /// The vector suite's strata runs: `none` (no vector index) and index kinds.
     #[arg(long, default_value = "none,flat,quantizedFlat,diskANN")]
     vector_kinds: String,
+    /// Documents for the full-text suite.
+    #[arg(long, default_value_t = 1_000_000)]
+    fulltext_items: u64,
     /// Dimensions of the vector suite's vectors.
     #[arg(long, default_value_t = 768)]
     vector_dims: usize,
@@ -836,6 +841,7 @@ fn main() {
                 "wire" => wire::wire(&a, &mut report).await,
                 "lean" => lean::lean(&a, &mut report).await,
                 "vector" => vector::vector(&a, &mut report).await,
+                "fulltext" => fulltext::fulltext(&a, &mut report).await,
                 "external" => external::external(&a, &mut report, profiled.as_ref()).await,
                 other => eprintln!("unknown suite {other}"),
             }

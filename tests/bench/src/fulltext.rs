@@ -1,0 +1,376 @@
+//! `--suite fulltext`: full-text search in strata beside the server and the library a user
+//! would pick instead, on the same documents in the same run.
+//!
+//! Data: `--fulltext-items` short documents (8 to 24 words) from a seeded generator with a
+//! Zipf vocabulary (30,000 pronounceable pseudo-words, exponent 1.0, as natural text's word
+//! frequencies are); queries are 1, 2 and 3 words drawn from the middle of the vocabulary
+//! (ranks 20 to 3,000: words that match hundreds to tens of thousands of documents).
+//! strata runs as its own process on disk, one container over four physical partitions with
+//! a full-text index on `/text` and one without (upserts at 32 clients into each: the index's
+//! write cost; the disk difference: its size), then at 32 clients: `FullTextContains` filters
+//! (`TOP 10`) and BM25 top 10 (`ORDER BY RANK FullTextScore`) for 1-, 2- and 3-word queries.
+//!
+//! Anchors (`tests/bench/fulltext_anchors.py`, run with the bench's Python): PostgreSQL 15
+//! (Debian's `postgresql-15`: a GIN index over a stored `to_tsvector('english', text)`,
+//! `ts_rank` top 10: the server a user would pick instead) and tantivy (PyPI `tantivy`, in
+//! process, BM25 top 10: the near-limit), reading the same documents from the file this
+//! suite writes.
+
+use crate::client::Http;
+use crate::scale::{server_bin, spawn_server};
+use crate::{dir_bytes, ok, runner, temp_dir, Args, Report};
+use reqwest::Method;
+use serde_json::{json, Value};
+use std::io::Write as _;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const DOCS: &str = "/dbs/bench/colls/text/docs";
+/// Throughput that gives the container four physical partitions.
+const FOUR_PARTITIONS: u32 = 40_000;
+const VOCABULARY: usize = 30_000;
+
+struct Corpus {
+    texts: Vec<String>,
+    vocab: Vec<String>,
+    /// Query words per query, for 1, 2 and 3 words.
+    queries: Vec<Vec<Vec<String>>>,
+}
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+fn generate(n: usize) -> Corpus {
+    let mut r = Rng(0x9E37_79B9_7F4A_7C15);
+    const SYL: [&str; 16] = [
+        "ka", "to", "ri", "ne", "mo", "su", "la", "pe", "di", "bo", "ga", "vu", "ze", "fi", "ju",
+        "ha",
+    ];
+    let mut vocab = Vec::with_capacity(VOCABULARY);
+    let mut seen = std::collections::HashSet::new();
+    while vocab.len() < VOCABULARY {
+        let len = 2 + (r.next() % 3) as usize;
+        let w: String = (0..len).map(|_| SYL[(r.next() % 16) as usize]).collect();
+        if seen.insert(w.clone()) {
+            vocab.push(w);
+        }
+    }
+    // Zipf(1.0) by inverse transform over the cumulative weights.
+    let mut cum = Vec::with_capacity(VOCABULARY);
+    let mut total = 0.0;
+    for k in 1..=VOCABULARY {
+        total += 1.0 / k as f64;
+        cum.push(total);
+    }
+    let word = |r: &mut Rng| {
+        let x = r.unit() * total;
+        let i = cum.partition_point(|c| *c < x).min(VOCABULARY - 1);
+        vocab[i].clone()
+    };
+    let texts = (0..n)
+        .map(|_| {
+            let len = 8 + (r.next() % 17) as usize;
+            (0..len).map(|_| word(&mut r)).collect::<Vec<_>>().join(" ")
+        })
+        .collect();
+    let queries = (1..=3)
+        .map(|terms| {
+            (0..100)
+                .map(|_| {
+                    (0..terms)
+                        .map(|_| vocab[20 + (r.next() % 2980) as usize].clone())
+                        .collect()
+                })
+                .collect()
+        })
+        .collect();
+    Corpus {
+        texts,
+        vocab,
+        queries,
+    }
+}
+
+fn headers() -> Vec<(&'static str, &'static str)> {
+    vec![
+        ("x-ms-documentdb-isquery", "true"),
+        ("content-type", "application/query+json"),
+        ("x-ms-documentdb-query-enablecrosspartition", "true"),
+    ]
+}
+
+fn lit(w: &[String]) -> String {
+    w.iter()
+        .map(|x| format!("'{x}'"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn contains_sql(w: &[String]) -> String {
+    let all = w
+        .iter()
+        .map(|x| format!("FullTextContains(c.text, '{x}')"))
+        .collect::<Vec<_>>()
+        .join(" AND ");
+    format!("SELECT TOP 10 c.id FROM c WHERE {all}")
+}
+
+fn rank_sql(w: &[String]) -> String {
+    format!(
+        "SELECT TOP 10 c.id FROM c ORDER BY RANK FullTextScore(c.text, {})",
+        lit(w)
+    )
+}
+
+/// Upserts every document with `clients` concurrent writers; returns documents/s.
+async fn load(http: &Http, c: &Arc<Corpus>, clients: usize) -> f64 {
+    let started = Instant::now();
+    let n = c.texts.len();
+    let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for _ in 0..clients {
+        let (http, c, next) = (http.clone(), Arc::clone(c), Arc::clone(&next));
+        tasks.push(tokio::spawn(async move {
+            loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if i >= n {
+                    return;
+                }
+                let pk = format!("t{}", i % 1000);
+                let doc = json!({"id": i.to_string(), "pk": pk, "text": c.texts[i]});
+                let h = format!("[\"{pk}\"]");
+                let _ = http
+                    .json(
+                        Method::POST,
+                        DOCS,
+                        &[
+                            ("x-ms-documentdb-partitionkey", &h),
+                            ("x-ms-documentdb-is-upsert", "true"),
+                        ],
+                        &doc,
+                    )
+                    .await;
+            }
+        }));
+    }
+    for t in tasks {
+        let _ = t.await;
+    }
+    n as f64 / started.elapsed().as_secs_f64()
+}
+
+/// One query load: q/s, p50 ms, p99 ms.
+async fn measure(a: &Args, http: &Http, name: &str, bodies: Vec<Vec<u8>>) -> (f64, f64, f64) {
+    let (h, b) = (http.clone(), Arc::new(bodies));
+    let op: runner::Op = Arc::new(move |n: u64| {
+        let (h, b) = (h.clone(), Arc::clone(&b));
+        Box::pin(async move {
+            let body = b[n as usize % b.len()].clone();
+            ok(
+                h.send(Method::POST, DOCS, &headers(), Some(body)).await,
+                &[200],
+            )
+        }) as futures::future::BoxFuture<'static, Result<f64, String>>
+    });
+    let m = runner::run(
+        name,
+        a.clients,
+        Duration::from_secs_f64(a.warmup),
+        Duration::from_secs_f64(a.seconds),
+        op,
+    )
+    .await;
+    (
+        m.ops_per_sec,
+        m.p50_us as f64 / 1000.0,
+        m.p99_us as f64 / 1000.0,
+    )
+}
+
+fn body(sql: String) -> Vec<u8> {
+    json!({"query": sql}).to_string().into_bytes()
+}
+
+/// One strata process over one container (indexed or not): upserts/s, disk bytes, and the
+/// query loads when indexed.
+async fn strata_run(a: &Args, c: &Arc<Corpus>, indexed: bool) -> (f64, u64, Vec<Value>) {
+    let label = if indexed { "indexed" } else { "plain" };
+    let dir = temp_dir(&format!("fulltext-{label}"));
+    let (mut child, url) = spawn_server(&server_bin(a), &dir);
+    let http = Http::new(&url);
+    let props = json!({"partitionKey": {"paths": ["/pk"], "kind": "Hash", "version": 2},
+        "fullTextPolicy": {"defaultLanguage": "en-US", "fullTextPaths": [{"path": "/text", "language": "en-US"}]},
+        "indexingPolicy": {"indexingMode": "consistent", "includedPaths": [{"path": "/pk/?"}],
+            "excludedPaths": [{"path": "/*"}],
+            "fullTextIndexes": if indexed { json!([{"path": "/text"}]) } else { json!([]) }}});
+    http.setup_with("bench", "text", props, Some(FOUR_PARTITIONS))
+        .await
+        .expect("setup");
+    let upserts = load(&http, c, a.clients).await;
+    let mut loads = Vec::new();
+    if indexed {
+        for (i, qs) in c.queries.iter().enumerate() {
+            let terms = i + 1;
+            let contains: Vec<Vec<u8>> = qs.iter().map(|w| body(contains_sql(w))).collect();
+            let ranked: Vec<Vec<u8>> = qs.iter().map(|w| body(rank_sql(w))).collect();
+            for (kind, bodies) in [("contains", contains), ("bm25", ranked)] {
+                let name = format!("strata-{kind}-{terms}");
+                let (qps, p50, p99) = measure(a, &http, &name, bodies).await;
+                println!("  strata      {kind:<8} {terms} word(s)  {qps:>8.0} q/s  p50 {p50:>7.1} ms  p99 {p99:>7.1} ms");
+                loads.push(json!({"engine": "strata", "kind": kind, "terms": terms, "qps": qps, "p50_ms": p50, "p99_ms": p99}));
+            }
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let disk = dir_bytes(&dir);
+    let _ = std::fs::remove_dir_all(&dir);
+    (upserts, disk, loads)
+}
+
+/// Runs the anchors; one JSON object per measurement.
+fn anchors(a: &Args, c: &Corpus, dir: &std::path::Path) -> Vec<Value> {
+    let mut f = std::fs::File::create(dir.join("docs.tsv")).expect("corpus file");
+    for (i, t) in c.texts.iter().enumerate() {
+        let _ = writeln!(f, "{i}\t{t}");
+    }
+    let queries: Vec<Vec<Vec<String>>> = c.queries.clone();
+    let _ = std::fs::write(dir.join("queries.json"), json!(queries).to_string());
+    let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let python = std::env::var("STRATA_BENCH_PYTHON").unwrap_or_else(|_| {
+        root.join("../../target/pyenv/bin/python")
+            .to_string_lossy()
+            .into_owned()
+    });
+    let out = std::process::Command::new(&python)
+        .arg(root.join("fulltext_anchors.py"))
+        .arg(dir)
+        .arg(a.clients.to_string())
+        .arg(a.seconds.to_string())
+        .output();
+    match out {
+        Ok(o) => {
+            if !o.status.success() {
+                println!(
+                    "  anchors failed: {}",
+                    String::from_utf8_lossy(&o.stderr)
+                        .lines()
+                        .last()
+                        .unwrap_or_default()
+                );
+            }
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .filter_map(|l| serde_json::from_str(l).ok())
+                .collect()
+        }
+        Err(e) => {
+            println!("  anchors skipped: {python}: {e} (pip install tantivy psycopg2-binary; apt-get install postgresql-15)");
+            Vec::new()
+        }
+    }
+}
+
+pub async fn fulltext(a: &Args, r: &mut Report) {
+    let n = if a.smoke {
+        3_000
+    } else {
+        a.fulltext_items as usize
+    };
+    println!("== fulltext: {n} documents of 8-24 words (seeded, Zipf over {VOCABULARY} words), 1-3 word queries, 4 physical partitions, {} clients", a.clients);
+    let c = Arc::new(generate(n));
+    let text_bytes: u64 = c.texts.iter().map(|t| t.len() as u64).sum();
+    let _ = &c.vocab;
+    let (plain_upserts, plain_disk, _) = strata_run(a, &c, false).await;
+    let (upserts, disk, mut loads) = strata_run(a, &c, true).await;
+    let index_bytes = disk.saturating_sub(plain_disk);
+    println!("  strata upserts {upserts:.0}/s with the index, {plain_upserts:.0}/s without ({:.2}x); index {:.0} bytes/document ({:.2}x the text's {} bytes/document)",
+        upserts / plain_upserts.max(1e-9), index_bytes as f64 / n as f64,
+        index_bytes as f64 / text_bytes.max(1) as f64, text_bytes / n as u64);
+    let dir = temp_dir("fulltext-anchors");
+    let anchors = anchors(a, &c, &dir);
+    let _ = std::fs::remove_dir_all(&dir);
+    for x in &anchors {
+        if x["kind"] == "index" {
+            println!(
+                "  {:<11} load {:.0} docs/s, index {:.0} bytes/document ({})",
+                x["engine"].as_str().unwrap_or("?"),
+                x["load_per_s"].as_f64().unwrap_or(0.0),
+                x["index_bytes"].as_f64().unwrap_or(0.0) / n as f64,
+                x["note"].as_str().unwrap_or("")
+            );
+        } else {
+            println!(
+                "  {:<11} {:<8} {} word(s)  {:>8.0} q/s  p50 {:>7.1} ms  p99 {:>7.1} ms",
+                x["engine"].as_str().unwrap_or("?"),
+                x["kind"].as_str().unwrap_or("?"),
+                x["terms"],
+                x["qps"].as_f64().unwrap_or(0.0),
+                x["p50_ms"].as_f64().unwrap_or(0.0),
+                x["p99_ms"].as_f64().unwrap_or(0.0)
+            );
+        }
+    }
+    let qps = |engine: &str, kind: &str, terms: u64| -> Option<f64> {
+        loads
+            .iter()
+            .chain(anchors.iter())
+            .find(|x| x["engine"] == engine && x["kind"] == kind && x["terms"] == terms)
+            .and_then(|x| x["qps"].as_f64())
+    };
+    for terms in 1..=3u64 {
+        let Some(s) = qps("strata", "bm25", terms) else {
+            continue;
+        };
+        if let Some(pg) = qps("postgresql", "bm25", terms) {
+            r.target(
+                &format!("BM25 top 10, {terms} word(s): q/s >= PostgreSQL's"),
+                format!("{:.2}x ({s:.0} vs {pg:.0})", s / pg.max(1e-9)),
+                s >= pg,
+            );
+        }
+        if let Some(tv) = qps("tantivy", "bm25", terms) {
+            r.target(
+                &format!("BM25 top 10, {terms} word(s): q/s >= 0.3x tantivy's"),
+                format!("{:.2}x ({s:.0} vs {tv:.0})", s / tv.max(1e-9)),
+                s >= 0.3 * tv,
+            );
+        }
+    }
+    r.target(
+        "upserts with a full-text index >= 0.7x without",
+        format!(
+            "{:.2}x ({upserts:.0}/s vs {plain_upserts:.0}/s)",
+            upserts / plain_upserts.max(1e-9)
+        ),
+        upserts >= 0.7 * plain_upserts,
+    );
+    r.target(
+        "full-text index <= 1x the indexed text's bytes",
+        format!(
+            "{:.2}x ({} vs {} bytes)",
+            index_bytes as f64 / text_bytes.max(1) as f64,
+            index_bytes,
+            text_bytes
+        ),
+        index_bytes <= text_bytes,
+    );
+    loads.extend(anchors);
+    r.extra.insert(
+        "fulltext".into(),
+        json!({"documents": n, "text_bytes": text_bytes, "index_bytes": index_bytes,
+               "upserts_indexed_per_s": upserts, "upserts_plain_per_s": plain_upserts,
+               "loads": loads}),
+    );
+}
