@@ -162,42 +162,9 @@ pub(super) fn from_postings(
     };
     let mut index = IndexStats::default();
     let ranges = c.split_by_partition(&plan.routing.ranges);
-    let (mut documents, mut words) = (0u64, 0u64);
-    let mut hits = vec![0u64; ix.stems.len()];
-    // (document, stem) -> (tf, length)
-    let mut postings: Vec<(DocPos, usize, u32, u32)> = Vec::new();
-    for r in &ranges {
-        documents += c.stored_count(r, &mut index)?;
-        let Some(w) = total_words(c, &ix.lengths, r, &mut index)? else {
-            return Ok(None);
-        };
-        words += w;
-        for (i, stem) in ix.stems.iter().enumerate() {
-            let span = strata_query::index::fulltext::stem_span(stem);
-            let walked = c.index_walk(&ix.postings, &span, r, false, &mut index, &mut |t, d| {
-                if let Some((tf, dl)) = strata_query::index::fulltext::parse_posting(t) {
-                    hits[i] += 1;
-                    postings.push((d, i, tf, dl));
-                }
-                true
-            })?;
-            if walked.is_none() {
-                return Ok(None);
-            }
-        }
-    }
-    let stats = strata_query::sql::fulltext::Statistics {
-        documents,
-        total_words: words,
-        hits,
+    let Some(ranked) = scored_postings(c, &ix, &ranges, &mut index)? else {
+        return Ok(None);
     };
-    let mut scores: std::collections::HashMap<DocPos, f64> = Default::default();
-    for (d, i, tf, dl) in postings {
-        let s = strata_query::sql::fulltext::bm25_term(tf, dl, i, &stats);
-        *scores.entry(d).or_default() += s;
-    }
-    let mut ranked: Vec<(DocPos, f64)> = scores.into_iter().collect();
-    ranked.sort_by(|x, y| y.1.total_cmp(&x.1).then_with(|| x.0.cmp(&y.0)));
     let cx = query_ctx(c, p);
     let mut rows: Vec<Bytes> = Vec::new();
     let (mut scanned, mut scanned_bytes) = (0u64, 0u64);
@@ -271,4 +238,52 @@ pub(super) fn from_postings(
         scanned_bytes,
         index,
     }))
+}
+
+/// Every document with a posting of `ix`'s terms in `ranges`, with its BM25 score under
+/// statistics of the same ranges, best first (ties in document order). `None` while the
+/// index is rebuilt.
+fn scored_postings(
+    c: &Container,
+    ix: &IndexedScore,
+    ranges: &[EpkRange],
+    index: &mut IndexStats,
+) -> Result<Option<Vec<(DocPos, f64)>>, ExecError> {
+    let (mut documents, mut words) = (0u64, 0u64);
+    let mut hits = vec![0u64; ix.stems.len()];
+    // (document, stem) -> (tf, length)
+    let mut postings: Vec<(DocPos, usize, u32, u32)> = Vec::new();
+    for r in ranges {
+        documents += c.stored_count(r, index)?;
+        let Some(w) = total_words(c, &ix.lengths, r, index)? else {
+            return Ok(None);
+        };
+        words += w;
+        for (i, stem) in ix.stems.iter().enumerate() {
+            let span = strata_query::index::fulltext::stem_span(stem);
+            let walked = c.index_walk(&ix.postings, &span, r, false, index, &mut |t, d| {
+                if let Some((tf, dl)) = strata_query::index::fulltext::parse_posting(t) {
+                    hits[i] += 1;
+                    postings.push((d, i, tf, dl));
+                }
+                true
+            })?;
+            if walked.is_none() {
+                return Ok(None);
+            }
+        }
+    }
+    let stats = strata_query::sql::fulltext::Statistics {
+        documents,
+        total_words: words,
+        hits,
+    };
+    let mut scores: std::collections::HashMap<DocPos, f64> = Default::default();
+    for (d, i, tf, dl) in postings {
+        let s = strata_query::sql::fulltext::bm25_term(tf, dl, i, &stats);
+        *scores.entry(d).or_default() += s;
+    }
+    let mut ranked: Vec<(DocPos, f64)> = scores.into_iter().collect();
+    ranked.sort_by(|x, y| y.1.total_cmp(&x.1).then_with(|| x.0.cmp(&y.0)));
+    Ok(Some(ranked))
 }
