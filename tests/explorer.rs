@@ -113,6 +113,7 @@ async fn the_explorer_in_a_browser() {
     );
     assert!(line("partitions: ").ends_with("lineage shown: true"));
     assert_eq!(line("count query: "), "[360]");
+    assert_eq!(line("hybrid query: "), "t2/u1,t2/u1,t2/u1");
     assert_eq!(line("cross-origin: "), "api blocked, page blocked");
     assert_eq!(line("paged: "), "20 then 20, 0 repeated");
     assert_eq!(line("copy job: "), "succeeded; verified: 360 items");

@@ -81,3 +81,16 @@ async fn js_vector_search_across_partitions() {
     run_node("vector.mjs", &s.url).await;
     s.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn js_full_text_and_hybrid_search_across_partitions() {
+    ensure_sdk();
+    // As the gateway: the SDK gathers the statistics and fuses the ranks itself.
+    let s = TestServer::start_with(Options {
+        gateway_compat: true,
+        ..Default::default()
+    })
+    .await;
+    run_node("hybrid.mjs", &s.url).await;
+    s.stop().await;
+}

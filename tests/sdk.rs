@@ -1802,3 +1802,74 @@ async fn vector_top_k_merged_on_the_client_equals_the_servers() {
     assert_eq!(answers[0][0], json!("d5"), "{answers:?}");
     assert_eq!(answers[0], answers[1], "client-merged vs server answer");
 }
+
+/// strata-sdk runs a hybrid search across partitions against a gateway-like server (which
+/// hands it `hybridSearchQueryInfo`): global statistics summed over the ranges, the component
+/// queries per range, rows coalesced by `_rid` and fused by rank — and gets what strata
+/// answers by itself.
+#[tokio::test]
+async fn hybrid_search_fused_on_the_client_equals_the_servers() {
+    let limits = Limits {
+        initial_partitions: Some(4),
+        ..Limits::default()
+    };
+    let words = ["river", "stone", "bridge", "light", "forest", "night"];
+    let mut answers = Vec::new();
+    for gateway_compat in [false, true] {
+        let s = TestServer::start_with(Options {
+            limits: Some(limits.clone()),
+            gateway_compat,
+            ..Options::default()
+        })
+        .await;
+        s.setup_with(
+            "h",
+            "docs",
+            json!({"partitionKey": {"paths": ["/pk"], "kind": "Hash", "version": 2},
+                "fullTextPolicy": {"defaultLanguage": "en-US", "fullTextPaths": [{"path": "/t"}]},
+                "vectorEmbeddingPolicy": {"vectorEmbeddings": [
+                    {"path": "/v", "dataType": "float32", "dimensions": 2, "distanceFunction": "cosine"}]},
+                "indexingPolicy": {"fullTextIndexes": [{"path": "/t"}]}}),
+        )
+        .await;
+        let client = CosmosClient::new(&s.url, EMULATOR_KEY).unwrap();
+        let c = client.database("h").container("docs");
+        for i in 0..60usize {
+            let a = i as f64 * 0.1;
+            let t: Vec<&str> = (0..(3 + i % 5))
+                .map(|k| words[(i * 7 + k * k) % 6])
+                .collect();
+            let doc = json!({"id": format!("d{i}"), "pk": format!("p{}", i % 9), "t": t.join(" "), "v": [a.cos(), a.sin()]});
+            c.upsert_item(&doc, Default::default()).await.unwrap();
+        }
+        // Every document in the answer: each component's rows reach every document, so the
+        // client ranks over the same rows the server does.
+        let q = Query::new(
+            "SELECT c.id FROM c ORDER BY RANK RRF(FullTextScore(c.t, 'bridge', 'night'), VectorDistance(c.v, @q), [1, 3]) OFFSET 0 LIMIT 60",
+        )
+        .param("@q", [1.0, 0.5]);
+        let pages: Vec<strata_sdk::QueryPage<Value>> = c
+            .query_items(q, QueryOptions::default())
+            .try_collect()
+            .await
+            .unwrap();
+        assert_eq!(
+            pages.iter().all(|p| p.route.is_none()),
+            gateway_compat,
+            "fused on the client only against the gateway-like server"
+        );
+        let ids: Vec<Value> = pages
+            .into_iter()
+            .flat_map(|p| p.items)
+            .map(|r| r["id"].clone())
+            .collect();
+        answers.push(ids);
+        s.stop().await;
+    }
+    assert_eq!(answers[0].len(), 60, "{answers:?}");
+    assert_eq!(
+        answers[0][..10],
+        answers[1][..10],
+        "client-fused vs server answer"
+    );
+}

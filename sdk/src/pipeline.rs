@@ -19,7 +19,7 @@ use strata_query::protocol::header;
 /// Prefix of the continuation tokens of client-merged queries.
 pub(crate) const TOKEN_PREFIX: &str = "strata-client:";
 /// What this client can merge (`x-ms-cosmos-supported-query-features`).
-const FEATURES: &str = "Aggregate, CompositeAggregate, Distinct, GroupBy, MultipleAggregates, MultipleOrderBy, NonStreamingOrderBy, NonValueAggregate, OffsetAndLimit, OrderBy, Top";
+const FEATURES: &str = "Aggregate, CompositeAggregate, Distinct, GroupBy, HybridSearch, MultipleAggregates, MultipleOrderBy, NonStreamingOrderBy, NonValueAggregate, OffsetAndLimit, OrderBy, Top";
 const FILTER: &str = "{documentdb-formattableorderbyquery-filter}";
 /// Range queries in flight at once.
 const CONCURRENCY: usize = 8;
@@ -83,6 +83,25 @@ async fn run_once(
         })
         .map(|r| r.id)
         .collect();
+    let params = body
+        .get("parameters")
+        .cloned()
+        .unwrap_or(Value::Array(Vec::new()));
+    if plan
+        .get("hybridSearchQueryInfo")
+        .is_some_and(Value::is_object)
+    {
+        let (rows, ru) = hybrid(
+            c,
+            &plan["hybridSearchQueryInfo"],
+            &params,
+            ranges,
+            pk,
+            feed_range,
+        )
+        .await?;
+        return Ok((rows, charge + ru));
+    }
     let rewritten = plan["queryInfo"]["rewrittenQuery"]
         .as_str()
         .unwrap_or_default()
@@ -142,4 +161,94 @@ async fn all_pages(
             return Ok((rows, charge));
         }
     }
+}
+
+/// Every row of `query` on each of `ranges`, and the request units spent.
+async fn on_ranges(
+    c: &ContainerClient,
+    query: &str,
+    params: &Value,
+    ranges: &[String],
+    pk: Option<&PartitionKey>,
+    feed_range: Option<&FeedRange>,
+) -> Result<(Vec<Value>, f64), Error> {
+    let body = serde_json::json!({"query": query, "parameters": params});
+    let results: Vec<(Vec<Value>, f64)> = futures::stream::iter(ranges.iter().cloned())
+        .map(|range| all_pages(c, &body, range, pk, feed_range))
+        .buffered(CONCURRENCY)
+        .try_collect()
+        .await?;
+    let mut all = Vec::new();
+    let mut charge = 0.0;
+    for (rows, ru) in results {
+        all.extend(rows);
+        charge += ru;
+    }
+    Ok((all, charge))
+}
+
+/// A hybrid search as the gateway's plan describes it (see `strata_query::sql::hybrid`): the
+/// global statistics summed over the ranges, each component query run on every range with
+/// them, rows coalesced by `_rid` (in `_rid` order, the ties' order), fused by rank, then
+/// `skip` and `take`.
+async fn hybrid(
+    c: &ContainerClient,
+    info: &Value,
+    params: &Value,
+    ranges: Vec<String>,
+    pk: Option<&PartitionKey>,
+    feed_range: Option<&FeedRange>,
+) -> Result<(Vec<Value>, f64), Error> {
+    use strata_query::sql::hybrid;
+    let mut charge = 0.0;
+    let mut stats = Vec::new();
+    if info["requiresGlobalStatistics"].as_bool() == Some(true) {
+        let q = info["globalStatisticsQuery"].as_str().unwrap_or_default();
+        let (rows, ru) = on_ranges(c, q, params, &ranges, pk, feed_range).await?;
+        charge += ru;
+        stats = hybrid::add_statistics(&rows);
+    }
+    let components = info["componentQueryInfos"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let mut by_rid: std::collections::BTreeMap<String, Value> = Default::default();
+    let mut descending = Vec::new();
+    for ci in &components {
+        descending.push(ci["orderBy"][0].as_str() != Some("Ascending"));
+        let q = hybrid::format_component(ci["rewrittenQuery"].as_str().unwrap_or_default(), &stats);
+        let (rows, ru) = on_ranges(c, &q, params, &ranges, pk, feed_range).await?;
+        charge += ru;
+        for r in rows {
+            let rid = r["_rid"].as_str().unwrap_or_default().to_string();
+            by_rid.entry(rid).or_insert(r);
+        }
+    }
+    let rows: Vec<Value> = by_rid.into_values().collect();
+    let scores: Vec<Vec<Option<Value>>> = rows
+        .iter()
+        .map(|r| {
+            r["payload"]["componentScores"]
+                .as_array()
+                .map(|a| a.iter().cloned().map(Some).collect())
+                .unwrap_or_default()
+        })
+        .collect();
+    let weights: Vec<f64> = match info["componentWeights"].as_array() {
+        Some(w) => w.iter().map(|x| x.as_f64().unwrap_or(1.0)).collect(),
+        None => vec![1.0; components.len()],
+    };
+    let order = hybrid::fuse(&scores, &descending, &weights);
+    let skip = info["skip"].as_u64().unwrap_or(0) as usize;
+    let take = info["take"]
+        .as_u64()
+        .map(|t| t as usize)
+        .unwrap_or(usize::MAX);
+    let out = order
+        .into_iter()
+        .skip(skip)
+        .take(take)
+        .map(|i| rows[i]["payload"]["payload"].clone())
+        .collect();
+    Ok((out, charge))
 }

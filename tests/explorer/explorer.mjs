@@ -135,6 +135,13 @@ try {
   await page.waitForFunction(() => document.querySelector('[data-testid="query-route"]')?.textContent === 'fanout');
   console.log(`count query: ${(await byTest('query-json').textContent()).replace(/\s+/g, '')}`);
 
+  // A hybrid search: two full-text scores fused by rank, answered by the server.
+  await byTest('query-text').fill("SELECT TOP 3 c.id, c.TenantId, c.UserId FROM c ORDER BY RANK RRF(FullTextScore(c.TenantId, 't2'), FullTextScore(c.UserId, 'u1'))");
+  await byTest('run-query').click();
+  await page.waitForFunction(() => document.querySelector('[data-testid="query-json"]')?.textContent.includes('"UserId"'));
+  const fused = JSON.parse(await byTest('query-json').textContent());
+  console.log(`hybrid query: ${fused.map((r) => `${r.TenantId}/${r.UserId}`).join(',')}`);
+
   // The partitions view after the splits.
   await byTest('tab-partitions').click();
   await byTest('partition-bar').waitFor();

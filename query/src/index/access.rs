@@ -40,6 +40,9 @@ pub struct Probe {
     pub exact: bool,
     /// The predicate as written, for plans and index metrics.
     pub filter: String,
+    /// Probes whose documents the candidates must also have (the other words of a full-text
+    /// conjunction): the postings intersected, not one word's documents read and filtered.
+    pub and: Vec<Probe>,
     /// How selective the predicate is likely to be (lower is better), to choose among
     /// conjuncts: equality 0, IN 1, prefix 2, range 3, defined 4.
     rank: u8,
@@ -330,6 +333,15 @@ fn probes(
             let y = probes(b, slot, policy, unindexed);
             let mut chosen = match (x, y) {
                 (None, v) | (v, None) => v,
+                // Two words of one text: the documents in both posting lists.
+                (Some(mut x), Some(y))
+                    if x.len() == 1 && y.len() == 1 && is_postings(&x[0]) && is_postings(&y[0]) =>
+                {
+                    let other = y.into_iter().next();
+                    x[0].and.extend(other);
+                    x[0].filter = e.to_string();
+                    Some(x)
+                }
                 (Some(x), Some(y)) => Some(if cost(&y) < cost(&x) { y } else { x }),
             }?;
             // A conjunct alone no longer decides the whole filter.
@@ -352,6 +364,11 @@ fn probes(
         }
         _ => leaf_probe(e, slot, policy, unindexed).map(|p| vec![p]),
     }
+}
+
+/// Whether a probe reads full-text postings.
+fn is_postings(p: &Probe) -> bool {
+    super::fulltext::text_path(&p.path).is_some()
 }
 
 /// `FullTextContains*` over a path with a full-text index: the postings of its terms (the
@@ -381,22 +398,24 @@ fn full_text_probes(
         // A phrase of stop words only matches nothing, which no probe can say: evaluate.
         stems.push(crate::sql::fulltext::analyze(t, lang).into_iter().next()?);
     }
-    if f != SearchFn::FullTextContainsAny {
-        stems.truncate(1);
-    }
     let filter = e.to_string();
-    Some(
-        stems
-            .into_iter()
-            .map(|s| Probe {
-                path: postings_path(&path),
-                spans: vec![stem_span(&s)],
-                exact: false,
-                filter: filter.clone(),
-                rank: 0,
-            })
-            .collect(),
-    )
+    let mut probes: Vec<Probe> = stems
+        .into_iter()
+        .map(|s| Probe {
+            path: postings_path(&path),
+            spans: vec![stem_span(&s)],
+            exact: false,
+            filter: filter.clone(),
+            and: Vec::new(),
+            rank: 0,
+        })
+        .collect();
+    if f != SearchFn::FullTextContainsAny && !probes.is_empty() {
+        // Every word: the first word's postings intersected with the others'.
+        let rest = probes.split_off(1);
+        probes[0].and = rest;
+    }
+    Some(probes)
 }
 
 fn cost(p: &[Probe]) -> (u8, usize) {
@@ -552,6 +571,7 @@ fn leaf_probe(
         path,
         spans,
         filter,
+        and: Vec::new(),
         rank,
     })
 }

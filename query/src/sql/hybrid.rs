@@ -322,6 +322,31 @@ pub fn with_statistics(q: &Query, stats: &[Statistics]) -> R<Query> {
     }
 }
 
+/// A component query of the gateway's plan (`hybridSearchQueryInfo`) with its statistics
+/// placeholders filled (numbered by full-text score, as every SDK reads them) and the
+/// ORDER BY continuation filter opened.
+pub fn format_component(query: &str, stats: &[Statistics]) -> String {
+    let mut q = query.replace("{documentdb-formattableorderbyquery-filter}", "true");
+    let docs = stats.first().map(|s| s.documents).unwrap_or(0);
+    q = q.replace(
+        "{documentdb-formattablehybridsearchquery-totaldocumentcount}",
+        &docs.to_string(),
+    );
+    for (i, s) in stats.iter().enumerate() {
+        let hits: Vec<String> = s.hits.iter().map(u64::to_string).collect();
+        q = q
+            .replace(
+                &format!("{{documentdb-formattablehybridsearchquery-totalwordcount-{i}}}"),
+                &s.total_words.to_string(),
+            )
+            .replace(
+                &format!("{{documentdb-formattablehybridsearchquery-hitcountsarray-{i}}}"),
+                &format!("[{}]", hits.join(",")),
+            );
+    }
+    q
+}
+
 /// The order of rows after fusion: `scores[row][component]` (undefined sorts last), rows
 /// given in document order (the tie-break, as the SDKs break ties by `_rid`). Each
 /// component's rows are ranked, equal scores sharing a rank, and rows ordered by

@@ -105,10 +105,23 @@ fn total_words(
     );
     let cache = CACHE.get_or_init(Default::default);
     let gen = u64::from(c.index_state().gen) << 48;
-    if let Some((v, n)) = cache.lock().ok().and_then(|m| m.get(&key).copied()) {
-        if v == version ^ gen {
-            return Ok(Some(n));
-        }
+    let cached = || {
+        cache
+            .lock()
+            .ok()
+            .and_then(|m| m.get(&key).copied())
+            .filter(|(v, _)| *v == version ^ gen)
+            .map(|(_, n)| n)
+    };
+    if let Some(n) = cached() {
+        return Ok(Some(n));
+    }
+    // One query sums while the others wait for its answer (a burst of cold queries would
+    // otherwise each read every length entry at once).
+    static SUMMING: Mutex<()> = Mutex::new(());
+    let _one = SUMMING.lock();
+    if let Some(n) = cached() {
+        return Ok(Some(n));
     }
     let (lo, hi) = strata_query::index::term::type_bounds(strata_query::index::term::NUMBER);
     let mut sum = 0u64;
@@ -162,16 +175,30 @@ pub(super) fn from_postings(
     };
     let mut index = IndexStats::default();
     let ranges = c.split_by_partition(&plan.routing.ranges);
-    let Some(ranked) = scored_postings(c, &ix, &ranges, &mut index)? else {
+    let Some(mut ranked) = scored_postings(c, &ix, &ranges, &mut index)? else {
         return Ok(None);
     };
+    // Best first, ties in document order; only the page's share is sorted up front (the
+    // rest only if the filter turns rows down).
+    let best =
+        |x: &(DocPos, f64), y: &(DocPos, f64)| y.1.total_cmp(&x.1).then_with(|| x.0.cmp(&y.0));
+    let mut sorted = want.min(ranked.len());
+    if sorted < ranked.len() {
+        ranked.select_nth_unstable_by(sorted, best);
+    }
+    ranked[..sorted].sort_by(best);
     let cx = query_ctx(c, p);
     let mut rows: Vec<Bytes> = Vec::new();
     let (mut scanned, mut scanned_bytes) = (0u64, 0u64);
-    for (pos, _) in &ranked {
+    for at in 0..ranked.len() {
         if rows.len() >= want {
             break;
         }
+        if at == sorted {
+            ranked[sorted..].sort_by(best);
+            sorted = ranked.len();
+        }
+        let pos = &ranked[at].0;
         let Some(item) = c.load_item(pos)? else {
             continue;
         };
@@ -241,8 +268,7 @@ pub(super) fn from_postings(
 }
 
 /// Every document with a posting of `ix`'s terms in `ranges`, with its BM25 score under
-/// statistics of the same ranges, best first (ties in document order). `None` while the
-/// index is rebuilt.
+/// statistics of the same ranges, in no order. `None` while the index is rebuilt.
 fn scored_postings(
     c: &Container,
     ix: &IndexedScore,
@@ -253,8 +279,14 @@ fn scored_postings(
     let mut hits = vec![0u64; ix.stems.len()];
     // (document, stem) -> (tf, length)
     let mut postings: Vec<(DocPos, usize, u32, u32)> = Vec::new();
+    let map = c.partitions();
     for r in ranges {
-        documents += c.stored_count(r, index)?;
+        // A whole physical partition: its live count, kept in memory; a part of one (a
+        // logical partition, a feed range): its logical partitions' sizes.
+        documents += match map.ranges.iter().find(|p| p.range == *r) {
+            Some(p) => p.count,
+            None => c.stored_count(r, index)?,
+        };
         let Some(w) = total_words(c, &ix.lengths, r, index)? else {
             return Ok(None);
         };
@@ -278,12 +310,19 @@ fn scored_postings(
         total_words: words,
         hits,
     };
+    let score = |tf, dl, i| strata_query::sql::fulltext::bm25_term(tf, dl, i, &stats);
+    if ix.stems.len() == 1 {
+        // One word: one posting per document.
+        return Ok(Some(
+            postings
+                .into_iter()
+                .map(|(d, i, tf, dl)| (d, score(tf, dl, i)))
+                .collect(),
+        ));
+    }
     let mut scores: std::collections::HashMap<DocPos, f64> = Default::default();
     for (d, i, tf, dl) in postings {
-        let s = strata_query::sql::fulltext::bm25_term(tf, dl, i, &stats);
-        *scores.entry(d).or_default() += s;
+        *scores.entry(d).or_default() += score(tf, dl, i);
     }
-    let mut ranked: Vec<(DocPos, f64)> = scores.into_iter().collect();
-    ranked.sort_by(|x, y| y.1.total_cmp(&x.1).then_with(|| x.0.cmp(&y.0)));
-    Ok(Some(ranked))
+    Ok(Some(scores.into_iter().collect()))
 }

@@ -132,28 +132,40 @@ impl Container {
         let mut out: Vec<DocPos> = Vec::new();
         let mut spent = 0u64;
         for p in probes {
-            for span in &p.spans {
-                let mut local = IndexStats::default();
-                let complete = self.walk_entries(
-                    &state,
-                    &p.path,
-                    span,
-                    range,
-                    false,
-                    budget.saturating_sub(spent),
-                    &mut local,
-                    &mut |_, item| {
-                        out.push(DocPos(item));
-                        true
-                    },
-                )?;
-                spent += local.entries;
-                stats.add(&local);
-                if !complete {
-                    stats.lookup_time += started.elapsed();
-                    return Ok(None);
+            let mut mine = Vec::new();
+            for q in std::iter::once(p).chain(p.and.iter()) {
+                let mut found: Vec<DocPos> = Vec::new();
+                for span in &q.spans {
+                    let mut local = IndexStats::default();
+                    let complete = self.walk_entries(
+                        &state,
+                        &q.path,
+                        span,
+                        range,
+                        false,
+                        budget.saturating_sub(spent),
+                        &mut local,
+                        &mut |_, item| {
+                            found.push(DocPos(item));
+                            true
+                        },
+                    )?;
+                    spent += local.entries;
+                    stats.add(&local);
+                    if !complete {
+                        stats.lookup_time += started.elapsed();
+                        return Ok(None);
+                    }
+                }
+                if std::ptr::eq(q, p) {
+                    mine = found;
+                } else {
+                    // The conjunction's other words: keep the documents they share.
+                    found.sort_unstable();
+                    mine.retain(|d| found.binary_search(d).is_ok());
                 }
             }
+            out.extend(mine);
         }
         out.sort_unstable();
         out.dedup();
