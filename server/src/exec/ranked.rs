@@ -1,7 +1,9 @@
-//! `ORDER BY RANK` on the server: BM25 statistics gathered over the query's scope before
-//! any row is scored (RRF fusion of the components over all rows is `ordered::fuse`) (see
-//! `strata_query::sql::hybrid` for the steps; the SDKs run the same ones per partition when
-//! the gateway hands them the plan).
+//! `ORDER BY RANK` on the server. BM25 needs statistics over the whole scope searched before
+//! any row is scored: over a full-text index [`from_postings`] counts and scores from the
+//! index entries alone and reads documents in score order; otherwise [`with_statistics`]
+//! runs the statistics query and rewrites each score under its counts, and the query runs as
+//! any ORDER BY (RRF's fusion over all rows is `ordered::fuse`). The SDKs run the same steps
+//! per partition when the gateway hands them the plan (`strata_query::sql::hybrid`).
 
 use super::complete::run_complete;
 use super::*;
@@ -291,6 +293,15 @@ fn scored_postings(
             return Ok(None);
         };
         words += w;
+    }
+    // A stem's postings of every partition are one key range (ordered by term, then
+    // document): ranges that follow one another are read in one walk, not one walk each.
+    let contiguous = ranges.windows(2).all(|w| w[0].max == w[1].min);
+    let walks: Vec<EpkRange> = match (ranges.first(), ranges.last()) {
+        (Some(a), Some(b)) if contiguous => vec![EpkRange::new(a.min.clone(), b.max.clone())],
+        _ => ranges.to_vec(),
+    };
+    for r in &walks {
         for (i, stem) in ix.stems.iter().enumerate() {
             let span = strata_query::index::fulltext::stem_span(stem);
             let walked = c.index_walk(&ix.postings, &span, r, false, index, &mut |t, d| {

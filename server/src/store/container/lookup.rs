@@ -80,6 +80,7 @@ impl Container {
                 codec.push_bound(&mut hi, &range.max);
             }
         }
+        let whole = range.min.is_empty() && range.max.as_str() >= "FF";
         let mut read_n = 0u64;
         let mut cursor: Option<Vec<u8>> = None;
         loop {
@@ -99,6 +100,16 @@ impl Container {
                 let Some((term, doc)) = split_entry(&k[prefix.len()..]) else {
                     continue;
                 };
+                if whole {
+                    // Every document is in range: no EPK to spell out and compare.
+                    let mut item = Vec::with_capacity(4 + doc.len());
+                    item.extend_from_slice(&self.cid.to_be_bytes());
+                    item.extend_from_slice(doc);
+                    if !f(term, item) {
+                        return Ok(true);
+                    }
+                    continue;
+                }
                 let Some((item, epk)) = item_key_of(self.cid, codec, doc) else {
                     continue;
                 };
