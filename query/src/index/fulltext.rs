@@ -74,7 +74,8 @@ pub fn parse_length(t: &[u8]) -> Option<u64> {
     Some(f64::from_bits(b & !(1 << 63)) as u64)
 }
 
-fn at<'a>(doc: &'a Value, segs: &[Seg]) -> Option<&'a Value> {
+/// The value at a path of property names in `doc` (none under `[]`).
+pub fn value_at<'a>(doc: &'a Value, segs: &[Seg]) -> Option<&'a Value> {
     let mut v = doc;
     for s in segs {
         match s {
@@ -90,7 +91,7 @@ fn at<'a>(doc: &'a Value, segs: &[Seg]) -> Option<&'a Value> {
 pub fn entries(doc: &Value, paths: &[(Vec<Seg>, Language)]) -> Vec<Entry> {
     let mut out = Vec::new();
     for (segs, lang) in paths {
-        let Some(Value::String(text)) = at(doc, segs) else {
+        let Some(Value::String(text)) = value_at(doc, segs) else {
             continue;
         };
         let words = analyze(text, *lang);

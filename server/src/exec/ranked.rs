@@ -206,14 +206,7 @@ pub(super) fn from_postings(
         };
         scanned += 1;
         scanned_bytes += item.json.len() as u64;
-        let doc = parse_doc(p, &a.computed, &item.json)?;
-        p.eval_doc(&doc, &cx, &mut |row| {
-            rows.push(match row.value {
-                Some(v) => to_bytes(&v),
-                None => item.json.clone(),
-            });
-            Ok(Flow::Continue)
-        })?;
+        rows_of(p, a, &cx, &item.json, &mut rows)?;
     }
     // Fewer rows than the page: the rest rank at zero, in document order (as evaluation
     // orders equal scores), so they are read from the start of the ranges.
@@ -230,14 +223,7 @@ pub(super) fn from_postings(
                     }
                     scanned += 1;
                     scanned_bytes += item.json.len() as u64;
-                    let doc = parse_doc(p, &a.computed, &item.json)?;
-                    p.eval_doc(&doc, &cx, &mut |row| {
-                        rows.push(match row.value {
-                            Some(v) => to_bytes(&v),
-                            None => item.json.clone(),
-                        });
-                        Ok(Flow::Continue)
-                    })?;
+                    rows_of(p, a, &cx, &item.json, &mut rows)?;
                     if rows.len() >= want {
                         break 'fill;
                     }
@@ -336,4 +322,24 @@ fn scored_postings(
         *scores.entry(d).or_default() += score(tf, dl, i);
     }
     Ok(Some(scores.into_iter().collect()))
+}
+
+/// Evaluates one stored document into the page's rows: its projection, or the document
+/// itself for `SELECT *`.
+fn rows_of(
+    p: &PreparedQuery,
+    a: &Access,
+    cx: &Ctx,
+    json: &Bytes,
+    rows: &mut Vec<Bytes>,
+) -> Result<(), ExecError> {
+    let doc = parse_doc(p, &a.computed, json)?;
+    p.eval_doc(&doc, cx, &mut |row| {
+        rows.push(match row.value {
+            Some(v) => to_bytes(&v),
+            None => json.clone(),
+        });
+        Ok(Flow::Continue)
+    })?;
+    Ok(())
 }

@@ -176,24 +176,13 @@ impl UniqueKeys {
                 let mut k = codec.unique_prefix(cid, epk);
                 k.push(n as u8);
                 for p in paths {
-                    let v = lookup(doc, p).unwrap_or(&Value::Null);
+                    let v = strata_query::index::fulltext::value_at(doc, p).unwrap_or(&Value::Null);
                     encode_full(v, &mut k);
                 }
                 k
             })
             .collect()
     }
-}
-
-fn lookup<'a>(doc: &'a Value, path: &[Seg]) -> Option<&'a Value> {
-    let mut v = doc;
-    for s in path {
-        match s {
-            Seg::Name(n) => v = v.get(n)?,
-            Seg::Elements => return None,
-        }
-    }
-    Some(v)
 }
 
 /// An untruncated, unambiguous encoding of a value for unique keys (long values by hash).

@@ -247,39 +247,15 @@ fn anchors(a: &Args, c: &Corpus, dir: &std::path::Path) -> Vec<Value> {
     }
     let queries: Vec<Vec<Vec<String>>> = c.queries.clone();
     let _ = std::fs::write(dir.join("queries.json"), json!(queries).to_string());
-    let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let python = std::env::var("STRATA_BENCH_PYTHON").unwrap_or_else(|_| {
-        root.join("../../target/pyenv/bin/python")
-            .to_string_lossy()
-            .into_owned()
-    });
-    let out = std::process::Command::new(&python)
-        .arg(root.join("fulltext_anchors.py"))
-        .arg(dir)
-        .arg(a.clients.to_string())
-        .arg(a.seconds.to_string())
-        .output();
-    match out {
-        Ok(o) => {
-            if !o.status.success() {
-                println!(
-                    "  anchors failed: {}",
-                    String::from_utf8_lossy(&o.stderr)
-                        .lines()
-                        .last()
-                        .unwrap_or_default()
-                );
-            }
-            String::from_utf8_lossy(&o.stdout)
-                .lines()
-                .filter_map(|l| serde_json::from_str(l).ok())
-                .collect()
-        }
-        Err(e) => {
-            println!("  anchors skipped: {python}: {e} (pip install tantivy psycopg2-binary; apt-get install postgresql-15)");
-            Vec::new()
-        }
-    }
+    crate::vector::python_anchors(
+        "fulltext_anchors.py",
+        &[
+            dir.to_string_lossy().into_owned(),
+            a.clients.to_string(),
+            a.seconds.to_string(),
+        ],
+        "pip install tantivy psycopg2-binary; apt-get install postgresql-15",
+    )
 }
 
 pub async fn fulltext(a: &Args, r: &mut Report) {

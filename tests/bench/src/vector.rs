@@ -320,6 +320,22 @@ fn anchors(a: &Args, d: &Data, dir: &std::path::Path) -> Vec<Value> {
         .flat_map(|x| x.to_le_bytes())
         .collect();
     let _ = std::fs::write(dir.join("truth.u32"), truth);
+    python_anchors(
+        "vector_anchors.py",
+        &[
+            dir.to_string_lossy().into_owned(),
+            d.dims.to_string(),
+            a.clients.to_string(),
+            a.seconds.to_string(),
+        ],
+        "pip install faiss-cpu milvus-lite pymilvus numpy",
+    )
+}
+
+/// Runs one of the bench's Python anchor scripts with the bench's Python
+/// (`STRATA_BENCH_PYTHON`, else `target/pyenv`); one JSON object per line it prints. `hint`
+/// says what to install when the Python is missing.
+pub(crate) fn python_anchors(script: &str, args: &[String], hint: &str) -> Vec<Value> {
     let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let python = std::env::var("STRATA_BENCH_PYTHON").unwrap_or_else(|_| {
         root.join("../../target/pyenv/bin/python")
@@ -327,11 +343,8 @@ fn anchors(a: &Args, d: &Data, dir: &std::path::Path) -> Vec<Value> {
             .into_owned()
     });
     let out = std::process::Command::new(&python)
-        .arg(root.join("vector_anchors.py"))
-        .arg(dir)
-        .arg(d.dims.to_string())
-        .arg(a.clients.to_string())
-        .arg(a.seconds.to_string())
+        .arg(root.join(script))
+        .args(args)
         .output();
     match out {
         Ok(o) => {
@@ -350,7 +363,7 @@ fn anchors(a: &Args, d: &Data, dir: &std::path::Path) -> Vec<Value> {
                 .collect()
         }
         Err(e) => {
-            println!("  anchors skipped: {python}: {e} (pip install faiss-cpu milvus-lite pymilvus numpy)");
+            println!("  anchors skipped: {python}: {e} ({hint})");
             Vec::new()
         }
     }
