@@ -571,15 +571,45 @@ impl ContainerClient {
     /// # Ok(()) }
     /// ```
     pub async fn strata_partitions(&self) -> Result<Value, Error> {
-        let path = self
-            .link
-            .replacen("/dbs/", "/_strata/containers/", 1)
-            .replacen("/colls/", "/", 1);
         let r = self
             .client
-            .send(Request::new(Method::GET, format!("{path}/partitions")))
+            .send(Request::new(
+                Method::GET,
+                format!("{}/partitions", self.strata_path()),
+            ))
             .await?;
         r.json()
+    }
+
+    /// strata's sample of the queries this container served (`GET
+    /// /_strata/containers/{db}/{container}/queries`): each query's shape (literal values as
+    /// parameters), executions, request units, route and recent parameter values — the
+    /// workload `strata advise` replays under candidate partition keys. strata only.
+    ///
+    /// ```no_run
+    /// # async fn f(c: strata_sdk::ContainerClient) -> Result<(), strata_sdk::Error> {
+    /// let sample = c.strata_queries().await?;
+    /// for q in sample["queries"].as_array().into_iter().flatten() {
+    ///     println!("{} x{} {} RU {}", q["route"], q["count"], q["requestCharge"], q["text"]);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn strata_queries(&self) -> Result<Value, Error> {
+        let r = self
+            .client
+            .send(Request::new(
+                Method::GET,
+                format!("{}/queries", self.strata_path()),
+            ))
+            .await?;
+        r.json()
+    }
+
+    /// The path of strata's own endpoints for this container.
+    fn strata_path(&self) -> String {
+        self.link
+            .replacen("/dbs/", "/_strata/containers/", 1)
+            .replacen("/colls/", "/", 1)
     }
 
     /// Deletes every item of one logical partition (or hierarchical prefix).

@@ -386,7 +386,14 @@ impl PartitionKeyDefinition {
         PartitionKey::from_query(&self.0.extract(item))
     }
 
-    pub(crate) fn to_json(&self) -> Value {
+    /// The definition as a container's `partitionKey` property gives it (paths, kind,
+    /// version).
+    ///
+    /// ```
+    /// let d = strata_sdk::PartitionKeyDefinition::hierarchical(["/t", "/u"]).unwrap();
+    /// assert_eq!(d.to_json()["kind"], "MultiHash");
+    /// ```
+    pub fn to_json(&self) -> Value {
         self.0.to_json()
     }
 }

@@ -1,5 +1,6 @@
 //! strata-server: a Cosmos DB for NoSQL compatible document store.
 //!
+//! * [`advise`]: the partition-key advisor (`strata advise`) and the query sample it replays.
 //! * [`api`]: the REST protocol: request decoding into endpoints, authentication, one handler
 //!   per endpoint, and the reply (and error body) each answers with.
 //! * [`items`]: the item-operation layer every request, batch, script and trigger calls down
@@ -17,6 +18,7 @@
 //!   idle, so that at the connection limit the oldest idle one makes room.
 //! * [`cli`]: the `strata` command line.
 
+pub mod advise;
 pub mod api;
 pub mod cli;
 pub mod connections;

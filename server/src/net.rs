@@ -45,6 +45,8 @@ pub struct ServerConfig {
     /// The address clients reach this server by when it is not the listen address (the
     /// official emulator's IP address override): used in the certificate and the explorer.
     pub public_host: Option<String>,
+    /// Whether the queries served are sampled for the partition-key advisor, and where kept.
+    pub queries: crate::advise::sample::Recording,
 }
 
 /// Bounds on clients, so that slow, idle or numerous connections cannot exhaust the server.
@@ -87,6 +89,7 @@ impl Default for ServerConfig {
             connections: Connections::default(),
             explorer: true,
             public_host: None,
+            queries: Default::default(),
         }
     }
 }
@@ -159,6 +162,7 @@ pub struct Running {
     pub tls: bool,
     pub store: Store,
     jobs: crate::transfer::jobs::Jobs,
+    queries: crate::advise::sample::QuerySample,
     stop_tx: watch::Sender<bool>,
     task: JoinHandle<Result<(), String>>,
 }
@@ -175,7 +179,11 @@ impl Running {
         // Copy jobs stop first (they talk to this server) and resume at the next start.
         self.jobs.stop_all();
         let _ = self.stop_tx.send(true);
-        self.task.await.map_err(|e| e.to_string())?
+        let served = self.task.await.map_err(|e| e.to_string())?;
+        if let Err(e) = self.queries.flush() {
+            tracing::warn!(error = %e, "query sample not saved");
+        }
+        served
     }
 }
 
@@ -191,6 +199,8 @@ pub async fn start(cfg: ServerConfig) -> Result<Running, BoxError> {
     store.spawn_ttl_sweeper(Duration::from_secs(1));
     let listener = TcpListener::bind((cfg.host.as_str(), cfg.port)).await?;
     let addr = listener.local_addr()?;
+    let queries = app.queries.clone();
+    queries.spawn_flusher();
     let router = api::router(app);
     let (stop_tx, mut stop_rx) = watch::channel(false);
     let task_store = store.clone();
@@ -282,6 +292,7 @@ pub async fn start(cfg: ServerConfig) -> Result<Running, BoxError> {
         tls,
         store,
         jobs,
+        queries,
         stop_tx,
         task,
     })
@@ -346,6 +357,7 @@ fn build_app(
         },
         jobs.clone(),
         explorer,
+        crate::advise::sample::QuerySample::open(cfg.queries.clone())?,
     );
     Ok((app, acceptor, jobs))
 }

@@ -21,6 +21,7 @@ pub mod lexer;
 pub mod like;
 pub mod limits;
 pub mod merge;
+pub mod normalize;
 pub mod parser;
 pub mod route_plan;
 pub mod routing;

@@ -57,6 +57,32 @@ impl RequestScope {
     }
 }
 
+impl RequestScope {
+    /// What a partition key header addresses: one logical partition (a full key) or the
+    /// ranges of a hierarchical key's prefix.
+    pub fn of_key(
+        def: &crate::pk::PartitionKeyDefinition,
+        pk: &crate::pk::PartitionKey,
+    ) -> Result<RequestScope, crate::pk::PkError> {
+        let r = crate::pk::epk::epk_range(def, pk)?;
+        Ok(if pk.len() == def.levels() {
+            RequestScope {
+                exact_epk: Some(r.min.clone()),
+                range: Some(r),
+                route: Route::Single,
+                source: "full partition key header",
+            }
+        } else {
+            RequestScope {
+                range: Some(r),
+                exact_epk: None,
+                route: Route::Targeted,
+                source: "partition key prefix header",
+            }
+        })
+    }
+}
+
 /// One physical partition of the container: its id and EPK range.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Partition {

@@ -133,6 +133,36 @@ pub fn route(q: &Query, def: &PartitionKeyDefinition) -> Routing {
     }
 }
 
+/// The routing of `q` under `def` when its request also named a partition key `key` (values
+/// of `scope`'s leading paths, as a partition key header gives them for the container's own
+/// key): the header's values join the WHERE clause as equalities, so a replay under another
+/// key (the partition-key advisor) sees everything that pinned the query.
+pub fn route_scoped(
+    q: &Query,
+    def: &PartitionKeyDefinition,
+    scope: &PartitionKeyDefinition,
+    key: &[Value],
+) -> Routing {
+    let Some(from) = &q.from else {
+        return route(q, def);
+    };
+    let alias = from.first.alias.clone().unwrap_or_else(|| "c".into());
+    let mut pinned = q.clone();
+    for (segs, v) in scope.segments.iter().zip(key) {
+        let path = segs
+            .iter()
+            .fold(Expr::Slot(from.first.slot, alias.clone()), |e, name| {
+                Expr::Member(Box::new(e), name.clone())
+            });
+        let eq = Expr::Binary(BinOp::Eq, Box::new(path), Box::new(Expr::Lit(v.clone())));
+        pinned.where_ = Some(match pinned.where_.take() {
+            Some(w) => Expr::Binary(BinOp::And, Box::new(w), Box::new(eq)),
+            None => eq,
+        });
+    }
+    route(&pinned, def)
+}
+
 /// Which partition key level (if any) an expression is, for alias `slot`.
 fn level_of(e: &Expr, slot: Slot, def: &PartitionKeyDefinition) -> Option<usize> {
     let (s, path) = e.as_path()?;
@@ -278,6 +308,22 @@ mod tests {
 
     fn routing(sql: &str) -> Routing {
         prepare(sql, &[], Some(&def3())).unwrap().routing
+    }
+
+    #[test]
+    fn a_header_key_joins_the_where_clause_under_another_key() {
+        let p = prepare(
+            "SELECT * FROM r WHERE r.UserId = 'u' AND r.SessionId = 's'",
+            &[],
+            Some(&def3()),
+        )
+        .unwrap();
+        assert_eq!(p.routing, Routing::FanOut);
+        let tenant = PartitionKeyDefinition::hash_v2("/TenantId");
+        let r = route_scoped(&p.query, &def3(), &tenant, &[serde_json::json!("t")]);
+        assert!(r.is_single(), "{r}");
+        let none = route_scoped(&p.query, &def3(), &tenant, &[]);
+        assert_eq!(none, Routing::FanOut);
     }
 
     #[test]

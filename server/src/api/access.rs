@@ -50,6 +50,8 @@ pub fn is_write(ep: &Endpoint, req: &Req) -> bool {
         | E::QueryOffers
         | E::ReadOffer { .. }
         | E::InspectPartitions { .. }
+        | E::ReadQuerySample { .. }
+        | E::Advise { .. }
         | E::ListJobs
         | E::ReadJob { .. }
         | E::ListConflicts { .. }
@@ -172,6 +174,9 @@ fn target(ep: &Endpoint) -> Target<'_> {
         | E::ReadOffer { .. }
         | E::ReplaceOffer { .. }
         | E::InspectPartitions { .. }
+        | E::ReadQuerySample { .. }
+        | E::ClearQuerySample { .. }
+        | E::Advise { .. }
         | E::ListJobs
         | E::CreateJob
         | E::ReadJob { .. }

@@ -42,6 +42,8 @@ pub struct AppInner {
     pub jobs: crate::transfer::jobs::Jobs,
     /// The Data Explorer and the keyless conventions (certificate, readiness).
     pub explorer: explorer::Explorer,
+    /// The queries served, per container, for the partition-key advisor.
+    pub queries: crate::advise::sample::QuerySample,
 }
 
 impl std::ops::Deref for App {
@@ -59,6 +61,7 @@ impl App {
         options: ApiOptions,
         jobs: crate::transfer::jobs::Jobs,
         explorer: explorer::Explorer,
+        queries: crate::advise::sample::QuerySample,
     ) -> Self {
         Self {
             inner: Arc::new(AppInner {
@@ -67,6 +70,7 @@ impl App {
                 token_key,
                 jobs,
                 explorer,
+                queries,
                 prepared: Default::default(),
                 governor: crate::throughput::governor::Governor::new(options.enforce_throughput),
                 options,

@@ -107,6 +107,20 @@ pub enum Endpoint {
         db: String,
         coll: String,
     },
+    /// `/_strata/containers/{db}/{coll}/queries`: the query sample (GET) or forgetting it.
+    ReadQuerySample {
+        db: String,
+        coll: String,
+    },
+    ClearQuerySample {
+        db: String,
+        coll: String,
+    },
+    /// `/_strata/containers/{db}/{coll}/advise`: the partition-key advisor.
+    Advise {
+        db: String,
+        coll: String,
+    },
     /// `/_strata/jobs`: server-side copy jobs.
     ListJobs,
     CreateJob,
@@ -461,7 +475,7 @@ impl Endpoint {
         })
     }
 
-    /// strata's own endpoints: the partitions view and copy jobs.
+    /// strata's own endpoints: the partitions view, the query sample, the advisor, copy jobs.
     fn strata(m: &Method, s: &[&str]) -> Result<Self, CosmosError> {
         let owned = |x: &str| x.to_string();
         Ok(match s {
@@ -471,6 +485,24 @@ impl Endpoint {
                     coll: owned(coll),
                 },
                 _ => return Err(not_allowed(m, "the partitions view")),
+            },
+            ["_strata", "containers", db, coll, "queries"] => match *m {
+                Method::GET => Endpoint::ReadQuerySample {
+                    db: owned(db),
+                    coll: owned(coll),
+                },
+                Method::DELETE => Endpoint::ClearQuerySample {
+                    db: owned(db),
+                    coll: owned(coll),
+                },
+                _ => return Err(not_allowed(m, "the query sample")),
+            },
+            ["_strata", "containers", db, coll, "advise"] => match *m {
+                Method::POST => Endpoint::Advise {
+                    db: owned(db),
+                    coll: owned(coll),
+                },
+                _ => return Err(not_allowed(m, "the partition-key advisor")),
             },
             ["_strata", "jobs"] => match *m {
                 Method::GET => Endpoint::ListJobs,

@@ -69,6 +69,7 @@ pub fn partitions(app: &App, db: &str, coll: &str) -> Result<Reply, CosmosError>
         "partitionKey": c.pk.to_json(),
         "splitThresholdBytes": c.limits().partition_split_bytes,
         "logicalPartitionLimitBytes": c.limits().logical_partition_limit_bytes,
+        "maxPartitions": c.limits().max_partitions,
         "generation": view.generation,
         "partitions": out,
         "warnings": warnings,

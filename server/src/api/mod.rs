@@ -6,6 +6,7 @@
 
 pub mod access;
 pub mod account;
+pub mod advise;
 pub mod app;
 pub mod auth;
 pub mod batch;
@@ -270,6 +271,9 @@ async fn route(app: &App, req: &Req, ep: Endpoint) -> Result<Reply, CosmosError>
         E::ReadOffer { id } => offers::read_offer(app, &id),
         E::ReplaceOffer { id } => offers::replace(app, req, &id).await,
         E::InspectPartitions { db, coll } => inspect::partitions(app, &db, &coll),
+        E::ReadQuerySample { db, coll } => advise::export(app, &db, &coll),
+        E::ClearQuerySample { db, coll } => advise::clear(app, &db, &coll),
+        E::Advise { db, coll } => advise::advise(app, req, &db, &coll).await,
         E::ListJobs => jobs::list(app),
         E::CreateJob => jobs::create(app, req),
         E::ReadJob { id } => jobs::read(app, &id),

@@ -184,6 +184,7 @@ pub async fn query_items(app: &App, req: &Req, c: &Arc<Container>) -> Result<Rep
     if let (Some(k), true) = (p.limit, non_streaming_order(&p)) {
         page_size = page_size.max(k as usize);
     }
+    let token_given = req.continuation().is_some();
     let token = req
         .continuation()
         .filter(|t| !is_foreign_service_token(t, c))
@@ -212,6 +213,9 @@ pub async fn query_items(app: &App, req: &Req, c: &Arc<Container>) -> Result<Rep
         range_ids.len().max(1),
     );
     admitted.settle(ru);
+    if app.queries.enabled() {
+        record(app, req, c, (&text, &params), &plan, ru, token_given);
+    }
     let mut reply = Reply::new(
         StatusCode::OK,
         super::response::feed_body(&c.rid, "Documents", &page.docs),
@@ -237,6 +241,47 @@ pub async fn query_items(app: &App, req: &Req, c: &Arc<Container>) -> Result<Rep
         reply = reply.header(header::QUERY_PLAN, escape_plan(&plan.to_string()));
     }
     Ok(reply)
+}
+
+/// Adds the request to the container's query sample (see [`crate::advise::sample`]): the
+/// query's own route (over the whole container unless a partition key header scopes it),
+/// and, for a request an SDK scoped to some partition ranges, the share of the query it is.
+fn record(
+    app: &App,
+    req: &Req,
+    c: &Container,
+    (text, params): (&str, &[(String, Value)]),
+    plan: &Plan,
+    ru: f64,
+    later_page: bool,
+) {
+    let partition_key = req
+        .header(header::PARTITION_KEY)
+        .and_then(|h| serde_json::from_str::<Value>(h).ok());
+    let visited = plan.partition_ids().len();
+    let whole = if partition_key.is_some() || plan.routing.route == sql::route_plan::Route::Single {
+        plan.routing.clone()
+    } else {
+        exec::route(c, &plan.query, &sql::route_plan::RequestScope::whole())
+    };
+    let partitions = whole.partition_ids().len();
+    let share = if later_page {
+        0.0
+    } else {
+        (visited as f64 / partitions.max(1) as f64).min(1.0)
+    };
+    app.queries.record(crate::advise::sample::Served {
+        db: &c.db,
+        coll: &c.id,
+        rid: &c.rid,
+        text,
+        params,
+        partition_key,
+        route: whole.route,
+        partitions,
+        share,
+        request_charge: ru,
+    });
 }
 
 /// The gateway's 400/1004 for a cross-partition query the client must merge, carrying the

@@ -10,7 +10,6 @@
 use super::request::Req;
 use crate::error::CosmosError;
 use crate::store::container::Container;
-use strata_query::pk::epk::epk_range;
 use strata_query::pk::{EpkRange, PartitionKey, PkComponent};
 use strata_query::protocol::header;
 
@@ -18,12 +17,7 @@ use strata_query::sql::route_plan::{RequestScope, Route};
 
 /// The scope of a feed or query request.
 pub fn request_scope(c: &Container, req: &Req) -> Result<RequestScope, CosmosError> {
-    let mut scope = RequestScope {
-        range: Some(EpkRange::full()),
-        exact_epk: None,
-        route: Route::FanOut,
-        source: "no partition key in the request",
-    };
+    let mut scope = RequestScope::whole();
     if let Some(pk) = req.partition_key()? {
         let pk = match (c.pk.system_key, pk.is_empty()) {
             (true, true) => PartitionKey(vec![PkComponent::Undefined]),
@@ -35,16 +29,7 @@ pub fn request_scope(c: &Container, req: &Req) -> Result<RequestScope, CosmosErr
             }
             _ => pk,
         };
-        let r = epk_range(&c.pk, &pk)?;
-        if pk.len() == c.pk.levels() {
-            scope.exact_epk = Some(r.min.clone());
-            scope.route = Route::Single;
-            scope.source = "full partition key header";
-        } else {
-            scope.route = Route::Targeted;
-            scope.source = "partition key prefix header";
-        }
-        scope.range = Some(r);
+        scope = RequestScope::of_key(&c.pk, &pk)?;
     }
     if let Some(id) = req.header(header::PARTITION_KEY_RANGE_ID) {
         let r = range_by_id(c, id)?;

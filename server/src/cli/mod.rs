@@ -1,7 +1,9 @@
 //! The `strata` command line: flags, logging, start, and shutdown on Ctrl-C or SIGTERM.
 
+mod advise;
 mod partitions;
 
+use crate::advise::sample::Recording;
 use crate::api::auth::EMULATOR_KEY;
 use crate::store::container::Limits;
 use crate::store::StoreConfig;
@@ -35,6 +37,10 @@ enum Command {
     /// Show a container's physical partitions: ranges, sizes, request units, split lineage,
     /// largest and hottest logical partitions, warnings (the explorer's partitions view).
     Partitions(partitions::PartitionsArgs),
+    /// Measure candidate partition keys on a container's real items and sampled queries
+    /// (sizes, physical partitions, write heat, query routes) and recommend one, with the
+    /// `strata copy` command that migrates to it.
+    Advise(advise::AdviseArgs),
     /// Exit 0 once a strata server answers its readiness probe (for health checks and CI
     /// scripts); exit 1 if it does not within --wait seconds.
     Ready(ReadyArgs),
@@ -178,10 +184,21 @@ pub struct Args {
     /// keep working across restarts.
     #[arg(long, env = "STRATA_CERT_DIR")]
     cert_dir: Option<PathBuf>,
+    /// Keep the sample of served queries (the partition-key advisor's workload, see `strata
+    /// advise`) in the data folder too, so it outlives restarts.
+    #[arg(
+        long,
+        env = "STRATA_RECORD_QUERIES",
+        conflicts_with = "no_query_sample"
+    )]
+    record_queries: bool,
+    /// Do not sample the queries served (by default a bounded sample is kept in memory).
+    #[arg(long, env = "STRATA_NO_QUERY_SAMPLE")]
+    no_query_sample: bool,
 }
 
 /// Parses a byte size: a number with an optional KB/MB/GB/TB suffix (binary units).
-fn parse_size(s: &str) -> Result<u64, String> {
+pub(crate) fn parse_size(s: &str) -> Result<u64, String> {
     let t = s.trim().to_ascii_uppercase();
     let (num, mult) = [
         ("TB", 1u64 << 40),
@@ -232,6 +249,7 @@ pub fn main() {
         Some(Command::Import(a)) => runtime.block_on(crate::transfer::import::import(a)),
         Some(Command::Copy(a)) => runtime.block_on(crate::transfer::copy::copy(a)),
         Some(Command::Partitions(a)) => runtime.block_on(partitions::show(a)),
+        Some(Command::Advise(a)) => runtime.block_on(advise::advise(a)),
         Some(Command::Ready(a)) => runtime.block_on(ready(a)),
     };
     match outcome {
@@ -468,6 +486,11 @@ fn server_config(args: &Args, data_dir: Option<PathBuf>) -> (ServerConfig, Optio
         connections: crate::net::Connections::default(),
         explorer: !args.no_explorer,
         public_host: args.public_host.clone(),
+        queries: match (&data_dir, args.record_queries, args.no_query_sample) {
+            (_, _, true) => Recording::Off,
+            (Some(dir), true, _) => Recording::File(dir.join("queries.json")),
+            _ => Recording::Memory,
+        },
     };
     (cfg, cert_file)
 }

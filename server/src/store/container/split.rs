@@ -91,6 +91,40 @@ pub fn median_cut(entries: &[(String, u64, u64)]) -> Option<Cut> {
     best.map(|(_, i)| cut_at(entries, entries[i].0.clone()))
 }
 
+/// Which range splits next, and why (the splitter's rule, which the partition-key advisor
+/// replays on simulated maps): the largest range over `threshold` that can split (`sizes`
+/// gives each range's bytes and whether it holds more than one logical partition); else,
+/// while there are fewer ranges than the throughput `want`s, the largest range.
+pub fn next_split(sizes: &[(u64, bool)], threshold: u64, want: usize) -> Option<(usize, Reason)> {
+    let mut by_size: Vec<usize> = (0..sizes.len()).collect();
+    by_size.sort_by_key(|&i| std::cmp::Reverse(sizes[i].0));
+    let over = by_size
+        .iter()
+        .find(|&&i| sizes[i].0 > threshold && sizes[i].1)
+        .map(|&i| (i, Reason::Size));
+    over.or_else(|| {
+        (sizes.len() < want)
+            .then(|| by_size.first().map(|&i| (i, Reason::Throughput)))
+            .flatten()
+    })
+}
+
+/// Where a range with logical partitions `entries` (EPK order) is cut: at the logical
+/// partition boundary that halves its bytes; a throughput split of a range with one logical
+/// partition or none cuts its EPK range in the middle. `None`: it cannot split.
+pub fn choose_cut(
+    entries: &[(String, u64, u64)],
+    reason: Reason,
+    pk: &strata_query::pk::PartitionKeyDefinition,
+    range: &EpkRange,
+) -> Option<Cut> {
+    match (median_cut(entries), reason) {
+        (Some(cut), _) => Some(cut),
+        (None, Reason::Throughput) => midpoint(pk, range).map(|at| cut_at(entries, at)),
+        (None, Reason::Size) => None,
+    }
+}
+
 /// A cut at `at`, with the exact size of what lies below it.
 pub fn cut_at(entries: &[(String, u64, u64)], at: String) -> Cut {
     let below = entries.iter().filter(|e| e.0 < at);
@@ -232,23 +266,16 @@ impl Store {
         }
         let threshold = c.limits.partition_split_bytes;
         let want = c.partitions_for_throughput();
-        // The largest oversized range first; else, for throughput, the largest range.
         let (candidate, generation) = {
             let map = read(&c.map);
-            let mut by_size: Vec<&RangeState> = map.ranges.iter().collect();
-            by_size.sort_by_key(|r| std::cmp::Reverse(r.bytes));
-            let over = by_size
+            let sizes: Vec<(u64, bool)> = map
+                .ranges
                 .iter()
-                .find(|r| r.bytes > threshold && !r.unsplittable())
-                .map(|r| (r.rec.id, r.epk_range(), r.bytes, Reason::Size));
-            let candidate = over.or_else(|| {
-                (map.ranges.len() < want)
-                    .then(|| {
-                        by_size
-                            .first()
-                            .map(|r| (r.rec.id, r.epk_range(), r.bytes, Reason::Throughput))
-                    })
-                    .flatten()
+                .map(|r| (r.bytes, !r.unsplittable()))
+                .collect();
+            let candidate = next_split(&sizes, threshold, want).map(|(i, reason)| {
+                let r = &map.ranges[i];
+                (r.rec.id, r.epk_range(), r.bytes, reason)
             });
             (candidate, map.generation)
         };
@@ -269,13 +296,10 @@ impl Store {
         let entries = tokio::task::spawn_blocking(move || logical_partitions(&c2, &r2))
             .await
             .map_err(|e| StoreError::Corrupt(format!("split worker failed: {e}")))??;
-        let cut = match (median_cut(&entries), reason) {
-            (Some(cut), _) => cut,
-            (None, Reason::Throughput) => match midpoint(&c.pk, &range) {
-                Some(at) => cut_at(&entries, at),
-                None => return stuck(),
-            },
-            (None, Reason::Size) => {
+        let cut = match choose_cut(&entries, reason, &c.pk, &range) {
+            Some(cut) => cut,
+            None if reason == Reason::Throughput => return stuck(),
+            None => {
                 let map = read(&c.map);
                 if let Some(r) = map.by_id(id) {
                     r.unsplittable_at.store(r.count, Ordering::Relaxed);

@@ -1,0 +1,391 @@
+//! The query sample: per container, the shapes of the queries the server served (literal
+//! values taken out, [`strata_query::sql::normalize::shape`]), how often each ran, what it
+//! cost and where it went — the workload `strata advise` replays under candidate keys.
+//!
+//! Bounded: at most [`MAX_SHAPES`] shapes per container (a new shape evicts the one run
+//! least), each with up to [`MAX_EXAMPLES`] recent parameter values, so a replay can route
+//! real values. Kept in memory by default; `--record-queries` also keeps it in the data
+//! folder (`queries.json`, rewritten at most every few seconds and at shutdown); `--no-query-
+//! sample` turns it off. An SDK that fans a query out sends one request per partition
+//! range: each counts as the share of the query it is, so the query counts once.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use strata_query::sql::route_plan::Route;
+
+/// The most shapes kept per container.
+pub const MAX_SHAPES: usize = 1000;
+/// The most parameter examples kept per shape.
+pub const MAX_EXAMPLES: usize = 8;
+
+/// Whether and where queries are recorded.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Recording {
+    Off,
+    /// In memory only (the default).
+    #[default]
+    Memory,
+    /// In memory and in this file.
+    File(PathBuf),
+}
+
+/// One query shape of a container's sample.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Shape {
+    /// The query text with literal values as `@__vN` parameters.
+    pub text: String,
+    /// Whether the requests named a partition key in their headers (the values are in the
+    /// examples): part of the shape's identity, as it scopes the query.
+    pub partition_key_header: bool,
+    /// Executions (a fanned-out query's requests add up to one).
+    pub count: f64,
+    /// Request units of every page of every execution.
+    pub request_charge: f64,
+    /// Physical partitions visited, summed over executions.
+    pub partitions: f64,
+    /// The route of the last execution: `single`, `targeted` or `fanout`.
+    pub route: String,
+    /// Recent parameter values (the application's and the literals'), newest last.
+    pub examples: Vec<Example>,
+    /// Seconds since the epoch of the last execution.
+    pub last_seen: u64,
+}
+
+/// Values one execution of a shape ran with.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Example {
+    /// `{"name": "@p", "value": …}` as the query body gives them.
+    pub parameters: Vec<Value>,
+    /// The partition key header's value, when one was sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition_key: Option<Value>,
+}
+
+impl Example {
+    /// The parameters as `(name without '@', value)`, as queries are prepared with.
+    pub fn bindings(&self) -> Vec<(String, Value)> {
+        self.parameters
+            .iter()
+            .filter_map(|p| {
+                let name = p.get("name")?.as_str()?.trim_start_matches('@').to_string();
+                Some((name, p.get("value").cloned().unwrap_or(Value::Null)))
+            })
+            .collect()
+    }
+}
+
+/// One container's sample, as the export (`GET /_strata/containers/{db}/{c}/queries`) and
+/// the file give it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ContainerSample {
+    #[serde(default)]
+    pub database: String,
+    #[serde(default)]
+    pub container: String,
+    /// The container's `_rid`: a container created again under the name starts afresh.
+    #[serde(default)]
+    pub rid: String,
+    pub queries: Vec<Shape>,
+}
+
+#[derive(Default)]
+struct Kept {
+    rid: String,
+    shapes: HashMap<(String, bool), Shape>,
+}
+
+/// One served query request, as [`QuerySample::record`] takes it.
+pub struct Served<'a> {
+    pub db: &'a str,
+    pub coll: &'a str,
+    pub rid: &'a str,
+    pub text: &'a str,
+    pub params: &'a [(String, Value)],
+    pub partition_key: Option<Value>,
+    pub route: Route,
+    /// Physical partitions the whole query visits.
+    pub partitions: usize,
+    /// The share of the whole query this request is (1 unless an SDK fanned it out by
+    /// partition range); 0 for continuation pages.
+    pub share: f64,
+    pub request_charge: f64,
+}
+
+/// The server's query sample: one cheap handle.
+#[derive(Clone, Default)]
+pub struct QuerySample {
+    inner: Arc<Inner>,
+}
+
+#[derive(Default)]
+struct Inner {
+    recording: Recording,
+    kept: Mutex<BTreeMap<(String, String), Kept>>,
+    dirty: AtomicBool,
+}
+
+impl QuerySample {
+    /// A sample recording as `recording` says; with a file, what it holds is loaded.
+    pub fn open(recording: Recording) -> Result<QuerySample, String> {
+        let mut kept = BTreeMap::new();
+        if let Recording::File(path) = &recording {
+            match std::fs::read(path) {
+                Ok(bytes) => {
+                    let all: Vec<ContainerSample> = serde_json::from_slice(&bytes)
+                        .map_err(|e| format!("{} is not a query sample: {e}", path.display()))?;
+                    for s in all {
+                        let shapes = s
+                            .queries
+                            .into_iter()
+                            .map(|q| ((q.text.clone(), q.partition_key_header), q))
+                            .collect();
+                        kept.insert((s.database, s.container), Kept { rid: s.rid, shapes });
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+            }
+        }
+        Ok(QuerySample {
+            inner: Arc::new(Inner {
+                recording,
+                kept: Mutex::new(kept),
+                dirty: AtomicBool::new(false),
+            }),
+        })
+    }
+
+    pub fn enabled(&self) -> bool {
+        self.inner.recording != Recording::Off
+    }
+
+    /// Adds one served request to its container's sample.
+    pub fn record(&self, s: Served<'_>) {
+        if !self.enabled() {
+            return;
+        }
+        let (text, literals) = strata_query::sql::normalize::shape(s.text)
+            .unwrap_or_else(|| (s.text.to_string(), Vec::new()));
+        let now = now_secs();
+        let mut all = crate::store::container::lock(&self.inner.kept);
+        let kept = all
+            .entry((s.db.to_string(), s.coll.to_string()))
+            .or_default();
+        if kept.rid != s.rid {
+            *kept = Kept {
+                rid: s.rid.to_string(),
+                shapes: HashMap::new(),
+            };
+        }
+        let key = (text, s.partition_key.is_some());
+        if !kept.shapes.contains_key(&key) {
+            if s.share == 0.0 {
+                // A later page of a query first seen before a restart or an eviction.
+                return;
+            }
+            if kept.shapes.len() >= MAX_SHAPES {
+                evict_least_run(&mut kept.shapes);
+            }
+        }
+        let shape = kept.shapes.entry(key.clone()).or_insert_with(|| Shape {
+            text: key.0.clone(),
+            partition_key_header: key.1,
+            count: 0.0,
+            request_charge: 0.0,
+            partitions: 0.0,
+            route: String::new(),
+            examples: Vec::new(),
+            last_seen: now,
+        });
+        shape.request_charge += s.request_charge;
+        shape.last_seen = now;
+        if s.share > 0.0 {
+            shape.count += s.share;
+            shape.partitions += s.share * s.partitions as f64;
+            shape.route = s.route.as_str().to_string();
+            let example = Example {
+                parameters: s
+                    .params
+                    .iter()
+                    .chain(literals.iter())
+                    .map(|(n, v)| serde_json::json!({"name": format!("@{n}"), "value": v}))
+                    .collect(),
+                partition_key: s.partition_key,
+            };
+            if !shape.examples.contains(&example) {
+                if shape.examples.len() >= MAX_EXAMPLES {
+                    shape.examples.remove(0);
+                }
+                shape.examples.push(example);
+            }
+        }
+        self.inner.dirty.store(true, Ordering::Release);
+    }
+
+    /// A container's sample, the most expensive shapes first.
+    pub fn export(&self, db: &str, coll: &str, rid: &str) -> ContainerSample {
+        let all = crate::store::container::lock(&self.inner.kept);
+        let mut queries: Vec<Shape> = all
+            .get(&(db.to_string(), coll.to_string()))
+            .filter(|k| k.rid == rid)
+            .map(|k| k.shapes.values().cloned().collect())
+            .unwrap_or_default();
+        queries.sort_by(|a, b| {
+            b.request_charge
+                .total_cmp(&a.request_charge)
+                .then_with(|| a.text.cmp(&b.text))
+        });
+        ContainerSample {
+            database: db.to_string(),
+            container: coll.to_string(),
+            rid: rid.to_string(),
+            queries,
+        }
+    }
+
+    /// Forgets a container's sample.
+    pub fn clear(&self, db: &str, coll: &str) {
+        crate::store::container::lock(&self.inner.kept).remove(&(db.to_string(), coll.to_string()));
+        self.inner.dirty.store(true, Ordering::Release);
+    }
+
+    /// Writes the sample to its file if it changed (whole, then renamed over the old one).
+    pub fn flush(&self) -> Result<(), String> {
+        let Recording::File(path) = &self.inner.recording else {
+            return Ok(());
+        };
+        if !self.inner.dirty.swap(false, Ordering::AcqRel) {
+            return Ok(());
+        }
+        let all: Vec<ContainerSample> = {
+            let kept = crate::store::container::lock(&self.inner.kept);
+            kept.iter()
+                .map(|((db, coll), k)| ContainerSample {
+                    database: db.clone(),
+                    container: coll.clone(),
+                    rid: k.rid.clone(),
+                    queries: k.shapes.values().cloned().collect(),
+                })
+                .collect()
+        };
+        let bytes = serde_json::to_vec(&all).map_err(|e| e.to_string())?;
+        let tmp = path.with_extension("json.tmp");
+        std::fs::write(&tmp, bytes)
+            .and_then(|_| std::fs::rename(&tmp, path))
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))
+    }
+
+    /// Flushes every few seconds until the server stops.
+    pub fn spawn_flusher(&self) {
+        if !matches!(self.inner.recording, Recording::File(_)) {
+            return;
+        }
+        let weak = Arc::downgrade(&self.inner);
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+                let Some(inner) = weak.upgrade() else { return };
+                let sample = QuerySample { inner };
+                if let Err(e) = tokio::task::spawn_blocking(move || sample.flush())
+                    .await
+                    .unwrap_or_else(|e| Err(e.to_string()))
+                {
+                    tracing::warn!(error = %e, "query sample not saved");
+                }
+            }
+        });
+    }
+}
+
+fn evict_least_run(shapes: &mut HashMap<(String, bool), Shape>) {
+    let least = shapes
+        .iter()
+        .min_by(|a, b| {
+            a.1.count
+                .total_cmp(&b.1.count)
+                .then(a.1.last_seen.cmp(&b.1.last_seen))
+        })
+        .map(|(k, _)| k.clone());
+    if let Some(k) = least {
+        shapes.remove(&k);
+    }
+}
+
+fn now_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn served<'a>(text: &'a str, share: f64, ru: f64) -> Served<'a> {
+        Served {
+            db: "db",
+            coll: "c",
+            rid: "r1",
+            text,
+            params: &[],
+            partition_key: None,
+            route: Route::FanOut,
+            partitions: 4,
+            share,
+            request_charge: ru,
+        }
+    }
+
+    #[test]
+    fn shapes_aggregate_and_fanned_out_requests_count_once() {
+        let s = QuerySample::open(Recording::Memory).unwrap();
+        s.record(served("SELECT * FROM c WHERE c.t = 'a'", 0.25, 3.0));
+        s.record(served("select * from c where c.t = 'b'", 0.75, 3.0));
+        s.record(served("SELECT * FROM c WHERE c.t = 'b'", 0.0, 1.0));
+        let e = s.export("db", "c", "r1");
+        assert_eq!(e.queries.len(), 1);
+        let q = &e.queries[0];
+        assert_eq!(q.text, "SELECT * FROM c WHERE c.t = @__v1");
+        assert_eq!((q.count, q.request_charge, q.partitions), (1.0, 7.0, 4.0));
+        assert_eq!(q.examples.len(), 2);
+        assert_eq!(
+            q.examples[1].bindings(),
+            vec![("__v1".into(), Value::from("b"))]
+        );
+        // Another container `_rid` under the same name starts afresh.
+        assert!(s.export("db", "c", "r2").queries.is_empty());
+    }
+
+    #[test]
+    fn bounded_and_persisted() {
+        let dir = std::env::temp_dir().join(format!("strata-sample-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("queries.json");
+        let s = QuerySample::open(Recording::File(file.clone())).unwrap();
+        for i in 0..MAX_SHAPES + 5 {
+            s.record(served(&format!("SELECT c.p{i} FROM c"), 1.0, 1.0));
+        }
+        s.record(served("SELECT c.p7 FROM c", 1.0, 1.0));
+        assert_eq!(s.export("db", "c", "r1").queries.len(), MAX_SHAPES);
+        s.flush().unwrap();
+        let again = QuerySample::open(Recording::File(file)).unwrap();
+        let e = again.export("db", "c", "r1");
+        assert_eq!(e.queries.len(), MAX_SHAPES);
+        assert!(e
+            .queries
+            .iter()
+            .any(|q| q.text == "SELECT c.p7 FROM c" && q.count == 2.0));
+        let off = QuerySample::open(Recording::Off).unwrap();
+        off.record(served("SELECT 1", 1.0, 1.0));
+        assert!(off.export("db", "c", "r1").queries.is_empty());
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
