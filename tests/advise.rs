@@ -432,3 +432,117 @@ async fn the_advisor_ranks_the_hierarchical_key_first_and_its_simulation_matches
     s.stop().await;
     d.stop().await;
 }
+
+/// The advisor's endpoints: the sample's export and reset, the advice computed by the server,
+/// and bad requests answered in Cosmos's shape.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_advise_endpoints_answer_and_refuse_in_cosmos_shape() {
+    let s = server(64 * 1024).await;
+    s.post("/dbs", &[], json!({"id": "app"})).await;
+    s.setup(
+        "app",
+        "sessions",
+        json!({"paths": ["/TenantId"], "kind": "Hash", "version": 2}),
+    )
+    .await;
+    let items: Vec<Value> = (0..200)
+        .map(|i| item(&format!("t{}", i % 7), i % 5, i % 3, i))
+        .collect();
+    load(&s.client, items).await;
+    for t in ["t1", "t2"] {
+        let text = format!("SELECT * FROM c WHERE c.TenantId = '{t}'");
+        query(&s.client, "sessions", &text, json!([]), None).await;
+    }
+    let sample = s.get("/_strata/containers/app/sessions/queries", &[]).await;
+    assert_eq!(sample.status, 200);
+    let q = &sample.json["queries"][0];
+    assert_eq!(q["text"], "SELECT * FROM c WHERE c.TenantId = @__v1");
+    assert_eq!(
+        (q["count"].as_f64(), q["route"].as_str()),
+        (Some(2.0), Some("single"))
+    );
+    assert_eq!(q["examples"].as_array().unwrap().len(), 2);
+
+    let r = s
+        .post(
+            "/_strata/containers/app/sessions/advise",
+            &[],
+            json!({"keys": ["/TenantId,/UserId"], "growth": 3}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(r.json["itemsRead"], 200);
+    assert_eq!(r.json["candidates"].as_array().unwrap().len(), 2);
+    assert!(r.json["report"]
+        .as_str()
+        .unwrap()
+        .contains("Recommendation: "));
+
+    let bad = s
+        .post(
+            "/_strata/containers/app/sessions/advise",
+            &[],
+            json!({"keys": ["TenantId"]}),
+        )
+        .await;
+    strata_tests::assert_error(&bad, 400, "BadRequest");
+    assert!(
+        bad.message().contains("one to three paths"),
+        "{}",
+        bad.message()
+    );
+    let bad = s
+        .post(
+            "/_strata/containers/app/sessions/advise",
+            &[],
+            json!({"keys": ["/a"], "growth": 0.5}),
+        )
+        .await;
+    strata_tests::assert_error(&bad, 400, "BadRequest");
+    let missing = s.get("/_strata/containers/app/nope/queries", &[]).await;
+    strata_tests::assert_error(&missing, 404, "NotFound");
+    let wrong = s
+        .request(
+            Method::PUT,
+            "/_strata/containers/app/sessions/advise",
+            &[],
+            Some(json!({})),
+        )
+        .await;
+    assert_eq!(wrong.status, 405, "{wrong:?}");
+
+    let cleared = s
+        .request(
+            Method::DELETE,
+            "/_strata/containers/app/sessions/queries",
+            &[],
+            None,
+        )
+        .await;
+    assert_eq!(cleared.status, 204);
+    let sample = s.get("/_strata/containers/app/sessions/queries", &[]).await;
+    assert_eq!(sample.json["queries"], json!([]));
+
+    // The command line refuses what it cannot use, with a reason and exit status 1.
+    let (ok, _, err) = strata_async(vec![
+        "advise".into(),
+        "no-slash".into(),
+        "--key".into(),
+        "/a".into(),
+        "--from".into(),
+        s.url.clone(),
+    ])
+    .await;
+    assert!(!ok && err.contains("DB/CONTAINER"), "{err}");
+    let (ok, _, err) = strata_async(vec![
+        "advise".into(),
+        "app/sessions".into(),
+        "--key".into(),
+        "/a,/b,/c,/d".into(),
+        "--from".into(),
+        s.url.clone(),
+    ])
+    .await;
+    assert!(!ok && err.contains("one to three paths"), "{err}");
+    s.stop().await;
+}

@@ -117,6 +117,12 @@ async fn the_explorer_in_a_browser() {
     assert_eq!(line("cross-origin: "), "api blocked, page blocked");
     assert_eq!(line("paged: "), "20 then 20, 0 repeated");
     assert_eq!(line("copy job: "), "succeeded; verified: 360 items");
+    let advise = line("advise: ");
+    assert!(
+        advise.starts_with("3 keys, 6 checks, partitions drawn; ")
+            && (advise.ends_with("copy succeeded") || advise.contains("Keep ")),
+        "{advise}"
+    );
     // The same partitions view on the command line.
     let out = Command::new(env!("CARGO_BIN_EXE_strata-test-server"))
         .args(["partitions", "app/events", "--endpoint", s.url.as_str()])

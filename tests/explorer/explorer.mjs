@@ -165,6 +165,28 @@ try {
   console.log(`copy job: ${/succeeded/.test(jobRow) ? 'succeeded' : jobRow}; ${(jobRow.match(/verified: \d+ items/) || ['?'])[0]}`);
   await shot('07-jobs');
 
+  // The Advise tab: the container's three-level key against two candidates, drawn, and the
+  // copy into the recommended key started from it.
+  await byTest('coll-app-events').click();
+  await byTest('tab-advise').click();
+  await byTest('advise-key-1').fill('/TenantId');
+  await byTest('advise-key-2').fill('/UserId,/SessionId');
+  await byTest('advise-run').click();
+  await byTest('advise-recommendation').waitFor({ timeout: 60000 });
+  const cards = await page.locator('[data-testid^="advise-card-"]').count();
+  const checks = await page.locator('[data-testid="advise-card-1"] .checks li').count();
+  const segsAdvised = await page.locator('[data-testid="advise-parts-1"] .seg').count();
+  const recommended = (await byTest('advise-recommendation').locator('h2').textContent()).trim();
+  await shot('08-advise');
+  let advisedCopy = 'none (keep)';
+  if (await byTest('advise-copy').count()) {
+    await byTest('advise-copy').click();
+    await byTest('jobs').waitFor();
+    await page.waitForFunction(() => [...document.querySelectorAll('[data-testid^="job-state-"]')].every((s) => s.textContent !== 'running'), null, { timeout: 60000 });
+    advisedCopy = /succeeded[\s\S]*succeeded/.test(await byTest('jobs').textContent()) ? 'succeeded' : await byTest('jobs').textContent();
+  }
+  console.log(`advise: ${cards} keys, ${checks} checks, ${segsAdvised > 0 ? 'partitions drawn' : 'no partitions'}; ${recommended}; copy ${advisedCopy}`);
+
   // Another origin (the same server as http://localhost) can use neither the secret nor the API.
   const token = await page.evaluate(() => document.querySelector('meta[name="strata-token"]').content);
   const page2 = await browser.newPage();

@@ -403,6 +403,9 @@ pub async fn run(args: Args, from_emulator_env: Vec<String>) {
             from_emulator_env.join(", ")
         );
     }
+    if args.record_queries && args.in_memory {
+        tracing::warn!("--record-queries keeps the query sample in the data folder; with --in-memory there is none, so it stays in memory");
+    }
     let data_dir = (!args.in_memory).then(|| {
         let dir = args.data_dir.clone().unwrap_or_else(default_data_dir);
         if args.data_dir.is_none() {

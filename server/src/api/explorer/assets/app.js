@@ -301,7 +301,7 @@ async function openContainer(db, coll) {
 
 function renderContainer() {
   const def = state.def;
-  const tabs = ['items', 'query', 'partitions', 'settings'];
+  const tabs = ['items', 'query', 'partitions', 'advise', 'settings'];
   const tabBar = el('div', { class: 'tabs' }, tabs.map((t) => el('button', {
     class: state.tab === t ? 'active' : '', 'data-testid': `tab-${t}`,
     onclick: () => { state.tab = t; renderContainer(); },
@@ -319,7 +319,7 @@ function renderContainer() {
       }) }, 'Delete container')),
     tabBar, body);
   stopTimer();
-  const render = { items: renderItems, query: renderQuery, partitions: renderPartitions, settings: renderSettings }[state.tab];
+  const render = { items: renderItems, query: renderQuery, partitions: renderPartitions, advise: renderAdvise, settings: renderSettings }[state.tab];
   render(body).catch((e) => body.append(el('p', { class: 'error', text: e.message })));
 }
 
