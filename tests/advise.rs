@@ -546,3 +546,46 @@ async fn the_advise_endpoints_answer_and_refuse_in_cosmos_shape() {
     assert!(!ok && err.contains("one to three paths"), "{err}");
     s.stop().await;
 }
+
+/// `--record-queries` keeps the sample in the data folder: it is there after a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recorded_sample_outlives_a_restart() {
+    let dir = strata_tests::TempDir::new("advise-sample");
+    let bin = env!("CARGO_BIN_EXE_strata-test-server");
+    let (mut child, c) = strata_tests::spawn_server_with(bin, &dir.0, &["--record-queries"]);
+    c.request(Method::POST, "/dbs", &[], Some(json!({"id": "app"})))
+        .await;
+    c.setup(
+        "app",
+        "sessions",
+        json!({"paths": ["/TenantId"], "kind": "Hash", "version": 2}),
+    )
+    .await;
+    query(
+        &c,
+        "sessions",
+        "SELECT * FROM c WHERE c.TenantId = 'a'",
+        json!([]),
+        None,
+    )
+    .await;
+    // A clean stop (SIGTERM) writes the sample.
+    let stopped = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(stopped.success());
+    child.wait().unwrap();
+    let (mut child, c) = strata_tests::spawn_server_with(bin, &dir.0, &["--record-queries"]);
+    let sample = c
+        .get("/_strata/containers/app/sessions/queries", &[])
+        .await
+        .json;
+    assert_eq!(
+        sample["queries"][0]["text"], "SELECT * FROM c WHERE c.TenantId = @__v1",
+        "{sample}"
+    );
+    assert_eq!(sample["queries"][0]["count"], 1.0);
+    child.kill().unwrap();
+    child.wait().unwrap();
+}

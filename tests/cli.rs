@@ -78,6 +78,11 @@ fn every_subcommand_says_at_once_that_nothing_listens() {
         (vec!["ready"], vec![("PORT", &p)]),
         (vec!["ready"], vec![("STRATA_PORT", &p)]),
         (
+            vec!["advise", "app/c", "--key", "/a", "--from", &url],
+            vec![],
+        ),
+        (vec!["advise", "app/c", "--key", "/a"], vec![("PORT", &p)]),
+        (
             vec![
                 "copy",
                 "--source",

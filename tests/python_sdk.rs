@@ -85,3 +85,28 @@ async fn resource_tokens_scope_a_tenant() {
     assert!(out.contains("ok"), "{out}");
     s.stop().await;
 }
+
+/// The README's Entra ID example: a Data Reader identity reads and is denied a write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reader_identity_is_denied_a_write() {
+    // The SDKs send bearer tokens over HTTPS only.
+    let dir = TempDir::new("rbac");
+    let s = TestServer::start_with(Options {
+        tls: true,
+        data_dir: Some(dir.0.clone()),
+        ..Default::default()
+    })
+    .await;
+    let policy = serde_json::json!({"roleAssignments": [{"id": "r", "principalId": "reader-oid", "scope": "/",
+        "roleDefinitionId": "00000000-0000-0000-0000-000000000001"}]});
+    let r = s
+        .request(reqwest::Method::PUT, "/_strata/rbac", &[], Some(policy))
+        .await;
+    assert_eq!(r.status, 200, "{r:?}");
+    let out = script(&s, "rbac_reader.py", vec![]).await;
+    assert!(
+        out.contains("denied: 403 5301") && out.contains("ok"),
+        "{out}"
+    );
+    s.stop().await;
+}

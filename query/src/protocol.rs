@@ -114,6 +114,20 @@ impl MasterKey {
             .map_err(|e| format!("the account key cannot key HMAC-SHA256: {e}"))
     }
 
+    /// Whether `other` (a base64 account key) is this key, compared in constant time (through
+    /// the tags both give one message). An emulator's Entra ID token carries the account key
+    /// as its signature.
+    pub fn is_key(&self, other: &str) -> bool {
+        const PROBE: &str = "strata: the same account key?";
+        match MasterKey::from_base64(other) {
+            Ok(o) => {
+                let tag = o.mac(PROBE).finalize().into_bytes();
+                self.mac(PROBE).verify_slice(&tag).is_ok()
+            }
+            Err(_) => false,
+        }
+    }
+
     fn mac(&self, text: &str) -> Hmac<Sha256> {
         let mut mac = self.0.clone();
         mac.update(text.as_bytes());

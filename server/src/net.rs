@@ -47,6 +47,10 @@ pub struct ServerConfig {
     pub public_host: Option<String>,
     /// Whether the queries served are sampled for the partition-key advisor, and where kept.
     pub queries: crate::advise::sample::Recording,
+    /// Refuse keys and resource tokens: Entra ID tokens only.
+    pub disable_local_auth: bool,
+    /// Where the RBAC policy is kept (default: `rbac.json` in the data folder, if any).
+    pub rbac: Option<PathBuf>,
 }
 
 /// Bounds on clients, so that slow, idle or numerous connections cannot exhaust the server.
@@ -90,6 +94,8 @@ impl Default for ServerConfig {
             explorer: true,
             public_host: None,
             queries: Default::default(),
+            disable_local_auth: false,
+            rbac: None,
         }
     }
 }
@@ -312,6 +318,7 @@ fn build_app(
     BoxError,
 > {
     let keys = api::auth::Keys {
+        disable_local_auth: cfg.disable_local_auth,
         read_write: MasterKey::from_base64(&cfg.key)?,
         read_only: match &cfg.read_only_key {
             Some(k) => Some(MasterKey::from_base64(k)?),
@@ -355,9 +362,16 @@ fn build_app(
             enforce_throughput: cfg.enforce_throughput,
             body_timeout: Some(cfg.connections.body_timeout),
         },
-        jobs.clone(),
-        explorer,
-        crate::advise::sample::QuerySample::open(cfg.queries.clone())?,
+        crate::api::app::Services {
+            jobs: jobs.clone(),
+            explorer,
+            queries: crate::advise::sample::QuerySample::open(cfg.queries.clone())?,
+            rbac: api::rbac::Rbac::open(
+                cfg.rbac
+                    .clone()
+                    .or_else(|| cfg.store.data_dir.as_ref().map(|d| d.join("rbac.json"))),
+            )?,
+        },
     );
     Ok((app, acceptor, jobs))
 }

@@ -32,6 +32,8 @@ pub struct Options {
     pub read_only_key: Option<String>,
     /// Listen on this address instead of 127.0.0.1 (e.g. `0.0.0.0`: not loopback only).
     pub host: Option<String>,
+    /// Entra ID tokens only (`--disable-local-auth`).
+    pub disable_local_auth: bool,
 }
 
 /// A strata server running inside the test process on an ephemeral port.
@@ -141,6 +143,7 @@ impl TestServer {
             gateway_compat: opts.gateway_compat,
             enforce_throughput: opts.enforce_throughput,
             connections: opts.connections.clone().unwrap_or_default(),
+            disable_local_auth: opts.disable_local_auth,
             ..Default::default()
         };
         let running = strata_server::start(cfg).await.expect("server starts");
@@ -378,10 +381,20 @@ impl Drop for TempDir {
 /// Starts `strata` (the test build of the binary at `bin`) as a separate process on a free
 /// port with its data in `dir`, so a test can kill it with SIGKILL; returns it and a client.
 pub fn spawn_server(bin: &str, dir: &std::path::Path) -> (std::process::Child, Client) {
+    spawn_server_with(bin, dir, &[])
+}
+
+/// [`spawn_server`] with more flags.
+pub fn spawn_server_with(
+    bin: &str,
+    dir: &std::path::Path,
+    flags: &[&str],
+) -> (std::process::Child, Client) {
     use std::io::{BufRead, BufReader};
     let mut child = std::process::Command::new(bin)
         .args(["--port", "0", "--log", "warn", "--data-dir"])
         .arg(dir)
+        .args(flags)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::inherit())
         .spawn()

@@ -52,6 +52,7 @@ pub fn is_write(ep: &Endpoint, req: &Req) -> bool {
         | E::InspectPartitions { .. }
         | E::ReadQuerySample { .. }
         | E::Advise { .. }
+        | E::ReadRbac
         | E::ListJobs
         | E::ReadJob { .. }
         | E::ListConflicts { .. }
@@ -94,6 +95,10 @@ pub fn authorize(
                     "the read-only key cannot read permissions (their tokens may write)",
                 ));
             }
+            Ok(None)
+        }
+        Principal::Aad(who) => {
+            app.rbac.authorize(who, ep, req)?;
             Ok(None)
         }
         Principal::Resource(claims) => {
@@ -177,6 +182,8 @@ fn target(ep: &Endpoint) -> Target<'_> {
         | E::ReadQuerySample { .. }
         | E::ClearQuerySample { .. }
         | E::Advise { .. }
+        | E::ReadRbac
+        | E::ReplaceRbac
         | E::ListJobs
         | E::CreateJob
         | E::ReadJob { .. }

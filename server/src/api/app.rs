@@ -44,6 +44,8 @@ pub struct AppInner {
     pub explorer: explorer::Explorer,
     /// The queries served, per container, for the partition-key advisor.
     pub queries: crate::advise::sample::QuerySample,
+    /// Role definitions and assignments for Entra ID principals.
+    pub rbac: super::rbac::Rbac,
 }
 
 impl std::ops::Deref for App {
@@ -53,16 +55,29 @@ impl std::ops::Deref for App {
     }
 }
 
+/// The parts of the API's state that run beside the requests: copy jobs, the explorer, the
+/// query sample, the RBAC policy.
+pub struct Services {
+    pub jobs: crate::transfer::jobs::Jobs,
+    pub explorer: explorer::Explorer,
+    pub queries: crate::advise::sample::QuerySample,
+    pub rbac: super::rbac::Rbac,
+}
+
 impl App {
     pub fn new(
         store: Store,
         keys: Keys,
         token_key: strata_query::sql::token::TokenKey,
         options: ApiOptions,
-        jobs: crate::transfer::jobs::Jobs,
-        explorer: explorer::Explorer,
-        queries: crate::advise::sample::QuerySample,
+        services: Services,
     ) -> Self {
+        let Services {
+            jobs,
+            explorer,
+            queries,
+            rbac,
+        } = services;
         Self {
             inner: Arc::new(AppInner {
                 store,
@@ -71,6 +86,7 @@ impl App {
                 jobs,
                 explorer,
                 queries,
+                rbac,
                 prepared: Default::default(),
                 governor: crate::throughput::governor::Governor::new(options.enforce_throughput),
                 options,

@@ -32,6 +32,8 @@ pub enum Principal {
     ReadOnly,
     /// A resource token: what its permission grants.
     Resource(super::tokens::Claims),
+    /// An Entra ID token: what its roles grant ([`super::rbac`]).
+    Aad(super::aad::Identity),
 }
 
 /// The account's keys.
@@ -39,6 +41,9 @@ pub enum Principal {
 pub struct Keys {
     pub read_write: MasterKey,
     pub read_only: Option<MasterKey>,
+    /// Refuse keys and resource tokens (`--disable-local-auth`): Entra ID tokens only, as an
+    /// account with `disableLocalAuth`.
+    pub disable_local_auth: bool,
 }
 
 /// Authenticates the request's `authorization` header.
@@ -75,15 +80,29 @@ pub fn verify(
     }
     let sig =
         sig.ok_or_else(|| CosmosError::unauthorized("The authorization header has no 'sig'."))?;
+    if keys.disable_local_auth && matches!(kind, Some("master" | "resource")) {
+        return Err(CosmosError::unauthorized(
+            "Local Authorization is disabled. Use an AAD token to authorize all requests.",
+        ));
+    }
     match kind {
         Some("master") => {}
+        Some("aad") => {
+            let now = crate::store::catalog::now_secs() as i64;
+            let account = super::aad::AccountKeys {
+                read_write: &keys.read_write,
+                read_only: keys.read_only.as_ref(),
+                skew: MAX_CLOCK_SKEW.as_secs() as i64,
+            };
+            return Ok(Principal::Aad(super::aad::verify(&account, sig, now)?));
+        }
         Some("resource") => {
             let now = crate::store::catalog::now_secs();
             return Ok(Principal::Resource(super::tokens::open(token_key, sig, now)?));
         }
         Some(other) => {
             return Err(CosmosError::unauthorized(format!(
-                "Authorization type '{other}' is not supported; use a master key (type=master) or a resource token (type=resource)."
+                "Authorization type '{other}' is not supported; use a master key (type=master), a resource token (type=resource) or an Entra ID token (type=aad)."
             )))
         }
         None => return Err(CosmosError::unauthorized("The authorization header has no 'type'.")),
@@ -158,6 +177,7 @@ mod tests {
         let key = MasterKey::from_base64(EMULATOR_KEY).unwrap();
         let ro = MasterKey::from_base64("cmVhZC1vbmx5").unwrap();
         let keys = Keys {
+            disable_local_auth: false,
             read_write: key.clone(),
             read_only: Some(ro.clone()),
         };

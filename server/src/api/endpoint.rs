@@ -121,6 +121,9 @@ pub enum Endpoint {
         db: String,
         coll: String,
     },
+    /// `/_strata/rbac`: the data-plane RBAC policy for Entra ID principals.
+    ReadRbac,
+    ReplaceRbac,
     /// `/_strata/jobs`: server-side copy jobs.
     ListJobs,
     CreateJob,
@@ -503,6 +506,11 @@ impl Endpoint {
                     coll: owned(coll),
                 },
                 _ => return Err(not_allowed(m, "the partition-key advisor")),
+            },
+            ["_strata", "rbac"] => match *m {
+                Method::GET => Endpoint::ReadRbac,
+                Method::PUT => Endpoint::ReplaceRbac,
+                _ => return Err(not_allowed(m, "the RBAC policy")),
             },
             ["_strata", "jobs"] => match *m {
                 Method::GET => Endpoint::ListJobs,

@@ -4,6 +4,7 @@
 //! [`Endpoint`], and calls the one handler for that endpoint. Handlers return a [`Reply`] or an
 //! [`CosmosError`]; both become responses with the headers the SDKs expect.
 
+pub mod aad;
 pub mod access;
 pub mod account;
 pub mod advise;
@@ -25,6 +26,7 @@ pub mod jobs;
 pub mod offers;
 pub mod pkranges;
 pub mod query;
+pub mod rbac;
 pub mod request;
 pub mod response;
 pub mod scope;
@@ -202,6 +204,7 @@ async fn dispatch_api(
         .unwrap_or_else(|| "localhost:8081".into());
     let scheme = if app.options.tls { "https" } else { "http" };
     let mut req = Req {
+        path: parts.uri.path().to_string(),
         method: parts.method,
         headers: parts.headers,
         body,
@@ -274,6 +277,8 @@ async fn route(app: &App, req: &Req, ep: Endpoint) -> Result<Reply, CosmosError>
         E::ReadQuerySample { db, coll } => advise::export(app, &db, &coll),
         E::ClearQuerySample { db, coll } => advise::clear(app, &db, &coll),
         E::Advise { db, coll } => advise::advise(app, req, &db, &coll).await,
+        E::ReadRbac => rbac::read(app),
+        E::ReplaceRbac => rbac::replace(app, req),
         E::ListJobs => jobs::list(app),
         E::CreateJob => jobs::create(app, req),
         E::ReadJob { id } => jobs::read(app, &id),

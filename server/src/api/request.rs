@@ -11,6 +11,8 @@ use crate::items::document::json_kind;
 
 pub struct Req {
     pub method: Method,
+    /// The resource path as sent (for messages that name the request).
+    pub path: String,
     pub headers: HeaderMap,
     pub body: Bytes,
     pub activity_id: String,

@@ -73,6 +73,7 @@ pub async fn advise(a: AdviseArgs) -> Result<String, String> {
         .from
         .clone()
         .unwrap_or_else(crate::transfer::local_endpoint);
+    crate::transfer::reachable(&from).await?;
     let client = crate::transfer::connect(&from)?;
     let container = client.database(db).container(coll);
     let props = container

@@ -195,6 +195,15 @@ pub struct Args {
     /// Do not sample the queries served (by default a bounded sample is kept in memory).
     #[arg(long, env = "STRATA_NO_QUERY_SAMPLE")]
     no_query_sample: bool,
+    /// Refuse the account keys and resource tokens, as an account with `disableLocalAuth`:
+    /// clients authenticate with Entra ID tokens (type=aad) only.
+    #[arg(long, env = "STRATA_DISABLE_LOCAL_AUTH")]
+    disable_local_auth: bool,
+    /// The data-plane RBAC policy for Entra ID principals (JSON: roleDefinitions,
+    /// roleAssignments), also what `PUT /_strata/rbac` rewrites. Default: rbac.json in the
+    /// data folder.
+    #[arg(long, env = "STRATA_RBAC", value_name = "FILE")]
+    rbac: Option<PathBuf>,
 }
 
 /// Parses a byte size: a number with an optional KB/MB/GB/TB suffix (binary units).
@@ -494,6 +503,8 @@ fn server_config(args: &Args, data_dir: Option<PathBuf>) -> (ServerConfig, Optio
             (Some(dir), true, _) => Recording::File(dir.join("queries.json")),
             _ => Recording::Memory,
         },
+        disable_local_auth: args.disable_local_auth,
+        rbac: args.rbac.clone(),
     };
     (cfg, cert_file)
 }
