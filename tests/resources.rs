@@ -86,6 +86,21 @@ async fn account_advertises_the_endpoint_the_client_used() {
         .as_str()
         .unwrap();
     assert_eq!(ep, s.url, "{r:?}");
+    // Every answer says where it was served, as the service's do.
+    assert_eq!(r.header("content-location"), Some(s.url.as_str()));
+    let dbs = s.get("/dbs", &[]).await;
+    assert_eq!(
+        dbs.header("content-location"),
+        Some(format!("{}dbs", s.url).as_str())
+    );
+    // Reached as localhost, it names itself by its address, as the official emulator does.
+    let port = s.url.rsplit(':').next().unwrap().trim_end_matches('/');
+    let by_name = strata_tests::Client::new(&format!("http://localhost:{port}/"));
+    let r = by_name.get("/", &[]).await;
+    assert_eq!(
+        r.json["readableLocations"][0]["databaseAccountEndpoint"],
+        format!("http://127.0.0.1:{port}/")
+    );
     assert!(r.json["queryEngineConfiguration"].is_string());
     assert_eq!(
         r.json["userConsistencyPolicy"]["defaultConsistencyLevel"],

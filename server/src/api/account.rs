@@ -1,5 +1,6 @@
 //! `GET /`: the database account. Both SDKs read it first and send every later request to the
-//! endpoint it advertises, so that endpoint is built from how the client reached us.
+//! endpoint it advertises, so that endpoint is built from how the client reached us
+//! (`localhost` named by its address, as the official emulator does).
 
 use super::request::Req;
 use super::response::Reply;
@@ -8,8 +9,21 @@ use axum::http::StatusCode;
 use serde_json::json;
 use strata_query::protocol::header;
 
+/// The endpoint the account advertises: how the client reached us, except that the official
+/// emulator names itself by its address, not `localhost` (the SDKs' multi-region tests tell
+/// the write region from the read region by exactly that).
+fn advertised(endpoint: &str) -> String {
+    match endpoint.split_once("://localhost") {
+        Some((scheme, rest)) if rest.starts_with(':') || rest.starts_with('/') => {
+            format!("{scheme}://127.0.0.1{rest}")
+        }
+        _ => endpoint.to_string(),
+    }
+}
+
 pub fn read(req: &Req) -> Result<Reply, CosmosError> {
-    let loc = json!([{"name": "South Central US", "databaseAccountEndpoint": req.endpoint}]);
+    let loc =
+        json!([{"name": "South Central US", "databaseAccountEndpoint": advertised(&req.endpoint)}]);
     let body = json!({
         "_self": "",
         // Not "localhost": with that id the JS SDK never caches locations and re-reads the
@@ -35,4 +49,23 @@ pub fn read(req: &Req) -> Result<Reply, CosmosError> {
         .header(header::DATABASEACCOUNT_CONSUMED_MB, "0")
         .header(header::DATABASEACCOUNT_RESERVED_MB, "0")
         .header(header::DATABASEACCOUNT_PROVISIONED_MB, "0"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::advertised;
+
+    #[test]
+    fn localhost_is_named_by_its_address_other_hosts_as_reached() {
+        assert_eq!(
+            advertised("https://localhost:8081/"),
+            "https://127.0.0.1:8081/"
+        );
+        assert_eq!(advertised("http://localhost/"), "http://127.0.0.1/");
+        assert_eq!(
+            advertised("https://localhost.corp:8081/"),
+            "https://localhost.corp:8081/"
+        );
+        assert_eq!(advertised("https://cosmos:8081/"), "https://cosmos:8081/");
+    }
 }

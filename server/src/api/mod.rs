@@ -81,6 +81,23 @@ fn new_activity_id() -> String {
     )
 }
 
+/// `Content-Location`: the URL the request was served at, as the service and the official
+/// emulator send it (the SDKs' tests compare its host with the region they meant to reach).
+fn content_location(app: &App, req: &Request<Body>) -> Option<axum::http::HeaderValue> {
+    let path = req.uri().path();
+    if path.starts_with("/_explorer") {
+        return None;
+    }
+    let host = req
+        .headers()
+        .get("host")
+        .and_then(|h| h.to_str().ok())
+        .map(str::to_string)
+        .or_else(|| req.uri().authority().map(|a| a.to_string()))?;
+    let scheme = if app.options.tls { "https" } else { "http" };
+    axum::http::HeaderValue::from_str(&format!("{scheme}://{host}{path}")).ok()
+}
+
 async fn handle(State(app): State<App>, req: Request<Body>) -> Response {
     let started = Instant::now();
     let activity_id = req
@@ -93,6 +110,7 @@ async fn handle(State(app): State<App>, req: Request<Body>) -> Response {
     let method = req.method().clone();
     // Cheap to clone (shared bytes); only read when logging.
     let uri = req.uri().clone();
+    let content_location = content_location(&app, &req);
     let path = uri.path();
     // A bug in one handler answers 500 and the server keeps serving.
     let outcome = std::panic::AssertUnwindSafe(dispatch(&app, req, &activity_id))
@@ -126,6 +144,10 @@ async fn handle(State(app): State<App>, req: Request<Body>) -> Response {
         axum::http::HeaderValue::from_str(&format!("{:.3}", elapsed.as_secs_f64() * 1000.0))
     {
         resp.headers_mut().insert(header::REQUEST_DURATION_MS, v);
+    }
+    if let Some(v) = content_location {
+        resp.headers_mut()
+            .insert(axum::http::header::CONTENT_LOCATION, v);
     }
     tracing::debug!(%method, %path, status = resp.status().as_u16(), micros = elapsed.as_micros() as u64, "request");
     resp
