@@ -231,6 +231,16 @@ async fn settled_partitions(c: &Client, coll: &str) -> usize {
     panic!("the partition map never settled");
 }
 
+/// `app/sessions`, keyed by `/TenantId`.
+async fn tenants_container(c: &Client) {
+    c.setup(
+        "app",
+        "sessions",
+        json!({"paths": ["/TenantId"], "kind": "Hash", "version": 2}),
+    )
+    .await;
+}
+
 /// A server whose logical partitions hold at most 1 MB and whose physical partitions split
 /// past `split` bytes.
 async fn server(split: u64) -> TestServer {
@@ -252,13 +262,7 @@ async fn the_advisor_ranks_the_hierarchical_key_first_and_its_simulation_matches
     // the order the application wrote them (its change feed's), as organic growth would.
     let s = server(50 << 30).await;
     let d = server(256 * 1024).await;
-    s.post("/dbs", &[], json!({"id": "app"})).await;
-    s.setup(
-        "app",
-        "sessions",
-        json!({"paths": ["/TenantId"], "kind": "Hash", "version": 2}),
-    )
-    .await;
+    tenants_container(&s).await;
     seed(&s.client).await;
     workload(&s.client).await;
     let sample = s
@@ -438,13 +442,7 @@ async fn the_advisor_ranks_the_hierarchical_key_first_and_its_simulation_matches
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_advise_endpoints_answer_and_refuse_in_cosmos_shape() {
     let s = server(64 * 1024).await;
-    s.post("/dbs", &[], json!({"id": "app"})).await;
-    s.setup(
-        "app",
-        "sessions",
-        json!({"paths": ["/TenantId"], "kind": "Hash", "version": 2}),
-    )
-    .await;
+    tenants_container(&s).await;
     let items: Vec<Value> = (0..200)
         .map(|i| item(&format!("t{}", i % 7), i % 5, i % 3, i))
         .collect();
@@ -553,14 +551,7 @@ async fn a_recorded_sample_outlives_a_restart() {
     let dir = strata_tests::TempDir::new("advise-sample");
     let bin = env!("CARGO_BIN_EXE_strata-test-server");
     let (mut child, c) = strata_tests::spawn_server_with(bin, &dir.0, &["--record-queries"]);
-    c.request(Method::POST, "/dbs", &[], Some(json!({"id": "app"})))
-        .await;
-    c.setup(
-        "app",
-        "sessions",
-        json!({"paths": ["/TenantId"], "kind": "Hash", "version": 2}),
-    )
-    .await;
+    tenants_container(&c).await;
     query(
         &c,
         "sessions",

@@ -20,7 +20,6 @@ use serde_json::Value;
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 
-const ACCOUNT: &str = "Microsoft.DocumentDB/databaseAccounts";
 const READ_METADATA: &str = "Microsoft.DocumentDB/databaseAccounts/readMetadata";
 const CONTAINERS: &str = "Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers";
 
@@ -73,7 +72,13 @@ pub struct Policy {
     pub role_assignments: Vec<RoleAssignment>,
 }
 
-fn built_in() -> Vec<RoleDefinition> {
+/// The built-in roles, made once.
+fn built_in() -> &'static [RoleDefinition] {
+    static ROLES: std::sync::OnceLock<Vec<RoleDefinition>> = std::sync::OnceLock::new();
+    ROLES.get_or_init(make_built_in)
+}
+
+fn make_built_in() -> Vec<RoleDefinition> {
     let role = |id: &str, name: &str, actions: &[&str]| RoleDefinition {
         id: id.into(),
         role_name: name.into(),
@@ -141,11 +146,7 @@ impl Policy {
     pub fn check(&self) -> Result<(), String> {
         for a in &self.role_assignments {
             let id = last_segment(&a.role_definition_id);
-            if !built_in()
-                .iter()
-                .chain(&self.role_definitions)
-                .any(|d| last_segment(&d.id) == id)
-            {
+            if !self.definitions().any(|d| last_segment(&d.id) == id) {
                 return Err(format!("the role assignment '{}' names the role definition '{id}', which does not exist", a.id));
             }
             let s = a.scope.trim();
@@ -156,12 +157,13 @@ impl Policy {
         Ok(())
     }
 
+    /// The built-in roles, then the custom ones.
+    fn definitions(&self) -> impl Iterator<Item = &RoleDefinition> {
+        built_in().iter().chain(&self.role_definitions)
+    }
+
     /// Whether `who` may do `action` on `(db, coll)`.
     fn allows(&self, who: &Identity, action: &str, db: Option<&str>, coll: Option<&str>) -> bool {
-        let defs: Vec<RoleDefinition> = built_in()
-            .into_iter()
-            .chain(self.role_definitions.clone())
-            .collect();
         self.role_assignments.iter().any(|a| {
             let mine = a.principal_id == who.oid || who.groups.contains(&a.principal_id);
             let (sdb, scoll) = scope_of(&a.scope);
@@ -171,8 +173,8 @@ impl Policy {
                 (Some(d), Some(c)) => db == Some(d) && coll == Some(c),
             };
             mine && covers
-                && defs
-                    .iter()
+                && self
+                    .definitions()
                     .filter(|d| last_segment(&d.id) == last_segment(&a.role_definition_id))
                     .flat_map(|d| &d.permissions)
                     .any(|p| {
@@ -241,14 +243,17 @@ impl Rbac {
             ))
             .with_sub_status(5300));
         };
-        let writes = actions.iter().any(|a| !is_read(a));
         let policy = self.policy.read().unwrap_or_else(|p| p.into_inner());
         for action in &actions {
-            let open = policy.role_assignments.is_empty() && !(who.read_only && writes);
-            if !open
-                && (who.read_only && writes
-                    || !policy.allows(who, action, db.as_deref(), coll.as_deref()))
-            {
+            // The read-only key's tokens read only; without assignments every principal may
+            // use the data plane (the official emulator checks no roles).
+            let allowed = if who.read_only && !is_read(action) {
+                false
+            } else {
+                policy.role_assignments.is_empty()
+                    || policy.allows(who, action, db.as_deref(), coll.as_deref())
+            };
+            if !allowed {
                 let scope = match (&db, &coll) {
                     (Some(d), Some(c)) => format!("/dbs/{d}/colls/{c}"),
                     (Some(d), None) => format!("/dbs/{d}"),
@@ -268,7 +273,7 @@ impl Rbac {
 /// `GET /_strata/rbac`: the policy, built-in roles included.
 pub fn read(app: &super::App) -> Result<super::response::Reply, CosmosError> {
     let mut p = app.rbac.get();
-    p.role_definitions.splice(0..0, built_in());
+    p.role_definitions.splice(0..0, built_in().iter().cloned());
     let v = serde_json::to_value(&p).map_err(|e| CosmosError::internal(e.to_string()))?;
     Ok(super::response::Reply::json(axum::http::StatusCode::OK, &v))
 }
@@ -281,8 +286,8 @@ pub fn replace(app: &super::App, req: &Req) -> Result<super::response::Reply, Co
             "The RBAC policy must be {{\"roleDefinitions\": [...], \"roleAssignments\": [...]}}: {e}"
         ))
     })?;
-    let builtins: Vec<String> = built_in().into_iter().map(|d| d.id).collect();
-    p.role_definitions.retain(|d| !builtins.contains(&d.id));
+    p.role_definitions
+        .retain(|d| built_in().iter().all(|b| b.id != d.id));
     app.rbac.set(p)?;
     read(app)
 }
@@ -347,10 +352,7 @@ fn data_actions(ep: &Endpoint, req: &Req) -> Option<(Vec<String>, Option<String>
         | E::Conflict { db, coll, .. } => {
             on(db, coll, vec![format!("{CONTAINERS}/manageConflicts")])
         }
-        _ => {
-            let _ = ACCOUNT;
-            None
-        }
+        _ => None,
     }
 }
 
