@@ -216,9 +216,13 @@ fn unit_ticks(p: Part) -> Option<i64> {
     })
 }
 
+/// A whole-number argument: exact when given as an integer (ticks pass 2^53).
 fn int(v: &Val<'_>) -> Option<i64> {
+    if let Some(i) = v.get().and_then(Value::as_i64) {
+        return Some(i);
+    }
     let f = v.as_f64()?;
-    (f.fract() == 0.0 && f.abs() < 9.0e15).then_some(f as i64)
+    (f.fract() == 0.0 && f.abs() < 9.2e18).then_some(f as i64)
 }
 
 fn in_range(t: i64) -> Option<i64> {
@@ -271,7 +275,7 @@ pub fn call(name: &str, a: &[Val<'_>]) -> Option<Value> {
                     t2.div_euclid(u) - t1.div_euclid(u)
                 }
             };
-            number(d as f64)
+            Some(Value::from(d))
         }
         "DATETIMEPART" => {
             let p = part(str_at(0)?)?;
@@ -336,8 +340,8 @@ pub fn call(name: &str, a: &[Val<'_>]) -> Option<Value> {
             let r = origin + (t - origin).div_euclid(unit) * unit;
             Some(Value::String(format_ticks(in_range(r)?)))
         }
-        "DATETIMETOTICKS" => number(parse(str_at(0)?)? as f64),
-        "DATETIMETOTIMESTAMP" => number(parse(str_at(0)?)?.div_euclid(10_000) as f64),
+        "DATETIMETOTICKS" => Some(Value::from(parse(str_at(0)?)?)),
+        "DATETIMETOTIMESTAMP" => Some(Value::from(parse(str_at(0)?)?.div_euclid(10_000))),
         "TICKSTODATETIME" => {
             let t = int(&a[0])?;
             Some(Value::String(format_ticks(in_range(t)?)))

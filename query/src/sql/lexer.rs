@@ -68,6 +68,8 @@ pub enum Tok {
     Kw(&'static str),
     Str(String),
     Num(f64),
+    /// An integer literal beyond 2^53, exact.
+    Int(i64),
     /// `@name`
     Param(String),
     Comma,
@@ -111,6 +113,7 @@ impl Tok {
             Tok::Kw(k) => k.to_lowercase(),
             Tok::Str(s) => format!("\"{s}\""),
             Tok::Num(n) => n.to_string(),
+            Tok::Int(i) => i.to_string(),
             Tok::Param(p) => format!("@{p}"),
             Tok::Eof => "end of query".into(),
             other => symbol(other).into(),
@@ -218,12 +221,13 @@ pub fn tokenize(sql: &str) -> Result<Vec<Token>, QueryError> {
                     None => Tok::Ident(w.value),
                 }
             }
-            SqlToken::Number(n, _) => {
-                let v: f64 = n.parse().map_err(|_| {
+            SqlToken::Number(n, _) => match n.parse::<i64>() {
+                // Past 2^53 a double cannot hold every integer: kept exact.
+                Ok(i) if i.unsigned_abs() >= 1 << 53 => Tok::Int(i),
+                _ => Tok::Num(n.parse().map_err(|_| {
                     QueryError::syntax(format!("The number '{n}' is not valid."), span)
-                })?;
-                Tok::Num(v)
-            }
+                })?),
+            },
             SqlToken::SingleQuotedString(s) | SqlToken::DoubleQuotedString(s) => {
                 Tok::Str(unescape(&s).map_err(|m| QueryError::syntax(m, span))?)
             }

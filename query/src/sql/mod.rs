@@ -325,6 +325,47 @@ mod tests {
     }
 
     #[test]
+    fn integers_stay_exact_past_two_to_the_53() {
+        let doc = [json!({"id": "1", "t": 17955216001234567_i64})];
+        let one = |sql: &str| run(sql, &doc).into_iter().next().unwrap_or(Value::Null);
+        assert_eq!(
+            one("SELECT VALUE 9007199254740993 FROM c"),
+            json!(9007199254740993_i64)
+        );
+        assert_eq!(
+            one("SELECT VALUE 9007199254740993 + 2 FROM c"),
+            json!(9007199254740995_i64)
+        );
+        assert_eq!(
+            one("SELECT VALUE -9007199254740993 * 3 FROM c"),
+            json!(-27021597764222979_i64)
+        );
+        assert_eq!(
+            one("SELECT VALUE 9007199254740993 = 9007199254740992 FROM c"),
+            json!(false)
+        );
+        assert_eq!(one("SELECT VALUE c.t % 10 FROM c"), json!(7));
+        // DateTime ticks (~1.8e16 today) round-trip exactly.
+        assert_eq!(
+            one("SELECT VALUE DateTimeToTicks('2026-11-24T12:00:00.1234567Z') FROM c"),
+            json!(17955216001234567_i64)
+        );
+        assert_eq!(
+            one("SELECT VALUE TicksToDateTime(c.t + 1) FROM c"),
+            json!("2026-11-24T12:00:00.1234568Z")
+        );
+        assert_eq!(
+            one("SELECT VALUE TicksToDateTime(DateTimeToTicks('2026-11-24T12:00:00.1234567Z')) FROM c"),
+            json!("2026-11-24T12:00:00.1234567Z")
+        );
+        // Past 64 bits, doubles as before.
+        assert_eq!(
+            one("SELECT VALUE 9223372036854775807 + 1 FROM c"),
+            json!(9223372036854775808.0)
+        );
+    }
+
+    #[test]
     fn end_to_end_over_documents() {
         let docs = vec![
             json!({"id": "1", "n": 3, "tags": ["a", "b"], "g": "x"}),

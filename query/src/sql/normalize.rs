@@ -31,6 +31,7 @@ pub fn shape(text: &str) -> Option<(String, Vec<(String, Value)>)> {
             }
             Tok::Str(s) => literal(&mut values, Value::String(s.clone())),
             Tok::Num(n) => literal(&mut values, number_value(*n)),
+            Tok::Int(i) => literal(&mut values, Value::from(*i)),
             Tok::Kw(k) => (*k).to_string(),
             other => other.describe(),
         };

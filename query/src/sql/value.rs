@@ -140,7 +140,10 @@ pub fn order_cmp(a: Option<&Value>, b: Option<&Value>) -> Ordering {
 /// two nulls; anything else is undefined.
 pub fn compare(a: &Value, b: &Value) -> Option<Ordering> {
     match (a, b) {
-        (Value::Number(x), Value::Number(y)) => x.as_f64()?.partial_cmp(&y.as_f64()?),
+        (Value::Number(x), Value::Number(y)) => match (x.as_i64(), y.as_i64()) {
+            (Some(p), Some(q)) => Some(p.cmp(&q)),
+            _ => x.as_f64()?.partial_cmp(&y.as_f64()?),
+        },
         (Value::String(x), Value::String(y)) => Some(x.cmp(y)),
         (Value::Bool(x), Value::Bool(y)) => Some(x.cmp(y)),
         (Value::Null, Value::Null) => Some(Ordering::Equal),
@@ -148,11 +151,14 @@ pub fn compare(a: &Value, b: &Value) -> Option<Ordering> {
     }
 }
 
-/// Equality for `=`: deep for arrays and objects, numbers compared as doubles; `None` when the
-/// types differ (which makes the comparison undefined).
+/// Equality for `=`: deep for arrays and objects, numbers compared as doubles (two integers
+/// exactly); `None` when the types differ (which makes the comparison undefined).
 pub fn equals(a: &Value, b: &Value) -> Option<bool> {
     match (a, b) {
-        (Value::Number(x), Value::Number(y)) => Some(x.as_f64() == y.as_f64()),
+        (Value::Number(x), Value::Number(y)) => match (x.as_i64(), y.as_i64()) {
+            (Some(p), Some(q)) => Some(p == q),
+            _ => Some(x.as_f64() == y.as_f64()),
+        },
         (Value::String(x), Value::String(y)) => Some(x == y),
         (Value::Bool(x), Value::Bool(y)) => Some(x == y),
         (Value::Null, Value::Null) => Some(true),

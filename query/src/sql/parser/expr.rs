@@ -234,6 +234,9 @@ impl Parser {
         let e = self.nested(Self::unary)?;
         // Fold negative number literals so `-1` is a constant.
         if let (UnOp::Neg, Expr::Lit(Value::Number(n))) = (op, &e) {
+            if let Some(i) = n.as_i64().filter(|i| i.unsigned_abs() >= 1 << 53) {
+                return Ok(Expr::Lit(Value::from(-i)));
+            }
             if let Some(f) = n.as_f64() {
                 return Ok(Expr::Lit(num(-f)));
             }
@@ -275,6 +278,10 @@ impl Parser {
             Tok::Num(n) => {
                 self.bump();
                 Ok(Expr::Lit(num(n)))
+            }
+            Tok::Int(i) => {
+                self.bump();
+                Ok(Expr::Lit(Value::from(i)))
             }
             Tok::Str(s) => {
                 self.bump();

@@ -360,6 +360,10 @@ impl Parser {
                 self.bump();
                 Ok(Expr::Lit(num(n)))
             }
+            Tok::Int(i) => {
+                self.bump();
+                Ok(Expr::Lit(Value::from(i)))
+            }
             Tok::Param(p) => {
                 self.bump();
                 Ok(Expr::Param(p))
