@@ -54,20 +54,6 @@ fn num_val<'a>(f: f64) -> Val<'a> {
     Val::from_opt(value::number(f))
 }
 
-/// `+ - * %` of two integers, exact over all of 64 bits as in the service (`None`: not two
-/// integers, or the result does not fit, and the operator works in doubles).
-fn exact_integer(op: BinOp, x: &Value, y: &Value) -> Option<i64> {
-    let (i, j) = (x.as_i64()?, y.as_i64()?);
-    match op {
-        BinOp::Add => i.checked_add(j),
-        BinOp::Sub => i.checked_sub(j),
-        BinOp::Mul => i.checked_mul(j),
-        // A zero remainder of a negative dividend is -0 in doubles: left to them.
-        BinOp::Mod if j != 0 => i.checked_rem(j).filter(|r| *r != 0 || i >= 0),
-        _ => None,
-    }
-}
-
 /// JavaScript's ToInt32, which Cosmos's bitwise operators follow.
 fn to_i32(f: f64) -> Option<i32> {
     if !f.is_finite() {
@@ -389,7 +375,7 @@ fn binary<'e>(op: BinOp, a: &'e Expr, b: &'e Expr, env: EnvRef<'e>, cx: &Ctx) ->
             _ => Val::Undef,
         },
         _ => {
-            if let Some(r) = exact_integer(op, xv, yv) {
+            if let Some(r) = super::arith::exact_integer(op, xv, yv) {
                 return Ok(Val::Own(Value::from(r)));
             }
             let (Some(p), Some(q)) = (value::as_number(xv), value::as_number(yv)) else {

@@ -6,6 +6,7 @@
 //! [`PreparedQuery::eval_doc`] or [`PreparedQuery::accumulate_doc`]; this crate does no I/O.
 
 pub mod aggregate;
+pub mod arith;
 pub mod ast;
 pub mod bind;
 pub mod computed;
