@@ -521,6 +521,63 @@ async fn the_advise_endpoints_answer_and_refuse_in_cosmos_shape() {
     let sample = s.get("/_strata/containers/app/sessions/queries", &[]).await;
     assert_eq!(sample.json["queries"], json!([]));
 
+    // A sample: at most 50 items read, sizes scaled to the 200 stored, and said so.
+    let sampled = |extra: &[&str]| -> Vec<String> {
+        [
+            "advise",
+            "app/sessions",
+            "--key",
+            "/UserId",
+            "--sample",
+            "50",
+            "--from",
+            &s.url,
+        ]
+        .iter()
+        .chain(extra)
+        .map(|x| x.to_string())
+        .collect()
+    };
+    let (ok, out, err) = strata_async(sampled(&["--json"])).await;
+    assert!(ok, "{err}");
+    let advice: Value = serde_json::from_str(&out).unwrap();
+    assert!(
+        advice["itemsRead"].as_u64().unwrap() <= 50,
+        "{}",
+        advice["itemsRead"]
+    );
+    assert_eq!(advice["source"]["itemsTotal"], 200);
+    assert!(advice["settings"]["scale"].as_f64().unwrap() >= 4.0);
+    let (ok, text, _) = strata_async(sampled(&[])).await;
+    assert!(ok && text.contains("of 200 items read (a sample"), "{text}");
+
+    // An empty container: every key measured, nothing failed for want of items.
+    s.setup(
+        "app",
+        "empty",
+        json!({"paths": ["/TenantId"], "kind": "Hash", "version": 2}),
+    )
+    .await;
+    let r = s
+        .post(
+            "/_strata/containers/app/empty/advise",
+            &[],
+            json!({"keys": ["/UserId"]}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(r.json["itemsRead"], 0);
+    for c in r.json["candidates"].as_array().unwrap() {
+        assert!(
+            c["checks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|k| k["ok"] == true),
+            "{c}"
+        );
+    }
+
     // The command line refuses what it cannot use, with a reason and exit status 1.
     let (ok, _, err) = strata_async(vec![
         "advise".into(),

@@ -28,6 +28,13 @@ pub fn definition(paths: &[String]) -> Result<PartitionKeyDefinition, String> {
     PartitionKeyDefinition::new(&refs, kind, 2).map_err(|e| e.to_string())
 }
 
+/// How many of at most `limit` items range `k` of `ranges` gives: `limit` shared out, the
+/// first ranges taking one more when it does not divide.
+pub fn share(limit: u64, ranges: usize, k: usize) -> u64 {
+    let n = ranges.max(1) as u64;
+    limit / n + u64::from((k as u64) < limit % n)
+}
+
 /// Parses `/a,/b,/c` into paths (one to three).
 pub fn parse_key(text: &str) -> Result<Vec<String>, String> {
     let paths: Vec<String> = text.split(',').map(|p| p.trim().to_string()).collect();
@@ -211,4 +218,19 @@ fn copy_command(best: &Assessment, source: &Source) -> String {
         }
     }
     cmd
+}
+
+#[cfg(test)]
+mod tests {
+    use super::share;
+
+    #[test]
+    fn a_sample_is_shared_out_exactly() {
+        assert_eq!(
+            (0..3).map(|k| share(50, 3, k)).collect::<Vec<_>>(),
+            [17, 17, 16]
+        );
+        assert_eq!(share(u64::MAX, 4, 0), u64::MAX / 4 + 1);
+        assert_eq!(share(5, 0, 0), 5);
+    }
 }

@@ -9,7 +9,7 @@
 use super::request::Req;
 use super::response::Reply;
 use super::App;
-use crate::advise::advice::{definition, parse_key, Advisor, Source};
+use crate::advise::advice::{definition, parse_key, share, Advisor, Source};
 use crate::advise::model::Settings;
 use crate::error::CosmosError;
 use crate::store::container::Container;
@@ -113,8 +113,8 @@ pub async fn advise(app: &App, req: &Req, db: &str, coll: &str) -> Result<Reply,
 /// partitions of the current key, in EPK order).
 fn read_items(c: &Container, limit: u64, a: &mut Advisor) -> Result<(), CosmosError> {
     let ranges = c.partitions().ranges;
-    let per_range = limit.div_ceil(ranges.len().max(1) as u64);
-    for r in &ranges {
+    for (k, r) in ranges.iter().enumerate() {
+        let per_range = share(limit, ranges.len(), k);
         let mut after = None;
         let mut taken = 0u64;
         while taken < per_range {

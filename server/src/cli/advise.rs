@@ -5,7 +5,7 @@
 //! enter the sample — and the query sample (strata's `/_strata/…/queries`, or a file), then
 //! prints the advice.
 
-use crate::advise::advice::{definition, parse_key, Advisor, Source};
+use crate::advise::advice::{definition, parse_key, share, Advisor, Source};
 use crate::advise::model::Settings;
 use crate::advise::sample::{self, ContainerSample, Shape};
 use crate::transfer::progress::Progress;
@@ -162,10 +162,11 @@ async fn read_items(
     a: &mut Advisor,
 ) -> Result<(), String> {
     let ranges = c.feed_ranges().await.map_err(|e| e.to_string())?;
-    let per_range = limit.div_ceil(ranges.len().max(1) as u64);
+    let count = ranges.len();
     let mut progress = Progress::new("items read", total.map(|t| t.min(limit)));
     progress.set_phase("reading");
-    for r in ranges {
+    for (k, r) in ranges.into_iter().enumerate() {
+        let per_range = share(limit, count, k);
         let mut feed = c.change_feed::<Value>(ChangeFeedOptions {
             start: ChangeFeedStart::Beginning,
             feed_range: Some(r),
@@ -179,12 +180,12 @@ async fn read_items(
             if page.items.is_empty() {
                 break;
             }
-            let n = page.items.len() as u64;
-            for doc in page.items.iter().take((per_range - taken) as usize) {
+            let n = (page.items.len() as u64).min(per_range - taken);
+            for doc in page.items.iter().take(n as usize) {
                 a.add(doc);
             }
             taken += n;
-            progress.add(n.min(per_range), 0, 0);
+            progress.add(n, 0, 0);
         }
     }
     eprintln!("{}", progress.finish());
