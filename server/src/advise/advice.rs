@@ -35,17 +35,9 @@ pub fn share(limit: u64, ranges: usize, k: usize) -> u64 {
     limit / n + u64::from((k as u64) < limit % n)
 }
 
-/// Parses `/a,/b,/c` into paths (one to three).
+/// Parses `/a,/b,/c` into paths (one to three), as `strata copy --partition-key` does.
 pub fn parse_key(text: &str) -> Result<Vec<String>, String> {
-    let paths: Vec<String> = text.split(',').map(|p| p.trim().to_string()).collect();
-    if paths.is_empty()
-        || paths.len() > 3
-        || paths.iter().any(|p| !p.starts_with('/') || p.len() < 2)
-    {
-        return Err(format!(
-            "the partition key '{text}' must be one to three paths such as /TenantId,/UserId,/SessionId"
-        ));
-    }
+    let paths = crate::transfer::copy::key_paths(text)?;
     definition(&paths)?;
     Ok(paths)
 }

@@ -108,6 +108,18 @@ fn default_parallel() -> u16 {
     DEFAULT_PARALLEL
 }
 
+/// The paths of `--partition-key /a,/b,/c`: one to three (`strata advise` takes candidate
+/// keys the same way, so the command it prints is one copy accepts).
+pub fn key_paths(text: &str) -> Result<Vec<String>, String> {
+    let paths: Vec<String> = text.split(',').map(|p| p.trim().to_string()).collect();
+    if paths.len() > 3 || paths.iter().any(|p| !p.starts_with('/') || p.len() < 2) {
+        return Err(format!(
+            "the partition key '{text}' must be one to three paths such as /TenantId,/UserId,/SessionId"
+        ));
+    }
+    Ok(paths)
+}
+
 fn split(what: &str, s: &str) -> Result<(String, String), String> {
     match s.split_once('/') {
         Some((d, c)) if !d.is_empty() && !c.is_empty() && !c.contains('/') => {
@@ -142,19 +154,12 @@ impl CopySpec {
         let key = match &self.partition_key {
             None => None,
             Some(pk) => {
-                let paths: Vec<&str> = pk.split(',').map(str::trim).collect();
-                if paths.is_empty()
-                    || paths.len() > 3
-                    || paths.iter().any(|p| !p.starts_with('/') || p.len() < 2)
-                {
-                    return Err(format!(
-                        "the partition key '{pk}' must be one to three paths such as /TenantId,/UserId,/SessionId"
-                    ));
-                }
+                let paths = key_paths(pk)?;
                 Some(if paths.len() == 1 {
-                    PartitionKeyDefinition::new(paths[0])
+                    PartitionKeyDefinition::new(&paths[0])
                 } else {
-                    PartitionKeyDefinition::hierarchical(paths).map_err(|e| e.to_string())?
+                    PartitionKeyDefinition::hierarchical(paths.iter().map(String::as_str))
+                        .map_err(|e| e.to_string())?
                 })
             }
         };
