@@ -259,7 +259,12 @@ fn record(
         .header(header::PARTITION_KEY)
         .and_then(|h| serde_json::from_str::<Value>(h).ok());
     let visited = plan.partition_ids().len();
-    let whole = if partition_key.is_some() || plan.routing.route == sql::route_plan::Route::Single {
+    // The query's own route: a later page (which adds only its charge), or a request the
+    // header or WHERE scopes to one key, needs no second planning.
+    let whole = if later_page
+        || partition_key.is_some()
+        || plan.routing.route == sql::route_plan::Route::Single
+    {
         plan.routing.clone()
     } else {
         exec::route(c, &plan.query, &sql::route_plan::RequestScope::whole())
