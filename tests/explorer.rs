@@ -38,6 +38,10 @@ async fn the_explorer_in_a_browser() {
             partition_split_bytes: 64 * 1024,
             ..Limits::default()
         }),
+        regions: Some(
+            strata_server::regions::RegionsConfig::parse("West US,East US", false)
+                .expect("regions"),
+        ),
         ..Default::default()
     })
     .await;
@@ -86,6 +90,10 @@ async fn the_explorer_in_a_browser() {
         "t1 has 4 users; opened first (typed in the explorer)"
     );
     assert_eq!(line("edited: "), "edited in the explorer");
+    assert_eq!(
+        line("regions: "),
+        "East US unavailable; then none; after failover West US reads, East US writes and reads"
+    );
     assert!(line("deleted: ").starts_with("i0 gone"), "{text}");
     assert_eq!(
         line("closed explorer: "),

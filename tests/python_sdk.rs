@@ -110,3 +110,19 @@ async fn a_reader_identity_is_denied_a_write() {
     );
     s.stop().await;
 }
+
+/// The README's failover example: reads leave a failed region, writes follow a failover.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sdk_fails_over_between_regions() {
+    let s = TestServer::start_with(Options {
+        regions: Some(
+            strata_server::regions::RegionsConfig::parse("West US,East US", false)
+                .expect("regions"),
+        ),
+        ..Default::default()
+    })
+    .await;
+    let out = script(&s, "regions_failover.py", vec![]).await;
+    assert!(out.contains("ok"), "{out}");
+    s.stop().await;
+}

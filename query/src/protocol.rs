@@ -95,6 +95,8 @@ pub mod header {
     /// strata's own: the query's plan as an indented tree, one line per operator, with line
     /// breaks written `\n` (see [`super::unescape_plan`]).
     pub const QUERY_PLAN: &str = "x-strata-query-plan";
+    /// Set on a request one strata process forwards to the process serving a shared store.
+    pub const FORWARDED: &str = "x-strata-forwarded";
 }
 
 /// A decoded account key, kept as an HMAC state already keyed with it: every request is

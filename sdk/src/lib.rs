@@ -82,6 +82,7 @@ mod pipeline;
 mod processor;
 mod query;
 mod read_many;
+mod regions;
 mod retry;
 mod scripts;
 mod session;

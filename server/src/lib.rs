@@ -14,8 +14,12 @@
 //! * [`throughput`]: request charges and throttling.
 //! * [`transfer`]: `strata copy`, `export`, `import` over the Cosmos protocol, and copy jobs.
 //! * [`vector`]: vector indexes (distance kernels, quantization, a Vamana graph) in memory.
+//! * [`regions`]: the account's regions (`--regions`), each on its own port, with injected
+//!   faults and failover.
 //! * [`net`]: listening (HTTP and HTTPS) and graceful shutdown; [`connections`]: which are
 //!   idle, so that at the connection limit the oldest idle one makes room.
+//! * [`follower`]: several processes over one PostgreSQL store: the one holding its lock
+//!   serves, the others forward to it and take over when it stops.
 //! * [`cli`]: the `strata` command line.
 
 pub mod advise;
@@ -24,8 +28,10 @@ pub mod cli;
 pub mod connections;
 pub mod error;
 pub mod exec;
+pub mod follower;
 pub mod items;
 pub mod net;
+pub mod regions;
 pub mod script;
 pub mod store;
 pub mod throughput;

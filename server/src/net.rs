@@ -2,7 +2,7 @@
 //! graceful shutdown (stop accepting, let in-flight requests finish, flush storage).
 
 use crate::api::{self, auth::MasterKey, ApiOptions, App};
-use crate::store::{Store, StoreConfig};
+use crate::store::{kv::KvError, Store, StoreConfig, StoreError};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
@@ -51,6 +51,8 @@ pub struct ServerConfig {
     pub disable_local_auth: bool,
     /// Where the RBAC policy is kept (default: `rbac.json` in the data folder, if any).
     pub rbac: Option<PathBuf>,
+    /// The account's regions, each served on its own port from `port` up (one by default).
+    pub regions: crate::regions::RegionsConfig,
 }
 
 /// Bounds on clients, so that slow, idle or numerous connections cannot exhaust the server.
@@ -96,6 +98,7 @@ impl Default for ServerConfig {
             queries: Default::default(),
             disable_local_auth: false,
             rbac: None,
+            regions: Default::default(),
         }
     }
 }
@@ -119,6 +122,25 @@ fn token_key(dir: Option<&Path>) -> Result<strata_query::sql::token::TokenKey, B
         std::fs::write(&tmp, k)?;
         std::fs::rename(&tmp, p)?;
     }
+    Ok(TokenKey::new(k))
+}
+
+/// The continuation-token key of a shared store: kept in the store, so that tokens (and copy
+/// jobs' sealed keys) handed out by one process stay valid in every other and after a
+/// takeover. The first process to start writes it; a concurrent first start keeps one.
+async fn shared_token_key(url: &str) -> Result<strata_query::sql::token::TokenKey, BoxError> {
+    use crate::store::kv::postgres::{read_meta, write_meta_once};
+    use strata_query::sql::token::TokenKey;
+    let mut k = [0u8; 32];
+    getrandom::fill(&mut k).map_err(|e| format!("no randomness for the token key: {e}"))?;
+    let hex: String = k.iter().map(|b| format!("{b:02x}")).collect();
+    write_meta_once(url, "token_key", &hex).await?;
+    let stored = read_meta(url, "token_key").await?.unwrap_or_default();
+    let bytes: Vec<u8> = (0..stored.len() / 2)
+        .filter_map(|i| u8::from_str_radix(stored.get(2 * i..2 * i + 2)?, 16).ok())
+        .collect();
+    let k = <[u8; 32]>::try_from(bytes.as_slice())
+        .map_err(|_| "the token key in the store's strata.meta is not 64 hex digits")?;
     Ok(TokenKey::new(k))
 }
 
@@ -164,13 +186,25 @@ impl Throttled {
 
 /// A running server.
 pub struct Running {
+    /// The first region's address (the only one unless `--regions`).
     pub addr: SocketAddr,
+    /// Every region's address, in the order the regions were named.
+    pub regions: Vec<SocketAddr>,
     pub tls: bool,
-    pub store: Store,
-    jobs: crate::transfer::jobs::Jobs,
-    queries: crate::advise::sample::QuerySample,
+    /// The store and what runs over it; empty while another process serves a shared store
+    /// (this one forwards to it, see [`crate::follower`]).
+    served: Arc<std::sync::Mutex<Option<Served>>>,
+    /// Ends the wait for a shared store's lock.
+    stop_waiting: Arc<std::sync::atomic::AtomicBool>,
     stop_tx: watch::Sender<bool>,
     task: JoinHandle<Result<(), String>>,
+}
+
+/// A store being served, with the copy jobs and the query sample over it.
+struct Served {
+    store: Store,
+    jobs: crate::transfer::jobs::Jobs,
+    queries: crate::advise::sample::QuerySample,
 }
 
 impl Running {
@@ -180,143 +214,292 @@ impl Running {
         format!("{scheme}://{}/", self.addr)
     }
 
+    /// The store this process serves (`None` while it forwards to another process).
+    pub fn store(&self) -> Option<Store> {
+        lock(&self.served).as_ref().map(|s| s.store.clone())
+    }
+
     /// Stops accepting, waits for in-flight requests (up to 10 s), flushes storage.
     pub async fn stop(self) -> Result<(), String> {
+        self.stop_waiting
+            .store(true, std::sync::atomic::Ordering::Release);
         // Copy jobs stop first (they talk to this server) and resume at the next start.
-        self.jobs.stop_all();
+        let queries = lock(&self.served).as_ref().map(|s| {
+            s.jobs.stop_all();
+            s.queries.clone()
+        });
         let _ = self.stop_tx.send(true);
-        let served = self.task.await.map_err(|e| e.to_string())?;
-        if let Err(e) = self.queries.flush() {
+        let stopped = self.task.await.map_err(|e| e.to_string())?;
+        if let Some(Err(e)) = queries.map(|q| q.flush()) {
             tracing::warn!(error = %e, "query sample not saved");
         }
-        served
+        stopped
     }
 }
 
-/// Opens the store and starts serving. Returns once the listener is bound.
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Opens the store and starts serving. Returns once the listener is bound. With a shared
+/// store another process may be serving already: this one then forwards to it and takes
+/// over when it stops ([`crate::follower`]).
 pub async fn start(cfg: ServerConfig) -> Result<Running, BoxError> {
-    let store_cfg = cfg.store.clone();
-    let store = tokio::task::spawn_blocking(move || Store::open(store_cfg)).await??;
-    let (app, acceptor, jobs) = build_app(&cfg, store.clone())?;
-    // Resume splits that a raised throughput still calls for (e.g. after a restart).
-    for c in store.all_containers() {
-        store.maybe_split(&c);
+    let (acceptor, cert_pem) = match &cfg.tls {
+        None => (None, None),
+        Some(t) => {
+            let (a, pem) = tls_acceptor(t)?;
+            (Some(a), Some(pem))
+        }
+    };
+    // One listener per region (one unless --regions), on consecutive ports.
+    let mut listeners = Vec::new();
+    for i in 0..cfg.regions.names.len().max(1) {
+        let port = match cfg.port {
+            0 => 0,
+            p => u16::try_from(usize::from(p) + i)
+                .map_err(|_| format!("no port {p} + {i} for region {}", i + 1))?,
+        };
+        listeners.push(TcpListener::bind((cfg.host.as_str(), port)).await?);
     }
-    store.spawn_ttl_sweeper(Duration::from_secs(1));
-    let listener = TcpListener::bind((cfg.host.as_str(), cfg.port)).await?;
-    let addr = listener.local_addr()?;
-    let queries = app.queries.clone();
-    queries.spawn_flusher();
-    let router = api::router(app);
-    let (stop_tx, mut stop_rx) = watch::channel(false);
-    let task_store = store.clone();
+    let addrs = listeners
+        .iter()
+        .map(|l| l.local_addr())
+        .collect::<Result<Vec<_>, _>>()?;
+    let addr = addrs[0];
     let tls = acceptor.is_some();
+    let site = Site {
+        cfg: cfg.clone(),
+        addrs: addrs.clone(),
+        cert_pem,
+        served: Arc::default(),
+    };
+    let stop_waiting = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let store_cfg = cfg.store.clone();
+    let router = match tokio::task::spawn_blocking(move || Store::open(store_cfg)).await? {
+        Ok(store) => match site.serve(store.clone()).await {
+            Ok(router) => router,
+            Err(e) => {
+                let _ = tokio::task::spawn_blocking(move || store.shutdown()).await;
+                return Err(e);
+            }
+        },
+        Err(StoreError::Engine(KvError::Held)) => {
+            tracing::info!("another strata process serves this store: forwarding requests to it, and taking over when it stops");
+            let url = cfg.store.postgres.clone().unwrap_or_default();
+            let front = crate::follower::Front::new(
+                &url,
+                cfg.connections.body_timeout,
+                site.cert_pem.as_deref(),
+            )?;
+            let (site, store_cfg) = (site.clone(), cfg.store.clone());
+            tokio::spawn(crate::follower::take_over(
+                Arc::clone(&front),
+                url,
+                store_cfg,
+                Arc::clone(&stop_waiting),
+                move |store| {
+                    let site = site.clone();
+                    async move { site.serve(store).await.map_err(|e| e.to_string()) }
+                },
+            ));
+            crate::follower::router(front)
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let (stop_tx, stop_rx) = watch::channel(false);
     let limits = cfg.connections.clone();
     let max_connections = connection_budget(limits.max);
     tracing::debug!(max_connections, "connection limit");
-    let permits = Arc::new(Semaphore::new(max_connections));
-    let registry = Arc::new(crate::connections::Registry::default());
+    let shared = Arc::new(Accepting {
+        router,
+        acceptor,
+        limits,
+        max_connections,
+        permits: Arc::new(Semaphore::new(max_connections)),
+        registry: Arc::new(crate::connections::Registry::default()),
+    });
+    let served = Arc::clone(&site.served);
     let task = tokio::spawn(async move {
         let graceful = GracefulShutdown::new();
-        let mut accept_failed = Throttled::new();
-        let mut at_limit = Throttled::new();
-        loop {
-            let (stream, _) = tokio::select! {
-                res = listener.accept() => match res {
-                    Ok(s) => s,
-                    Err(e) => {
-                        if let Some(held) = accept_failed.due() {
-                            tracing::warn!(error = %e, held_back = held, "accept failed");
-                        }
-                        tokio::time::sleep(Duration::from_millis(20)).await;
-                        continue;
-                    }
-                },
-                _ = stop_rx.changed() => break,
-            };
-            // One permit per connection. At the limit, the newcomer (whose socket the
-            // descriptors kept in reserve cover) gets the place of the connection idle the
-            // longest, or waits for one to close; further clients wait in the backlog.
-            let permit = match Arc::clone(&permits).try_acquire_owned() {
-                Ok(p) => p,
-                Err(_) => {
-                    let closed_idle = registry.close_oldest_idle();
-                    if let Some(held) = at_limit.due() {
-                        tracing::warn!(
-                            max_connections,
-                            held_back = held,
-                            closed_idle,
-                            "connection limit reached; new clients take the place of the connections idle the longest, or wait for one to close"
-                        );
-                    }
-                    tokio::select! {
-                        p = Arc::clone(&permits).acquire_owned() => match p {
-                            Ok(p) => p,
-                            Err(_) => break,
-                        },
-                        _ = stop_rx.changed() => break,
-                    }
-                }
-            };
-            let _ = stream.set_nodelay(true);
-            let (id, activity) = registry.add();
-            let svc = tracked(router.clone(), &registry, &activity);
-            let watcher = graceful.watcher();
-            let acceptor = acceptor.clone();
-            let limits = limits.clone();
-            let registry = Arc::clone(&registry);
-            tokio::spawn(async move {
-                let _permit = permit;
-                let served = serve(stream, acceptor, &limits, svc, watcher);
-                // Closed by the accept loop (idle, at the limit): dropping it closes it.
-                tokio::select! {
-                    _ = served => {}
-                    _ = activity.close.notified() => {}
-                }
-                registry.remove(id);
-            });
-        }
-        drop(listener);
+        futures::future::join_all(
+            listeners
+                .into_iter()
+                .enumerate()
+                .map(|(region, l)| accept_loop(l, region, &shared, &graceful, stop_rx.clone())),
+        )
+        .await;
         if tokio::time::timeout(Duration::from_secs(10), graceful.shutdown())
             .await
             .is_err()
         {
             tracing::warn!("some connections did not finish within 10 s of shutdown");
         }
-        let s = task_store.clone();
-        tokio::task::spawn_blocking(move || s.shutdown())
+        let Some(store) = lock(&served).as_ref().map(|s| s.store.clone()) else {
+            return Ok(());
+        };
+        tokio::task::spawn_blocking(move || store.shutdown())
             .await
             .map_err(|e| e.to_string())?
             .map_err(|e| e.to_string())
     });
-    // Jobs reach this server over loopback, as any client would.
-    let loopback = loopback_of(addr);
-    let scheme = if tls { "https" } else { "http" };
-    jobs.start(&format!("{scheme}://{loopback}/"), &cfg.key);
     Ok(Running {
         addr,
+        regions: addrs,
         tls,
-        store,
-        jobs,
-        queries,
+        served: site.served,
+        stop_waiting,
         stop_tx,
         task,
     })
 }
 
+/// What serving a store needs besides the store: the configuration, the bound addresses and
+/// the certificate; and where the served store is kept.
+#[derive(Clone)]
+struct Site {
+    cfg: ServerConfig,
+    addrs: Vec<SocketAddr>,
+    cert_pem: Option<Vec<u8>>,
+    served: Arc<std::sync::Mutex<Option<Served>>>,
+}
+
+impl Site {
+    /// Starts serving `store`: the API's router, background work (splits a raised
+    /// throughput calls for, TTL sweeps, copy jobs, the query sample), and on a shared store
+    /// this process's address for the others.
+    async fn serve(&self, store: Store) -> Result<axum::Router, BoxError> {
+        let cfg = &self.cfg;
+        let (app, jobs) = build_app(cfg, store.clone(), self.cert_pem.clone()).await?;
+        for (i, a) in self.addrs.iter().enumerate() {
+            app.regions.set_port(i, a.port());
+        }
+        // Resume splits that a raised throughput still calls for (e.g. after a restart).
+        for c in store.all_containers() {
+            store.maybe_split(&c);
+        }
+        store.spawn_ttl_sweeper(Duration::from_secs(1));
+        let queries = app.queries.clone();
+        queries.spawn_flusher();
+        let router = api::router(app);
+        // Jobs reach this server over loopback, as any client would.
+        let scheme = if cfg.tls.is_some() { "https" } else { "http" };
+        jobs.start(
+            &format!("{scheme}://{}/", loopback_of(self.addrs[0])),
+            &cfg.key,
+        );
+        if let Some(url) = &cfg.store.postgres {
+            let host = cfg.public_host.clone().unwrap_or_else(|| cfg.host.clone());
+            let host = match host.parse::<std::net::IpAddr>() {
+                Ok(ip) if ip.is_unspecified() => {
+                    loopback_of(SocketAddr::new(ip, 0)).ip().to_string()
+                }
+                Ok(std::net::IpAddr::V6(ip)) => format!("[{ip}]"),
+                _ => host,
+            };
+            let endpoints: Vec<String> = self
+                .addrs
+                .iter()
+                .map(|a| format!("{scheme}://{host}:{}/", a.port()))
+                .collect();
+            crate::follower::register(url, &endpoints).await?;
+        }
+        *lock(&self.served) = Some(Served {
+            store,
+            jobs,
+            queries,
+        });
+        Ok(router)
+    }
+}
+
+/// What every region's accept loop shares: the router, TLS, and one connection budget.
+struct Accepting {
+    router: axum::Router,
+    acceptor: Option<tokio_rustls::TlsAcceptor>,
+    limits: Connections,
+    max_connections: usize,
+    permits: Arc<Semaphore>,
+    registry: Arc<crate::connections::Registry>,
+}
+
+/// Accepts connections for one region until the server stops; each is served with the
+/// region's number in its requests' extensions.
+async fn accept_loop(
+    listener: TcpListener,
+    region: usize,
+    shared: &Accepting,
+    graceful: &GracefulShutdown,
+    mut stop_rx: watch::Receiver<bool>,
+) {
+    let mut accept_failed = Throttled::new();
+    let mut at_limit = Throttled::new();
+    let max_connections = shared.max_connections;
+    loop {
+        let (stream, _) = tokio::select! {
+            res = listener.accept() => match res {
+                Ok(s) => s,
+                Err(e) => {
+                    if let Some(held) = accept_failed.due() {
+                        tracing::warn!(error = %e, held_back = held, "accept failed");
+                    }
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    continue;
+                }
+            },
+            _ = stop_rx.changed() => break,
+        };
+        // One permit per connection. At the limit, the newcomer (whose socket the
+        // descriptors kept in reserve cover) gets the place of the connection idle the
+        // longest, or waits for one to close; further clients wait in the backlog.
+        let permit = match Arc::clone(&shared.permits).try_acquire_owned() {
+            Ok(p) => p,
+            Err(_) => {
+                let closed_idle = shared.registry.close_oldest_idle();
+                if let Some(held) = at_limit.due() {
+                    tracing::warn!(
+                        max_connections,
+                        held_back = held,
+                        closed_idle,
+                        "connection limit reached; new clients take the place of the connections idle the longest, or wait for one to close"
+                    );
+                }
+                tokio::select! {
+                    p = Arc::clone(&shared.permits).acquire_owned() => match p {
+                        Ok(p) => p,
+                        Err(_) => break,
+                    },
+                    _ = stop_rx.changed() => break,
+                }
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let (id, activity) = shared.registry.add();
+        let svc = tracked(shared.router.clone(), region, &shared.registry, &activity);
+        let watcher = graceful.watcher();
+        let acceptor = shared.acceptor.clone();
+        let limits = shared.limits.clone();
+        let registry = Arc::clone(&shared.registry);
+        tokio::spawn(async move {
+            let _permit = permit;
+            let served = serve(stream, acceptor, &limits, svc, watcher);
+            // Closed by the accept loop (idle, at the limit): dropping it closes it.
+            tokio::select! {
+                _ = served => {}
+                _ = activity.close.notified() => {}
+            }
+            registry.remove(id);
+        });
+    }
+}
+
 /// The API's state for `cfg` over `store`: keys, the token key, copy jobs, the explorer; with
 /// the TLS acceptor when serving HTTPS, and the jobs (started once the listener is bound).
-fn build_app(
+async fn build_app(
     cfg: &ServerConfig,
     store: Store,
-) -> Result<
-    (
-        App,
-        Option<tokio_rustls::TlsAcceptor>,
-        crate::transfer::jobs::Jobs,
-    ),
-    BoxError,
-> {
+    cert_pem: Option<Vec<u8>>,
+) -> Result<(App, crate::transfer::jobs::Jobs), BoxError> {
     let keys = api::auth::Keys {
         disable_local_auth: cfg.disable_local_auth,
         read_write: MasterKey::from_base64(&cfg.key)?,
@@ -325,14 +508,10 @@ fn build_app(
             None => None,
         },
     };
-    let (acceptor, cert_pem) = match &cfg.tls {
-        None => (None, None),
-        Some(t) => {
-            let (a, pem) = tls_acceptor(t)?;
-            (Some(a), Some(pem))
-        }
+    let token_key = match &cfg.store.postgres {
+        Some(url) => shared_token_key(url).await?,
+        None => token_key(cfg.store.data_dir.as_deref())?,
     };
-    let token_key = token_key(cfg.store.data_dir.as_deref())?;
     let jobs = crate::transfer::jobs::Jobs::open(
         cfg.store.data_dir.as_deref(),
         crate::transfer::sealed::Sealer::new(token_key.derive("copy job account keys")),
@@ -357,7 +536,7 @@ fn build_app(
         keys,
         token_key,
         ApiOptions {
-            tls: acceptor.is_some(),
+            tls: cfg.tls.is_some(),
             gateway_compat: cfg.gateway_compat,
             enforce_throughput: cfg.enforce_throughput,
             body_timeout: Some(cfg.connections.body_timeout),
@@ -371,9 +550,10 @@ fn build_app(
                     .clone()
                     .or_else(|| cfg.store.data_dir.as_ref().map(|d| d.join("rbac.json"))),
             )?,
+            regions: crate::regions::Regions::new(&cfg.regions),
         },
     );
-    Ok((app, acceptor, jobs))
+    Ok((app, jobs))
 }
 
 /// Serves one accepted connection (after the TLS handshake, when serving HTTPS) until it
@@ -421,9 +601,10 @@ async fn serve<S>(
 }
 
 /// The router as a hyper service that notes when each request of a connection starts and
-/// ends (so the accept loop knows which connections are idle).
+/// ends (so the accept loop knows which connections are idle), and which region it reached.
 fn tracked(
     router: axum::Router,
+    region: usize,
     registry: &Arc<crate::connections::Registry>,
     activity: &Arc<crate::connections::Conn>,
 ) -> impl hyper::service::Service<
@@ -438,8 +619,9 @@ fn tracked(
        + 'static {
     let inner = TowerToHyperService::new(router);
     let (registry, activity) = (Arc::clone(registry), Arc::clone(activity));
-    hyper::service::service_fn(move |req| {
+    hyper::service::service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
         use hyper::service::Service as _;
+        req.extensions_mut().insert(crate::api::RegionId(region));
         activity.begin();
         let answer = inner.call(req);
         let (registry, activity) = (Arc::clone(&registry), Arc::clone(&activity));

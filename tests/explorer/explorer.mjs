@@ -1,6 +1,6 @@
 // Drives the Data Explorer in headless Chromium as a user would: create a MultiHash container,
 // insert and edit items, walk tenant → user → session, run a prefix query and read its route,
-// open the partitions view after splits; checks that another origin cannot use the page's
+// open the partitions view after splits, fail a region and fail over; checks that another origin cannot use the page's
 // secret. Prints facts for tests/explorer.rs and "ok"; screenshots go to $SCREENSHOTS.
 import { chromium } from 'playwright-core';
 import { mkdirSync } from 'node:fs';
@@ -186,6 +186,20 @@ try {
     advisedCopy = /succeeded[\s\S]*succeeded/.test(await byTest('jobs').textContent()) ? 'succeeded' : await byTest('jobs').textContent();
   }
   console.log(`advise: ${cards} keys, ${checks} checks, ${segsAdvised > 0 ? 'partitions drawn' : 'no partitions'}; ${recommended}; copy ${advisedCopy}`);
+
+  // The Regions view: fail East US, clear it, make it the write region.
+  await byTest('regions-link').click();
+  await byTest('region-1').waitFor();
+  await byTest('region-down-1').click();
+  await page.locator('[data-testid="region-fault-1"]', { hasText: 'unavailable' }).waitFor();
+  const down = await byTest('region-fault-1').textContent();
+  await shot('09-regions');
+  await byTest('region-clear-1').click();
+  await page.locator('[data-testid="region-fault-1"]', { hasText: 'none' }).waitFor();
+  await byTest('region-failover-1').click();
+  await page.locator('[data-testid="region-role-1"]', { hasText: 'writes' }).waitFor();
+  const roles = [0, 1].map(async (i) => byTest(`region-role-${i}`).textContent());
+  console.log(`regions: East US ${down}; then ${await byTest('region-fault-1').textContent()}; after failover West US ${await roles[0]}, East US ${await roles[1]}`);
 
   // Another origin (the same server as http://localhost) can use neither the secret nor the API.
   const token = await page.evaluate(() => document.querySelector('meta[name="strata-token"]').content);

@@ -7,6 +7,11 @@
 #   bash tests/official/run.sh                 # the core files below
 #   bash tests/official/run.sh --tiers         # the core files and the further tiers below
 #   bash tests/official/run.sh test_crud.py    # chosen files
+#   STRATA_STORE=postgres://… bash tests/official/run.sh   # strata on PostgreSQL (an empty database)
+#   STRATA_STORE=postgres://… STRATA_PROCESSES=2 bash tests/official/run.sh
+#       # two strata processes over that store behind a round-robin balancer on 8081
+#       # (balance.py: each new connection goes to the next process; one serves the store,
+#       # the other forwards to it)
 #
 # Not part of CI: it takes several minutes and some tests need what strata does not offer
 # (multi-region accounts, a server slower than localhost for the read-timeout tests).
@@ -33,9 +38,41 @@ if (exec 3<>/dev/tcp/127.0.0.1/8081) 2>/dev/null; then
     exit 1
 fi
 cargo build --release -q -p strata-server
-./target/release/strata --tls --in-memory --gateway-compat --log warn > "$work/strata.log" 2>&1 &
-server=$!
-trap 'kill $server 2>/dev/null || true' EXIT
+# In memory, or on PostgreSQL when STRATA_STORE names one (the flag reads the variable).
+storage=(--in-memory)
+if [ -n "${STRATA_STORE:-}" ]; then
+    rm -rf "$work/strata-data"
+    storage=(--data-dir "$work/strata-data")
+fi
+processes=${STRATA_PROCESSES:-1}
+if [ "$processes" -eq 1 ]; then
+    ./target/release/strata --tls "${storage[@]}" --gateway-compat --log warn > "$work/strata.log" 2>&1 &
+    pids=($!)
+else
+    if [ -z "${STRATA_STORE:-}" ]; then
+        echo "STRATA_PROCESSES needs STRATA_STORE (processes share a PostgreSQL store)" >&2
+        exit 1
+    fi
+    # Each on its own port and data folder, one certificate folder; the first to start serves.
+    pids=()
+    ports=()
+    for i in $(seq "$processes"); do
+        port=$((8081 + i))
+        rm -rf "$work/strata-data-$i"
+        ./target/release/strata --tls --port $port --data-dir "$work/strata-data-$i" \
+            --cert-dir "$work/strata-data" --gateway-compat --log warn > "$work/strata-$i.log" 2>&1 &
+        pids+=($!)
+        ports+=($port)
+        for _ in $(seq 50); do
+            (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null && break
+            sleep 0.1
+        done
+    done
+    python3 "$root/tests/official/balance.py" 8081 "${ports[@]}" > "$work/balance.log" 2>&1 &
+    pids+=($!)
+fi
+trap 'kill "${pids[@]}" 2>/dev/null || true
+      [ -f "$work/balance.log" ] && [ "$processes" -gt 1 ] && sort "$work/balance.log" | uniq -c' EXIT
 for _ in $(seq 50); do
     (exec 3<>/dev/tcp/127.0.0.1/8081) 2>/dev/null && break
     sleep 0.1

@@ -1,6 +1,7 @@
 //! Shared test support: an in-process strata server, a client that signs requests like the
 //! SDKs do, and the official Python SDK in a virtualenv.
 
+pub mod postgres;
 pub mod python;
 
 use reqwest::{Method, StatusCode};
@@ -34,6 +35,10 @@ pub struct Options {
     pub host: Option<String>,
     /// Entra ID tokens only (`--disable-local-auth`).
     pub disable_local_auth: bool,
+    /// `--store postgres://…`: the data in PostgreSQL.
+    pub postgres: Option<String>,
+    /// `--regions`: each region on its own ephemeral port.
+    pub regions: Option<strata_server::regions::RegionsConfig>,
 }
 
 /// A strata server running inside the test process on an ephemeral port.
@@ -132,6 +137,7 @@ impl TestServer {
             read_only_key: opts.read_only_key.clone(),
             store: StoreConfig {
                 data_dir: opts.data_dir.clone(),
+                postgres: opts.postgres.clone(),
                 limits: opts.limits.clone().unwrap_or_default(),
             },
             tls: opts.tls.then(|| Tls::SelfSigned {
@@ -144,6 +150,7 @@ impl TestServer {
             enforce_throughput: opts.enforce_throughput,
             connections: opts.connections.clone().unwrap_or_default(),
             disable_local_auth: opts.disable_local_auth,
+            regions: opts.regions.clone().unwrap_or_default(),
             ..Default::default()
         };
         let running = strata_server::start(cfg).await.expect("server starts");
@@ -295,6 +302,32 @@ impl Client {
             }
         }
         panic!("query did not finish within 10000 pages");
+    }
+
+    /// Every item of the container at `docs` (`/dbs/{db}/colls/{coll}/docs`) by id, through
+    /// its read feed, all pages; an id returned twice fails the test.
+    pub async fn all_items(&self, docs: &str) -> std::collections::HashMap<String, Value> {
+        let mut out = std::collections::HashMap::new();
+        let mut cont: Option<String> = None;
+        loop {
+            let mut h = vec![("x-ms-max-item-count", "1000")];
+            if let Some(t) = &cont {
+                h.push(("x-ms-continuation", t));
+            }
+            let r = self.get(docs, &h).await;
+            assert_eq!(r.status, StatusCode::OK, "{r:?}");
+            for d in r.json["Documents"].as_array().into_iter().flatten() {
+                let id = d["id"].as_str().unwrap_or_default().to_string();
+                assert!(
+                    out.insert(id.clone(), d.clone()).is_none(),
+                    "item {id} returned twice"
+                );
+            }
+            cont = r.header("x-ms-continuation").map(str::to_string);
+            if cont.is_none() {
+                return out;
+            }
+        }
     }
 }
 

@@ -30,7 +30,7 @@ fn forbidden(why: impl std::fmt::Display) -> CosmosError {
 }
 
 /// Whether an endpoint changes anything.
-pub fn is_write(ep: &Endpoint, req: &Req) -> bool {
+pub fn is_write(ep: &Endpoint, method: &axum::http::Method) -> bool {
     use Endpoint as E;
     match ep {
         E::ReadAccount
@@ -53,6 +53,7 @@ pub fn is_write(ep: &Endpoint, req: &Req) -> bool {
         | E::ReadQuerySample { .. }
         | E::Advise { .. }
         | E::ReadRbac
+        | E::ReadRegions
         | E::ListJobs
         | E::ReadJob { .. }
         | E::ListConflicts { .. }
@@ -66,7 +67,7 @@ pub fn is_write(ep: &Endpoint, req: &Req) -> bool {
         | E::ListPermissions { .. }
         | E::QueryPermissions { .. }
         | E::ReadPermission { .. } => false,
-        E::Conflict { .. } => req.method != axum::http::Method::GET,
+        E::Conflict { .. } => method != axum::http::Method::GET,
         _ => true,
     }
 }
@@ -82,7 +83,7 @@ pub fn authorize(
     match principal {
         Principal::Master => Ok(None),
         Principal::ReadOnly => {
-            if is_write(ep, req) {
+            if is_write(ep, &req.method) {
                 return Err(forbidden("the read-only key cannot change anything"));
             }
             if matches!(
@@ -184,6 +185,9 @@ fn target(ep: &Endpoint) -> Target<'_> {
         | E::Advise { .. }
         | E::ReadRbac
         | E::ReplaceRbac
+        | E::ReadRegions
+        | E::SetRegionFault { .. }
+        | E::FailOver { .. }
         | E::ListJobs
         | E::CreateJob
         | E::ReadJob { .. }
@@ -327,7 +331,7 @@ impl Grant {
     }
 
     fn check(&self, app: &App, ep: &Endpoint, req: &Req) -> Result<Option<EpkRange>, CosmosError> {
-        let write = is_write(ep, req);
+        let write = is_write(ep, &req.method);
         let link = &self.link;
         let Some(gdb) = &self.db else {
             return match target(ep) {

@@ -1,9 +1,11 @@
-//! `GET /`: the database account. Both SDKs read it first and send every later request to the
-//! endpoint it advertises, so that endpoint is built from how the client reached us
-//! (`localhost` named by its address, as the official emulator does).
+//! `GET /`: the database account. The SDKs read it first and send every later request to the
+//! endpoints it advertises, so those are built from how the client reached us (`localhost`
+//! named by its address, as the official emulator does), one per region (see
+//! [`crate::regions`]).
 
 use super::request::Req;
 use super::response::Reply;
+use super::App;
 use crate::error::CosmosError;
 use axum::http::StatusCode;
 use serde_json::json;
@@ -21,9 +23,12 @@ fn advertised(endpoint: &str) -> String {
     }
 }
 
-pub fn read(req: &Req) -> Result<Reply, CosmosError> {
-    let loc =
-        json!([{"name": "South Central US", "databaseAccountEndpoint": advertised(&req.endpoint)}]);
+/// The account as read through region `req.region`: every region's endpoint with its own
+/// port, the write region(s) writable, all readable in failover priority.
+pub fn read(app: &App, req: &Req) -> Result<Reply, CosmosError> {
+    let locations = app
+        .regions
+        .locations(&advertised(&req.endpoint), req.region);
     let body = json!({
         "_self": "",
         // Not "localhost": with that id the JS SDK never caches locations and re-reads the
@@ -33,9 +38,9 @@ pub fn read(req: &Req) -> Result<Reply, CosmosError> {
         "media": "//media/",
         "addresses": "//addresses/",
         "_dbs": "//dbs/",
-        "writableLocations": loc,
-        "readableLocations": loc,
-        "enableMultipleWriteLocations": false,
+        "writableLocations": locations.writable,
+        "readableLocations": locations.readable,
+        "enableMultipleWriteLocations": app.regions.multi_write(),
         "enablePerPartitionFailoverBehavior": false,
         "userReplicationPolicy": {"asyncReplication": false, "minReplicaSetSize": 1, "maxReplicasetSize": 4},
         "userConsistencyPolicy": {"defaultConsistencyLevel": "Session"},

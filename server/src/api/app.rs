@@ -46,6 +46,8 @@ pub struct AppInner {
     pub queries: crate::advise::sample::QuerySample,
     /// Role definitions and assignments for Entra ID principals.
     pub rbac: super::rbac::Rbac,
+    /// The account's regions, their ports and injected faults.
+    pub regions: crate::regions::Regions,
 }
 
 impl std::ops::Deref for App {
@@ -56,12 +58,13 @@ impl std::ops::Deref for App {
 }
 
 /// The parts of the API's state that run beside the requests: copy jobs, the explorer, the
-/// query sample, the RBAC policy.
+/// query sample, the RBAC policy, the regions.
 pub struct Services {
     pub jobs: crate::transfer::jobs::Jobs,
     pub explorer: explorer::Explorer,
     pub queries: crate::advise::sample::QuerySample,
     pub rbac: super::rbac::Rbac,
+    pub regions: crate::regions::Regions,
 }
 
 impl App {
@@ -77,6 +80,7 @@ impl App {
             explorer,
             queries,
             rbac,
+            regions,
         } = services;
         Self {
             inner: Arc::new(AppInner {
@@ -87,6 +91,7 @@ impl App {
                 explorer,
                 queries,
                 rbac,
+                regions,
                 prepared: Default::default(),
                 governor: crate::throughput::governor::Governor::new(options.enforce_throughput),
                 options,

@@ -121,6 +121,15 @@ pub enum Endpoint {
         db: String,
         coll: String,
     },
+    /// `/_strata/regions`: the account's regions and their faults; a region's fault; a
+    /// manual failover of the write region.
+    ReadRegions,
+    SetRegionFault {
+        region: String,
+    },
+    FailOver {
+        region: String,
+    },
     /// `/_strata/rbac`: the data-plane RBAC policy for Entra ID principals.
     ReadRbac,
     ReplaceRbac,
@@ -506,6 +515,22 @@ impl Endpoint {
                     coll: owned(coll),
                 },
                 _ => return Err(not_allowed(m, "the partition-key advisor")),
+            },
+            ["_strata", "regions"] => match *m {
+                Method::GET => Endpoint::ReadRegions,
+                _ => return Err(not_allowed(m, "the regions")),
+            },
+            ["_strata", "regions", region] => match *m {
+                Method::PUT => Endpoint::SetRegionFault {
+                    region: owned(region),
+                },
+                _ => return Err(not_allowed(m, "a region's fault")),
+            },
+            ["_strata", "regions", region, "failover"] => match *m {
+                Method::POST => Endpoint::FailOver {
+                    region: owned(region),
+                },
+                _ => return Err(not_allowed(m, "a failover")),
             },
             ["_strata", "rbac"] => match *m {
                 Method::GET => Endpoint::ReadRbac,

@@ -27,6 +27,7 @@ pub mod offers;
 pub mod pkranges;
 pub mod query;
 pub mod rbac;
+pub mod regions;
 pub mod request;
 pub mod response;
 pub mod scope;
@@ -51,6 +52,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 use strata_query::protocol::header;
 
+/// Which region's port a request reached (an index into [`crate::regions::Regions`]), put
+/// in the request's extensions by the listener.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RegionId(pub usize);
+
 /// Largest request body read (a 2 MB item or batch plus headroom; larger gets 413).
 pub const MAX_BODY: usize = 4 * 1024 * 1024;
 
@@ -62,7 +68,7 @@ pub fn router(app: App) -> Router {
         .with_state(app)
 }
 
-fn new_activity_id() -> String {
+pub(crate) fn new_activity_id() -> String {
     static SEQ: AtomicU64 = AtomicU64::new(0);
     let n = SEQ.fetch_add(1, Ordering::Relaxed);
     let t = std::time::SystemTime::now()
@@ -180,6 +186,12 @@ async fn dispatch_api(
     activity_id: &str,
 ) -> Result<Reply, CosmosError> {
     let segs = endpoint::path_segments(parts.uri.path())?;
+    let region = parts
+        .extensions
+        .get::<RegionId>()
+        .copied()
+        .unwrap_or_default()
+        .0;
     let principal = match app.explorer.principal(&parts.headers, &parts.uri) {
         Some(p) => p?,
         None => auth::verify(
@@ -191,6 +203,12 @@ async fn dispatch_api(
         )?,
     };
     let ep = Endpoint::decode(&parts.method, &segs, &parts.headers)?;
+    // A region's fault and write role apply to the Cosmos API, never to strata's own
+    // endpoints (so a fault can always be cleared).
+    if segs.first().map(String::as_str) != Some("_strata") {
+        let write = access::is_write(&ep, &parts.method);
+        app.regions.gate(region, write).await?;
+    }
     let too_large = || {
         CosmosError::too_large(format!(
             "The request body is larger than {MAX_BODY} bytes; items and batches are limited to 2 MB."
@@ -233,6 +251,7 @@ async fn dispatch_api(
         activity_id: activity_id.to_string(),
         endpoint: format!("{scheme}://{host}/"),
         epk_limit: None,
+        region,
     };
     req.epk_limit = access::authorize(app, &principal, &ep, &req)?;
     let binary = wire::wants_binary(&req.headers) && wire::answers_in_binary(&ep);
@@ -250,7 +269,7 @@ async fn route(app: &App, req: &Req, ep: Endpoint) -> Result<Reply, CosmosError>
     // intended-collection check; handlers never look one up themselves.
     let in_coll = |db: &str, coll: &str| items::container(app, req, db, coll);
     match ep {
-        E::ReadAccount => account::read(req),
+        E::ReadAccount => account::read(app, req),
         E::ListDatabases => databases::list(app),
         E::CreateDatabase => databases::create(app, req).await,
         E::ReadDatabase { db } => databases::read(app, &db),
@@ -299,6 +318,9 @@ async fn route(app: &App, req: &Req, ep: Endpoint) -> Result<Reply, CosmosError>
         E::ReadQuerySample { db, coll } => advise::export(app, &db, &coll),
         E::ClearQuerySample { db, coll } => advise::clear(app, &db, &coll),
         E::Advise { db, coll } => advise::advise(app, req, &db, &coll).await,
+        E::ReadRegions => regions::read(app),
+        E::SetRegionFault { region } => regions::set_fault(app, req, &region),
+        E::FailOver { region } => regions::fail_over(app, &region),
         E::ReadRbac => rbac::read(app),
         E::ReplaceRbac => rbac::replace(app, req),
         E::ListJobs => jobs::list(app),

@@ -21,6 +21,8 @@ pub struct Req {
     /// The keys a resource token scoped to a partition key (or prefix) may reach: feeds and
     /// queries are narrowed to it (see [`super::access`]).
     pub epk_limit: Option<strata_query::pk::EpkRange>,
+    /// The region whose port the request reached (see [`crate::regions`]).
+    pub region: usize,
 }
 
 impl Req {

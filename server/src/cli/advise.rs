@@ -69,12 +69,7 @@ pub async fn advise(a: AdviseArgs) -> Result<String, String> {
         .iter()
         .map(|k| parse_key(k).and_then(|p| definition(&p)))
         .collect::<Result<Vec<_>, _>>()?;
-    let from = a
-        .from
-        .clone()
-        .unwrap_or_else(crate::transfer::local_endpoint);
-    crate::transfer::reachable(&from).await?;
-    let client = crate::transfer::connect(&from)?;
+    let (_, client) = crate::transfer::connect_checked(a.from.as_deref()).await?;
     let container = client.database(db).container(coll);
     let props = container
         .read()

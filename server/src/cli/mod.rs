@@ -2,6 +2,7 @@
 
 mod advise;
 mod partitions;
+mod regions;
 
 use crate::advise::sample::Recording;
 use crate::api::auth::EMULATOR_KEY;
@@ -41,6 +42,9 @@ enum Command {
     /// (sizes, physical partitions, write heat, query routes) and recommend one, with the
     /// `strata copy` command that migrates to it.
     Advise(advise::AdviseArgs),
+    /// List the regions of a strata serving --regions; set a region's fault (unavailable,
+    /// write-forbidden, timeout, latency) or make it the write region.
+    Regions(regions::RegionsArgs),
     /// Exit 0 once a strata server answers its readiness probe (for health checks and CI
     /// scripts); exit 1 if it does not within --wait seconds.
     Ready(ReadyArgs),
@@ -104,6 +108,18 @@ pub struct Args {
     /// (`~/Library/Application Support/strata` on macOS, `%LOCALAPPDATA%\strata` on Windows).
     #[arg(long, env = "STRATA_DATA_DIR")]
     data_dir: Option<PathBuf>,
+    /// Store the data in PostgreSQL (`postgres://user:password@host:port/database`) instead of
+    /// the data folder, which then keeps only local files (certificate, copy jobs). Several
+    /// processes may share a store: the first serves it, the others forward to it and take
+    /// over when it stops (see docs/postgres.md).
+    #[arg(
+        long,
+        env = "STRATA_STORE",
+        value_name = "URL",
+        conflicts_with = "in_memory",
+        hide_env_values = true
+    )]
+    store: Option<String>,
     /// Keep data in memory only (a certificate generated for --tls is still kept, see
     /// --cert-dir).
     #[arg(long, env = "STRATA_IN_MEMORY")]
@@ -204,6 +220,14 @@ pub struct Args {
     /// data folder.
     #[arg(long, env = "STRATA_RBAC", value_name = "FILE")]
     rbac: Option<PathBuf>,
+    /// Serve a multi-region account: each region (names separated by commas, the write region
+    /// first) on its own port from --port up, all over the one store. Faults and failovers are
+    /// set through /_strata/regions or the explorer.
+    #[arg(long, env = "STRATA_REGIONS", value_name = "NAMES")]
+    regions: Option<String>,
+    /// With --regions: every region takes writes (multi-region writes).
+    #[arg(long, env = "STRATA_MULTI_WRITE", requires = "regions")]
+    multi_write: bool,
 }
 
 /// Parses a byte size: a number with an optional KB/MB/GB/TB suffix (binary units).
@@ -227,19 +251,30 @@ pub(crate) fn parse_size(s: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("'{s}' is out of range"))
 }
 
+/// The async runtime: one worker per core; for a server whose store is PostgreSQL
+/// (`--store`) more, because each storage call then blocks its worker for a network round
+/// trip (as a disk read blocks it with fjall, only longer) and the cores would sit idle.
+fn runtime(remote: bool) -> std::io::Result<tokio::runtime::Runtime> {
+    let mut b = tokio::runtime::Builder::new_multi_thread();
+    if remote {
+        b.worker_threads((num_cpus::get() * 8).max(16));
+    }
+    b.enable_all().build()
+}
+
 /// Runs the emulator until Ctrl-C or SIGTERM (the whole `strata` binary).
 pub fn main() {
-    let runtime = match tokio::runtime::Runtime::new() {
+    let matches = Cli::command().get_matches();
+    let mut cli = match Cli::from_arg_matches(&matches) {
+        Ok(c) => c,
+        Err(e) => e.exit(),
+    };
+    let runtime = match runtime(cli.command.is_none() && cli.serve.store.is_some()) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("strata: cannot start the async runtime: {e}");
             std::process::exit(1);
         }
-    };
-    let matches = Cli::command().get_matches();
-    let mut cli = match Cli::from_arg_matches(&matches) {
-        Ok(c) => c,
-        Err(e) => e.exit(),
     };
     let from_emulator_env = match emulator_env(&mut cli.serve, &matches, &|k| std::env::var(k).ok())
     {
@@ -259,6 +294,7 @@ pub fn main() {
         Some(Command::Copy(a)) => runtime.block_on(crate::transfer::copy::copy(a)),
         Some(Command::Partitions(a)) => runtime.block_on(partitions::show(a)),
         Some(Command::Advise(a)) => runtime.block_on(advise::advise(a)),
+        Some(Command::Regions(a)) => runtime.block_on(regions::regions(a)),
         Some(Command::Ready(a)) => runtime.block_on(ready(a)),
     };
     match outcome {
@@ -422,7 +458,13 @@ pub async fn run(args: Args, from_emulator_env: Vec<String>) {
         }
         dir
     });
-    let (cfg, cert_file) = server_config(&args, data_dir.clone());
+    let (cfg, cert_file) = match server_config(&args, data_dir.clone()) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("strata: {e}");
+            std::process::exit(2);
+        }
+    };
     let running = match crate::start(cfg).await {
         Ok(r) => r,
         Err(e) => {
@@ -450,7 +492,10 @@ pub async fn run(args: Args, from_emulator_env: Vec<String>) {
 
 /// What the server runs with, from its flags: the configuration, and the certificate file
 /// the banner names (none for plain HTTP).
-fn server_config(args: &Args, data_dir: Option<PathBuf>) -> (ServerConfig, Option<PathBuf>) {
+fn server_config(
+    args: &Args,
+    data_dir: Option<PathBuf>,
+) -> Result<(ServerConfig, Option<PathBuf>), String> {
     let cert_dir = args
         .cert_dir
         .clone()
@@ -481,6 +526,7 @@ fn server_config(args: &Args, data_dir: Option<PathBuf>) -> (ServerConfig, Optio
         read_only_key: args.read_only_key.clone(),
         store: StoreConfig {
             data_dir: data_dir.clone(),
+            postgres: args.store.clone(),
             limits: Limits {
                 partition_split_bytes: args.partition_split_bytes,
                 logical_partition_limit_bytes: args.logical_partition_limit_bytes,
@@ -505,8 +551,12 @@ fn server_config(args: &Args, data_dir: Option<PathBuf>) -> (ServerConfig, Optio
         },
         disable_local_auth: args.disable_local_auth,
         rbac: args.rbac.clone(),
+        regions: match &args.regions {
+            Some(list) => crate::regions::RegionsConfig::parse(list, args.multi_write)?,
+            None => Default::default(),
+        },
     };
-    (cfg, cert_file)
+    Ok((cfg, cert_file))
 }
 
 /// The banner: the first line is what scripts wait for; the rest is for people.
@@ -517,6 +567,10 @@ fn banner(
     cert_file: Option<&std::path::Path>,
 ) -> Vec<String> {
     let storage = match &data_dir {
+        _ if args.store.is_some() && running.store().is_none() => {
+            "data in PostgreSQL, served by another strata process: forwarding to it, taking over when it stops".to_string()
+        }
+        _ if args.store.is_some() => "data in PostgreSQL".to_string(),
         Some(d) => format!(
             "data in {}",
             d.canonicalize()
@@ -566,6 +620,19 @@ fn banner(
         false => format!("  explorer           {url}_explorer/index.html"),
     });
     banner.push(format!("  ready              {url}_strata/ready"));
+    if running.regions.len() > 1 {
+        let names = args.regions.as_deref().unwrap_or_default().split(',');
+        let list: Vec<String> = names
+            .zip(&running.regions)
+            .map(|(n, a)| format!("{} :{}", n.trim(), a.port()))
+            .collect();
+        let mode = if args.multi_write {
+            "multi-write"
+        } else {
+            "the first writes"
+        };
+        banner.push(format!("  regions            {} ({mode})", list.join(", ")));
+    }
     banner
 }
 

@@ -146,12 +146,7 @@ pub async fn show(a: PartitionsArgs) -> Result<String, String> {
         .target
         .split_once('/')
         .ok_or_else(|| format!("the container must be DB/CONTAINER, not '{}'", a.target))?;
-    let endpoint = a
-        .endpoint
-        .clone()
-        .unwrap_or_else(crate::transfer::local_endpoint);
-    crate::transfer::reachable(&endpoint).await?;
-    let client = crate::transfer::connect(&endpoint)?;
+    let (_, client) = crate::transfer::connect_checked(a.endpoint.as_deref()).await?;
     let c = client.database(db).container(coll);
     loop {
         let v = c.strata_partitions().await.map_err(|e| e.to_string())?;

@@ -163,6 +163,7 @@ proptest! {
         rt.block_on(async move {
             let store = Store::open(StoreConfig {
                 data_dir: None,
+                postgres: None,
                 limits: Limits { initial_partitions: Some(2), partition_split_bytes: 2048, ..Limits::default() },
             })
             .expect("store");

@@ -53,12 +53,19 @@ pub(super) fn scan_with(
                 Some(a) => keys.partition_point(|k| k <= a),
                 None => 0,
             };
-            for k in &keys[start..] {
-                let Some(item) = c.load_item(k)? else {
-                    continue;
-                };
-                if f(k, &item.json)? == Flow::Stop {
-                    return Ok(());
+            let mut rest = &keys[start..];
+            let mut loaded = 0;
+            while !rest.is_empty() {
+                let (batch, after) = rest.split_at(c.load_batch(loaded).min(rest.len()));
+                loaded += batch.len();
+                rest = after;
+                for (k, item) in batch.iter().zip(c.load_items(batch)?) {
+                    let Some(item) = item else {
+                        continue;
+                    };
+                    if f(k, &item.json)? == Flow::Stop {
+                        return Ok(());
+                    }
                 }
             }
             return Ok(());

@@ -13,6 +13,7 @@ use strata_query::pk::PartitionKey;
 async fn container() -> (Store, Arc<Container>) {
     let (store, c) = crate::store::tests::open_with_container(StoreConfig {
         data_dir: None,
+        postgres: None,
         limits: Limits {
             initial_partitions: Some(4),
             ..Limits::default()

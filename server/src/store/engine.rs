@@ -95,6 +95,16 @@ impl Engine {
         !self.inner.kv.is_durable()
     }
 
+    /// Reads several keys of one space (one round trip on a remote backend).
+    pub fn get_many(&self, space: Space, keys: &[Vec<u8>]) -> Result<Vec<Option<Bytes>>, KvError> {
+        self.inner.kv.get_many(space, keys)
+    }
+
+    /// Whether the backend is a round trip away (read in batches, see [`Kv::is_remote`]).
+    pub fn is_remote(&self) -> bool {
+        self.inner.kv.is_remote()
+    }
+
     /// Reads one key.
     pub fn get(&self, space: Space, key: &[u8]) -> Result<Option<Bytes>, KvError> {
         self.inner.kv.get(space, key)
@@ -143,7 +153,17 @@ impl Engine {
             .write_order
             .lock()
             .unwrap_or_else(|p| p.into_inner());
-        self.inner.kv.apply(ops)?;
+        if let Err(e) = self.inner.kv.apply(ops) {
+            // A remote store's failed commit may still have happened (the connection dropped
+            // before the answer): what this process holds in memory (LSNs, sizes) can no
+            // longer be trusted to match the store, so it refuses writes until a restart
+            // reads the store again, as after a failed fsync.
+            if self.inner.kv.is_remote() {
+                tracing::error!(error = %e, "a write to the store failed with an unknown outcome; refusing further writes");
+                self.inner.poisoned.store(true, Ordering::Release);
+            }
+            return Err(e);
+        }
         let seq = self.inner.applied.fetch_add(1, Ordering::AcqRel) + 1;
         if self.is_memory() {
             self.inner.durable_tx.send_replace(seq);

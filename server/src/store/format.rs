@@ -256,6 +256,7 @@ mod tests {
 
         let s = Store::open(StoreConfig {
             data_dir: Some(dir.clone()),
+            postgres: None,
             limits: Default::default(),
         })
         .expect("open");

@@ -59,6 +59,9 @@ pub enum StoreError {
 pub struct StoreConfig {
     /// Where data lives; `None` keeps everything in memory.
     pub data_dir: Option<PathBuf>,
+    /// A PostgreSQL URL: data lives there instead (`data_dir` then keeps only the local files:
+    /// certificate, copy jobs; the token key lives in the store). See `docs/postgres.md`.
+    pub postgres: Option<String>,
     pub limits: Limits,
 }
 
@@ -91,10 +94,21 @@ struct Catalog {
 impl Store {
     /// Opens the store: recovers the catalog and resumes unfinished purges.
     pub fn open(cfg: StoreConfig) -> Result<Self, StoreError> {
-        let engine = match &cfg.data_dir {
-            Some(dir) => Engine::open(dir)?,
-            None => Engine::memory(),
+        let engine = match (&cfg.postgres, &cfg.data_dir) {
+            (Some(url), _) => Engine::new(Box::new(kv::postgres::PostgresKv::open(url)?)),
+            (None, Some(dir)) => Engine::open(dir)?,
+            (None, None) => Engine::memory(),
         };
+        Self::open_on(engine, cfg)
+    }
+
+    /// [`Store::open`] over an engine opened already (e.g. once another process let go of a
+    /// shared store, see `crate::follower`).
+    pub fn open_on(engine: Engine, cfg: StoreConfig) -> Result<Self, StoreError> {
+        if let (Some(_), Some(d)) = (&cfg.postgres, &cfg.data_dir) {
+            // The data folder still keeps the local files (certificate, copy jobs).
+            std::fs::create_dir_all(d).map_err(KvError::from)?;
+        }
         let counters = match engine.get(Space::Catalog, keys::CATALOG_COUNTERS)? {
             Some(v) => serde_json::from_slice(&v)
                 .map_err(|e| StoreError::Corrupt(format!("catalog counters: {e}")))?,

@@ -39,6 +39,7 @@ async fn lsn_never_goes_back_across_restarts() {
     let _ = std::fs::remove_dir_all(&dir);
     let cfg = StoreConfig {
         data_dir: Some(dir.clone()),
+        postgres: None,
         limits: Limits::default(),
     };
     let epk = EPK;
@@ -84,6 +85,7 @@ async fn an_older_store_gets_its_item_directory() {
     let _ = std::fs::remove_dir_all(&dir);
     let cfg = StoreConfig {
         data_dir: Some(dir.clone()),
+        postgres: None,
         limits: Limits::default(),
     };
     let all = strata_query::pk::EpkRange::full();
@@ -143,6 +145,7 @@ async fn an_older_store_gets_its_item_directory() {
 async fn history_is_logged_and_purged_past_its_retention() {
     let s = Store::open(StoreConfig {
         data_dir: None,
+        postgres: None,
         limits: Limits::default(),
     })
     .unwrap();
@@ -200,6 +203,7 @@ async fn history_is_logged_and_purged_past_its_retention() {
 async fn logical_partition_sizes_in_memory_match_storage() {
     let (_s, c) = open_with_container(StoreConfig {
         data_dir: None,
+        postgres: None,
         limits: Limits::default(),
     })
     .await;

@@ -74,6 +74,16 @@ pub fn local_endpoint() -> String {
     format!("{}://127.0.0.1:{port}/", if tls { "https" } else { "http" })
 }
 
+/// A client for `endpoint` (this machine's strata when none is given), once its port answers:
+/// what the commands that talk to one server (`partitions`, `advise`, `regions`) start with.
+/// Returns the endpoint used, for messages.
+pub async fn connect_checked(endpoint: Option<&str>) -> Result<(String, CosmosClient), String> {
+    let endpoint = endpoint.map_or_else(local_endpoint, str::to_string);
+    reachable(&endpoint).await?;
+    let client = connect(&endpoint)?;
+    Ok((endpoint, client))
+}
+
 /// How long [`reachable`] waits for a connection.
 const PROBE: Duration = Duration::from_secs(2);
 

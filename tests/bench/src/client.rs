@@ -6,9 +6,12 @@ use reqwest::Method;
 use serde_json::Value;
 use strata_query::protocol::{auth_scope, path_segments};
 
+/// One server, or several serving one account (`--endpoint A,B`: strata processes over one
+/// shared store): requests take the endpoints in turn, as behind a round-robin balancer.
 #[derive(Clone)]
 pub struct Http {
-    client: strata_tests::Client,
+    clients: std::sync::Arc<Vec<strata_tests::Client>>,
+    next: std::sync::Arc<std::sync::atomic::AtomicUsize>,
 }
 
 /// The outcome of one request.
@@ -23,17 +26,39 @@ pub struct Outcome {
 impl Http {
     pub fn new(base: &str) -> Self {
         Self {
-            client: strata_tests::Client::new(base),
+            clients: std::sync::Arc::new(vec![strata_tests::Client::new(base)]),
+            next: Default::default(),
         }
     }
 
     /// A client of another server (strata started separately, the official emulator, an
-    /// account) signing with `key` (base64).
-    pub fn with_key(base: &str, key: &str) -> Result<Self, String> {
-        let mut client = strata_tests::Client::new(base);
-        client.key = strata_query::protocol::MasterKey::from_base64(key)
+    /// account) signing with `key` (base64); `bases` may list several, comma-separated.
+    pub fn with_key(bases: &str, key: &str) -> Result<Self, String> {
+        let key = strata_query::protocol::MasterKey::from_base64(key)
             .map_err(|e| format!("--key is not a base64 account key: {e}"))?;
-        Ok(Self { client })
+        let clients = bases
+            .split(',')
+            .map(str::trim)
+            .filter(|b| !b.is_empty())
+            .map(|b| {
+                let mut c = strata_tests::Client::new(b);
+                c.key = key.clone();
+                c
+            })
+            .collect::<Vec<_>>();
+        if clients.is_empty() {
+            return Err("--endpoint names no server".into());
+        }
+        Ok(Self {
+            clients: std::sync::Arc::new(clients),
+            next: Default::default(),
+        })
+    }
+
+    /// The endpoint the next request goes to.
+    fn client(&self) -> &strata_tests::Client {
+        let i = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        &self.clients[i % self.clients.len()]
     }
 
     /// The headers that sign a `method` request to `path` now (`x-ms-date`, `authorization`,
@@ -46,7 +71,7 @@ impl Http {
     ) -> Result<Vec<(String, String)>, String> {
         let scope = auth_scope(&path_segments(path).map_err(|s| format!("bad path segment {s}"))?);
         let date = httpdate::fmt_http_date(std::time::SystemTime::now());
-        let auth = self.client.key.authorization(method, &scope, &date);
+        let auth = self.client().key.authorization(method, &scope, &date);
         Ok(vec![
             ("x-ms-date".into(), date),
             ("authorization".into(), auth),
@@ -63,7 +88,7 @@ impl Http {
     ) -> Result<Outcome, String> {
         let scope = auth_scope(&path_segments(path).map_err(|s| format!("bad path segment {s}"))?);
         let r = self
-            .client
+            .client()
             .send(method, path, &scope, headers, body)
             .await?;
         let header = |name: &str| r.headers.get(name).and_then(|v| v.to_str().ok());
@@ -86,7 +111,9 @@ impl Http {
         body: Option<Vec<u8>>,
     ) -> Result<strata_tests::Raw, String> {
         let scope = auth_scope(&path_segments(path).map_err(|s| format!("bad path segment {s}"))?);
-        self.client.send(method, path, &scope, headers, body).await
+        self.client()
+            .send(method, path, &scope, headers, body)
+            .await
     }
 
     pub async fn json(

@@ -120,7 +120,9 @@ struct Args {
     in_memory: bool,
     /// Run the workloads against this server instead (strata started separately, the
     /// official emulator, an account): e.g. `https://localhost:8081/`. Creates the database
-    /// `bench` there, and deletes it at the end unless `--keep`.
+    /// `bench` there, and deletes it at the end unless `--keep`. Several endpoints of one
+    /// account, comma-separated (strata processes over one shared store), take the requests
+    /// in turn.
     #[arg(long)]
     endpoint: Option<String>,
     /// The account key for `--endpoint` (default: the emulator's well-known key).
@@ -219,6 +221,7 @@ async fn in_process(
         port: 0,
         store: strata_server::store::StoreConfig {
             data_dir: dir,
+            postgres: None,
             limits,
         },
         ..Default::default()
@@ -419,9 +422,12 @@ async fn throughput(a: &Args, r: &mut Report) {
             eprintln!("unknown workload {w}");
             continue;
         };
-        let before = running.store.engine().commit_stats();
+        let store = running
+            .store()
+            .expect("the bench's own server serves its store");
+        let before = store.engine().commit_stats();
         let (m, paired_base) = paired_with_baseline(a, w, op, &get, &post).await;
-        let after = running.store.engine().commit_stats();
+        let after = store.engine().commit_stats();
         let (writes, syncs, micros) = (after.0 - before.0, after.1 - before.1, after.2 - before.2);
         if syncs > 0 {
             println!(

@@ -30,6 +30,7 @@ pub const TOKEN_HEADER: &str = header::EXPLORER_TOKEN;
 const INDEX_HTML: &str = include_str!("assets/index.html");
 const APP_JS: &str = include_str!("assets/app.js");
 const ADVISE_JS: &str = include_str!("assets/advise.js");
+const REGIONS_JS: &str = include_str!("assets/regions.js");
 const APP_CSS: &str = include_str!("assets/app.css");
 
 /// What the explorer needs to know about this server.
@@ -219,6 +220,10 @@ impl Explorer {
             ),
             ("/_explorer/advise.js", true) => page(
                 Reply::new(StatusCode::OK, ADVISE_JS)
+                    .header(header::CONTENT_TYPE, "text/javascript; charset=utf-8"),
+            ),
+            ("/_explorer/regions.js", true) => page(
+                Reply::new(StatusCode::OK, REGIONS_JS)
                     .header(header::CONTENT_TYPE, "text/javascript; charset=utf-8"),
             ),
             ("/_explorer/app.css", true) => page(

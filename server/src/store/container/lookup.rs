@@ -44,6 +44,19 @@ fn in_range(epk: &str, range: &EpkRange) -> bool {
 }
 
 impl Container {
+    /// The items of `keys` read ahead in one round trip when the store is remote; nothing on a
+    /// local store, whose callers read each key when they reach it, so a walk that stops early
+    /// reads no more than it visits.
+    pub(super) fn prefetch(
+        &self,
+        keys: &[Vec<u8>],
+    ) -> Result<Vec<Option<bytes::Bytes>>, StoreError> {
+        if !self.engine.is_remote() {
+            return Ok(Vec::new());
+        }
+        Ok(self.engine.get_many(Space::Items, keys)?)
+    }
+
     /// Documents in the physical partitions overlapping `range`.
     fn partition_count(&self, range: &EpkRange) -> u64 {
         read(&self.map)
@@ -364,7 +377,36 @@ impl Container {
 
     /// The live version of the item at `key` (an index entry's document), if any.
     pub fn load_item(&self, pos: &DocPos) -> Result<Option<StoredItem>, StoreError> {
-        let Some(raw) = self.engine.get(Space::Items, &pos.0)? else {
+        let raw = self.engine.get(Space::Items, &pos.0)?;
+        self.live_item(raw)
+    }
+
+    /// [`Container::load_item`] for several positions: one round trip on a remote store.
+    pub fn load_items(&self, pos: &[DocPos]) -> Result<Vec<Option<StoredItem>>, StoreError> {
+        if !self.engine.is_remote() {
+            return pos.iter().map(|p| self.load_item(p)).collect();
+        }
+        let keys: Vec<Vec<u8>> = pos.iter().map(|p| p.0.clone()).collect();
+        self.engine
+            .get_many(Space::Items, &keys)?
+            .into_iter()
+            .map(|raw| self.live_item(raw))
+            .collect()
+    }
+
+    /// How many index candidates a walk loads at once: one at a time on a local store (a
+    /// walk that stops early reads no more than it visits), growing batches on a remote one
+    /// (a round trip costs as much as many rows).
+    pub fn load_batch(&self, loaded: usize) -> usize {
+        if self.engine.is_remote() {
+            (loaded + 8).min(256)
+        } else {
+            1
+        }
+    }
+
+    fn live_item(&self, raw: Option<bytes::Bytes>) -> Result<Option<StoredItem>, StoreError> {
+        let Some(raw) = raw else {
             return Ok(None);
         };
         let item = StoredItem::decode(raw)

@@ -460,9 +460,14 @@ impl Container {
                 self.engine
                     .scan(Space::Directory, lower, Bound::Excluded(end), CHUNK, false)?;
             let exhausted = chunk.len() < CHUNK;
-            for (k, _) in chunk {
+            let keys: Vec<Vec<u8>> = chunk.into_iter().map(|(k, _)| k).collect();
+            let mut batch = self.prefetch(&keys)?.into_iter();
+            for k in keys {
                 cursor.clone_from(&k);
-                let Some(raw) = self.engine.get(Space::Items, &k)? else {
+                let found = batch
+                    .next()
+                    .map_or_else(|| self.engine.get(Space::Items, &k), Ok)?;
+                let Some(raw) = found else {
                     continue;
                 };
                 let item = StoredItem::decode(raw).ok_or_else(|| {

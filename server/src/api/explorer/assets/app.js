@@ -702,6 +702,7 @@ async function start() {
   $('login').hidden = true;
   $('new-db').addEventListener('click', newDatabase);
   $('jobs').addEventListener('click', () => renderJobs().catch((e) => toast(e.message, true)));
+  $('regions').addEventListener('click', () => renderRegions().catch((e) => toast(e.message, true)));
   $('refresh').addEventListener('click', () => renderTree().then(() => state.coll && openContainer(state.db, state.coll)));
   await renderTree();
 }

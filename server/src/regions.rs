@@ -1,0 +1,448 @@
+//! The account's regions. By default one, "South Central US", as the official emulator
+//! reports. Under `--regions "West US,East US"` each region is served on its own port over the
+//! same store, and the account read from any of them lists every region's endpoint: the SDKs'
+//! preferred and excluded locations, circuit breakers and failover then work on one machine
+//! as against a multi-region account.
+//!
+//! A single-write account has one write region (the first named; a failover moves it): a
+//! write sent to another region answers 403 with sub-status 3 (WriteForbidden), as the service
+//! answers, and the SDKs re-read the account and retry in the region it names. With
+//! `--multi-write` every region takes writes. Faults are set per region through
+//! `/_strata/regions` (or the explorer): the region answers 503, refuses writes, holds requests
+//! and then answers 408, or adds latency — to everything but strata's own endpoints, so the
+//! fault can always be cleared.
+
+use crate::error::CosmosError;
+use serde::{Deserialize, Serialize};
+use std::sync::atomic::{AtomicU16, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// The region a single-region account reports, as the official emulator.
+pub const DEFAULT_REGION: &str = "South Central US";
+
+/// Sub-status of a write refused by a region that does not take writes.
+pub const WRITE_FORBIDDEN: u32 = 3;
+
+/// The regions to serve, from the flags.
+#[derive(Debug, Clone, Default)]
+pub struct RegionsConfig {
+    /// Region names, the write region (or the first in failover priority) first. Empty: one.
+    pub names: Vec<String>,
+    /// Every region takes writes.
+    pub multi_write: bool,
+}
+
+impl RegionsConfig {
+    /// Parses `--regions`: names separated by commas, each named once.
+    pub fn parse(list: &str, multi_write: bool) -> Result<Self, String> {
+        let names: Vec<String> = list
+            .split(',')
+            .map(|n| n.trim().to_string())
+            .filter(|n| !n.is_empty())
+            .collect();
+        if names.is_empty() {
+            return Err("--regions names no region (example: \"West US,East US\")".into());
+        }
+        for (i, n) in names.iter().enumerate() {
+            if names[..i].iter().any(|m| m.eq_ignore_ascii_case(n)) {
+                return Err(format!("--regions names '{n}' twice"));
+            }
+        }
+        Ok(Self { names, multi_write })
+    }
+}
+
+/// What a region does to the requests it receives besides serving them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum FaultKind {
+    #[default]
+    None,
+    /// 503 ServiceUnavailable to every request: the region is down.
+    Unavailable,
+    /// 403 WriteForbidden to every write: the region stopped taking writes (a failover
+    /// under way), reads are served.
+    WriteForbidden,
+    /// Each request is held `holdMs`, then answered 408 RequestTimeout (a client with a
+    /// shorter timeout sees its own timeout first).
+    Timeout,
+}
+
+/// A region's injected fault, as `/_strata/regions/{name}` takes and shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Fault {
+    #[serde(default)]
+    pub kind: FaultKind,
+    /// Added before every request the region serves.
+    #[serde(default)]
+    pub latency_ms: u64,
+    /// How long a `timeout` fault holds a request.
+    #[serde(default = "default_hold")]
+    pub hold_ms: u64,
+}
+
+fn default_hold() -> u64 {
+    5_000
+}
+
+impl Default for Fault {
+    fn default() -> Self {
+        Self {
+            kind: FaultKind::None,
+            latency_ms: 0,
+            hold_ms: default_hold(),
+        }
+    }
+}
+
+/// The most a fault may hold or delay a request: past it, the connection limits of the
+/// server would close it anyway.
+const MAX_DELAY_MS: u64 = 120_000;
+
+impl Fault {
+    fn check(&self) -> Result<(), CosmosError> {
+        if self.latency_ms > MAX_DELAY_MS || self.hold_ms > MAX_DELAY_MS {
+            return Err(CosmosError::bad_request(format!(
+                "latencyMs and holdMs are at most {MAX_DELAY_MS} ms."
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// The regions of the account, their ports and faults: one cheap handle.
+#[derive(Clone)]
+pub struct Regions {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    names: Vec<String>,
+    multi_write: bool,
+    /// Each region's port, once its listener is bound.
+    ports: Vec<AtomicU16>,
+    /// The write region of a single-write account (an index into `names`).
+    write: AtomicUsize,
+    faults: Vec<Mutex<Fault>>,
+}
+
+/// A region as the account lists it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Location {
+    pub name: String,
+    pub database_account_endpoint: String,
+}
+
+/// The account's `writableLocations` and `readableLocations`.
+#[derive(Debug, Clone, Default)]
+pub struct Locations {
+    pub writable: Vec<Location>,
+    pub readable: Vec<Location>,
+}
+
+/// One region as the control endpoint shows it.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RegionView {
+    pub name: String,
+    pub port: u16,
+    pub writable: bool,
+    pub fault: Fault,
+}
+
+impl Regions {
+    pub fn new(cfg: &RegionsConfig) -> Self {
+        let names = if cfg.names.is_empty() {
+            vec![DEFAULT_REGION.to_string()]
+        } else {
+            cfg.names.clone()
+        };
+        Self {
+            inner: Arc::new(Inner {
+                multi_write: cfg.multi_write,
+                ports: names.iter().map(|_| AtomicU16::new(0)).collect(),
+                faults: names.iter().map(|_| Mutex::new(Fault::default())).collect(),
+                write: AtomicUsize::new(0),
+                names,
+            }),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.inner.names.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.inner.names.is_empty()
+    }
+
+    pub fn multi_write(&self) -> bool {
+        self.inner.multi_write
+    }
+
+    /// Records the port region `i` listens on.
+    pub fn set_port(&self, i: usize, port: u16) {
+        if let Some(p) = self.inner.ports.get(i) {
+            p.store(port, Ordering::Relaxed);
+        }
+    }
+
+    fn port(&self, i: usize) -> u16 {
+        self.inner
+            .ports
+            .get(i)
+            .map_or(0, |p| p.load(Ordering::Relaxed))
+    }
+
+    fn index(&self, name: &str) -> Result<usize, CosmosError> {
+        self.inner
+            .names
+            .iter()
+            .position(|n| n.eq_ignore_ascii_case(name))
+            .ok_or_else(|| {
+                CosmosError::not_found(format!(
+                    "The account has no region '{name}'; its regions are {}.",
+                    self.inner.names.join(", ")
+                ))
+            })
+    }
+
+    pub fn writable(&self, i: usize) -> bool {
+        self.inner.multi_write || i == self.inner.write.load(Ordering::Relaxed)
+    }
+
+    fn fault(&self, i: usize) -> Fault {
+        self.inner
+            .faults
+            .get(i)
+            .and_then(|f| f.lock().ok().map(|f| *f))
+            .unwrap_or_default()
+    }
+
+    /// The regions in failover priority (the write region first), each with its endpoint as
+    /// reached through `endpoint` (`scheme://host:port/`, as the client addressed region
+    /// `reached`): the account's writable and readable locations. The client's port may not
+    /// be ours (a load balancer, a port mapping, another strata process forwarding to this
+    /// one): each region keeps the same offset from it, so one region is named exactly as the
+    /// client reached it.
+    pub fn locations(&self, endpoint: &str, reached: usize) -> Locations {
+        let write = self.inner.write.load(Ordering::Relaxed);
+        let order = std::iter::once(write).chain((0..self.len()).filter(|i| *i != write));
+        let offset = port_of(endpoint).map(|p| i32::from(p) - i32::from(self.port(reached)));
+        let mut out = Locations::default();
+        for i in order {
+            let port = match offset {
+                Some(d) if self.port(i) != 0 && self.port(reached) != 0 => {
+                    u16::try_from(i32::from(self.port(i)) + d).unwrap_or(self.port(i))
+                }
+                _ => self.port(i),
+            };
+            let location = Location {
+                name: self.inner.names[i].clone(),
+                database_account_endpoint: with_port(endpoint, port),
+            };
+            if self.writable(i) {
+                out.writable.push(location.clone());
+            }
+            out.readable.push(location);
+        }
+        out
+    }
+
+    /// Every region with its port, write role and fault.
+    pub fn view(&self) -> Vec<RegionView> {
+        (0..self.len())
+            .map(|i| RegionView {
+                name: self.inner.names[i].clone(),
+                port: self.port(i),
+                writable: self.writable(i),
+                fault: self.fault(i),
+            })
+            .collect()
+    }
+
+    /// Sets (or with the default, clears) a region's fault.
+    pub fn set_fault(&self, name: &str, fault: Fault) -> Result<(), CosmosError> {
+        fault.check()?;
+        let i = self.index(name)?;
+        if let Ok(mut f) = self.inner.faults[i].lock() {
+            *f = fault;
+        }
+        tracing::info!(region = %self.inner.names[i], ?fault, "region fault set");
+        Ok(())
+    }
+
+    /// Makes `name` the write region of a single-write account (a manual failover).
+    pub fn fail_over(&self, name: &str) -> Result<(), CosmosError> {
+        if self.inner.multi_write {
+            return Err(CosmosError::bad_request(
+                "Every region of a multi-write account takes writes; there is no write region to move.",
+            ));
+        }
+        let i = self.index(name)?;
+        self.inner.write.store(i, Ordering::Relaxed);
+        tracing::info!(region = %self.inner.names[i], "write region moved");
+        Ok(())
+    }
+
+    /// Applies region `i`'s fault and write role to a request before it is served.
+    pub async fn gate(&self, i: usize, write: bool) -> Result<(), CosmosError> {
+        let fault = self.fault(i);
+        if fault.latency_ms > 0 {
+            tokio::time::sleep(Duration::from_millis(fault.latency_ms)).await;
+        }
+        let name = self.inner.names.get(i).map_or("", String::as_str);
+        match fault.kind {
+            FaultKind::Unavailable => {
+                return Err(CosmosError::service_unavailable(format!(
+                    "The region '{name}' is unavailable (a fault set through /_strata/regions)."
+                )))
+            }
+            FaultKind::Timeout => {
+                tokio::time::sleep(Duration::from_millis(fault.hold_ms)).await;
+                return Err(CosmosError::request_timeout(format!(
+                    "The region '{name}' did not answer in time (a fault set through /_strata/regions)."
+                )));
+            }
+            FaultKind::WriteForbidden if write => return Err(write_forbidden(name)),
+            _ => {}
+        }
+        if write && !self.writable(i) {
+            return Err(write_forbidden(name));
+        }
+        Ok(())
+    }
+}
+
+fn write_forbidden(region: &str) -> CosmosError {
+    CosmosError::forbidden(format!(
+        "The requested operation cannot be performed at this region: '{region}' does not take writes. Send writes to the account's write region (its writableLocations)."
+    ))
+    .with_sub_status(WRITE_FORBIDDEN)
+}
+
+/// `endpoint` (`scheme://host[:port]/`) with its port replaced by `port` (unchanged if 0).
+/// The explicit port of `scheme://host:port/`, if any.
+fn port_of(endpoint: &str) -> Option<u16> {
+    let rest = endpoint.split_once("://").map_or(endpoint, |(_, r)| r);
+    let authority = rest.split('/').next().unwrap_or(rest);
+    match authority.rfind(':') {
+        Some(c) if !authority[c..].contains(']') => authority[c + 1..].parse().ok(),
+        _ => None,
+    }
+}
+
+fn with_port(endpoint: &str, port: u16) -> String {
+    if port == 0 {
+        return endpoint.to_string();
+    }
+    let (scheme, rest) = endpoint.split_once("://").unwrap_or(("http", endpoint));
+    let authority = rest.trim_end_matches('/');
+    // An IPv6 literal keeps its brackets; a port follows the last colon outside them.
+    let host = match authority.rfind(':') {
+        Some(c) if !authority[c..].contains(']') => &authority[..c],
+        _ => authority,
+    };
+    format!("{scheme}://{host}:{port}/")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn two() -> Regions {
+        let r = Regions::new(&RegionsConfig::parse("West US, East US", false).unwrap());
+        r.set_port(0, 9000);
+        r.set_port(1, 9001);
+        r
+    }
+
+    #[test]
+    fn names_parse_once_each() {
+        assert!(RegionsConfig::parse(" , ", false).is_err());
+        assert!(RegionsConfig::parse("West US,west us", false).is_err());
+        assert_eq!(
+            RegionsConfig::parse("A,B", true).unwrap().names,
+            vec!["A", "B"]
+        );
+    }
+
+    #[test]
+    fn endpoints_take_each_regions_port() {
+        assert_eq!(
+            with_port("https://127.0.0.1:8081/", 8082),
+            "https://127.0.0.1:8082/"
+        );
+        assert_eq!(with_port("http://[::1]:8081/", 9), "http://[::1]:9/");
+        assert_eq!(with_port("http://[::1]/", 9), "http://[::1]:9/");
+        assert_eq!(with_port("http://host/", 0), "http://host/");
+    }
+
+    #[test]
+    fn a_failover_moves_the_write_region_first() {
+        let r = two();
+        let l = r.locations("http://localhost:9001/", 1);
+        assert_eq!(
+            l.writable,
+            vec![Location {
+                name: "West US".into(),
+                database_account_endpoint: "http://localhost:9000/".into()
+            }]
+        );
+        assert_eq!(l.readable.len(), 2);
+        r.fail_over("east us").unwrap();
+        let l = r.locations("http://localhost:9001/", 1);
+        assert_eq!(l.writable[0].name, "East US");
+        // Reached through another port (a balancer, a forwarding process): same offsets.
+        let l = r.locations("http://localhost:18001/", 1);
+        assert_eq!(
+            l.readable[0].database_account_endpoint,
+            "http://localhost:18001/"
+        );
+        assert_eq!(
+            l.readable[1].database_account_endpoint,
+            "http://localhost:18000/"
+        );
+        assert_eq!(l.readable[0].name, "East US");
+        assert!(r.fail_over("Mars").is_err());
+    }
+
+    #[tokio::test]
+    async fn faults_and_write_roles_answer_as_the_service() {
+        let r = two();
+        assert!(r.gate(0, true).await.is_ok());
+        let e = r.gate(1, true).await.err().unwrap();
+        assert_eq!((e.status.as_u16(), e.sub_status), (403, Some(3)));
+        assert!(r.gate(1, false).await.is_ok());
+        r.set_fault(
+            "West US",
+            Fault {
+                kind: FaultKind::Unavailable,
+                ..Fault::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(r.gate(0, false).await.err().unwrap().status.as_u16(), 503);
+        r.set_fault(
+            "West US",
+            Fault {
+                kind: FaultKind::Timeout,
+                hold_ms: 1,
+                latency_ms: 1,
+            },
+        )
+        .unwrap();
+        assert_eq!(r.gate(0, false).await.err().unwrap().status.as_u16(), 408);
+        let too_long = Fault {
+            latency_ms: MAX_DELAY_MS + 1,
+            ..Fault::default()
+        };
+        assert!(r.set_fault("West US", too_long).is_err());
+        let multi = Regions::new(&RegionsConfig::parse("A,B", true).unwrap());
+        assert!(multi.gate(1, true).await.is_ok());
+        assert!(multi.fail_over("A").is_err());
+    }
+}
