@@ -59,8 +59,11 @@ print(next(os.path.dirname(p['manifest_path']) for p in m['packages']
 fi
 
 features=key_auth,control_plane,fault_injection
+# Without debug info or incremental caches, which nobody uses here: these are two full builds
+# of the SDK and its dependencies (aws-lc among them), and a runner's disk may be small.
 build() { # category, test target (a target folder per category: RUSTFLAGS differ)
     (cd "$src" && CARGO_TARGET_DIR="$work/target-$1" RUSTFLAGS="--cfg test_category=\"$1\"" \
+        CARGO_PROFILE_DEV_DEBUG=false CARGO_PROFILE_TEST_DEBUG=false CARGO_INCREMENTAL=0 \
         cargo test --locked --features $features --test "$2" --no-run --message-format json -q) |
         python3 -c "
 import json, sys
