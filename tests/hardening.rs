@@ -632,6 +632,59 @@ mod connections {
         drop(b);
         s.stop().await;
     }
+
+    /// HTTP/2 (which the official Rust SDK speaks): a client that never opens a stream is cut
+    /// off after the header timeout, as an HTTP/1 client that sends no request is, even while
+    /// its PINGs keep every read under the idle timeout.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_http2_connection_that_opens_no_stream_is_cut_off() {
+        let s = quick_server(100).await;
+        let pk = [("x-ms-documentdb-partitionkey", "[\"p\"]")];
+        let r = s
+            .post("/dbs/QA/colls/C1/docs", &pk, json!({"id": "1", "pk": "p"}))
+            .await;
+        assert_eq!(r.status, StatusCode::CREATED, "{r:?}");
+        let (mut rd, mut wr) = TcpStream::connect(addr(&s)).await.unwrap().into_split();
+        wr.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+            .await
+            .unwrap();
+        wr.write_all(&[0, 0, 0, 4, 0, 0, 0, 0, 0]).await.unwrap(); // an empty SETTINGS frame
+        let pinger = tokio::spawn(async move {
+            for i in 0..100u8 {
+                let ping = [0, 0, 8, 6, 0, 0, 0, 0, 0, i, 0, 0, 0, 0, 0, 0, 0];
+                if wr.write_all(&ping).await.is_err() {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+        });
+        let started = Instant::now();
+        let (mut received, mut buf) = (Vec::new(), [0u8; 4096]);
+        loop {
+            match tokio::time::timeout(Duration::from_secs(10), rd.read(&mut buf)).await {
+                Ok(Ok(0)) | Ok(Err(_)) | Err(_) => break,
+                Ok(Ok(n)) => received.extend_from_slice(&buf[..n]),
+            }
+        }
+        let took = started.elapsed();
+        pinger.abort();
+        // The frames the server sent: 9-byte headers (length, type, flags, stream).
+        let (mut kinds, mut at) = (Vec::new(), 0);
+        while at + 9 <= received.len() {
+            let len = u32::from_be_bytes([0, received[at], received[at + 1], received[at + 2]]);
+            kinds.push(received[at + 3]);
+            at += 9 + len as usize;
+        }
+        assert!(kinds.contains(&4), "no SETTINGS from the server: {kinds:?}");
+        // Closed gracefully: a GOAWAY tells the client to open no stream on it.
+        assert!(kinds.contains(&7), "no GOAWAY before the close: {kinds:?}");
+        assert!(
+            took < Duration::from_secs(6),
+            "an HTTP/2 client that opened no stream held the connection {took:?}"
+        );
+        still_serving(&s).await;
+        s.stop().await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -31,10 +31,21 @@ impl Conn {
         self.inflight.fetch_add(1, Ordering::AcqRel);
     }
 
-    /// A request ended (its response was produced) at `now_ms`.
+    /// A request ended (its response was sent, or abandoned) at `now_ms`.
     pub fn end(&self, now_ms: u64) {
         self.last.store(now_ms, Ordering::Release);
         self.inflight.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// Since when no request has been under way: the end of the last one, or `opened_ms`
+    /// before any; `None` while one runs.
+    pub fn quiet_since(&self, opened_ms: u64) -> Option<u64> {
+        let last = self.last.load(Ordering::Acquire);
+        (self.inflight.load(Ordering::Acquire) == 0).then_some(if last == NEVER {
+            opened_ms
+        } else {
+            last
+        })
     }
 
     /// Since when the connection has been idle; `None` while a request runs, or before its
@@ -135,5 +146,19 @@ mod tests {
         fresh.begin();
         fresh.end(50);
         assert!(r.close_oldest_idle());
+    }
+
+    #[test]
+    fn a_connection_is_quiet_from_its_opening_or_its_last_request_and_never_while_busy() {
+        let r = Registry::default();
+        let (_, c) = r.add();
+        assert_eq!(c.quiet_since(7), Some(7));
+        c.begin();
+        c.begin();
+        assert_eq!(c.quiet_since(7), None);
+        c.end(20);
+        assert_eq!(c.quiet_since(7), None); // one still under way
+        c.end(25);
+        assert_eq!(c.quiet_since(7), Some(25));
     }
 }

@@ -475,22 +475,34 @@ async fn accept_loop(
         };
         let _ = stream.set_nodelay(true);
         let (id, activity) = shared.registry.add();
+        let opened_ms = shared.registry.now_ms();
         let svc = tracked(shared.router.clone(), region, &shared.registry, &activity);
         let watcher = graceful.watcher();
         let acceptor = shared.acceptor.clone();
         let limits = shared.limits.clone();
         let registry = Arc::clone(&shared.registry);
+        let stop = stop_rx.clone();
         tokio::spawn(async move {
             let _permit = permit;
-            let served = serve(stream, acceptor, &limits, svc, watcher);
-            // Closed by the accept loop (idle, at the limit): dropping it closes it.
-            tokio::select! {
-                _ = served => {}
-                _ = activity.close.notified() => {}
-            }
+            // Server shutdown waits for every connection whose watcher is still held.
+            let _counted = watcher;
+            let closing = async {
+                tokio::select! {
+                    _ = activity.close.notified() => "its place was given to a new client",
+                    _ = quiet_for(&activity, &registry, opened_ms, limits.header_timeout) =>
+                        "no request began within the header timeout",
+                    _ = stopping(stop) => "the server is stopping",
+                }
+            };
+            serve(stream, acceptor, &limits, svc, closing).await;
             registry.remove(id);
         });
     }
+}
+
+/// Resolves once the server has been told to stop (at once if it already has).
+async fn stopping(mut stop: watch::Receiver<bool>) {
+    let _ = stop.wait_for(|stopped| *stopped).await;
 }
 
 /// The API's state for `cfg` over `store`: keys, the token key, copy jobs, the explorer; with
@@ -557,13 +569,16 @@ async fn build_app(
 }
 
 /// Serves one accepted connection (after the TLS handshake, when serving HTTPS) until it
-/// ends or the server shuts down.
+/// ends, or until `closing` resolves: then the connection is shut down gracefully (HTTP/2's
+/// GOAWAY, so a client never sends a request into a connection being closed; HTTP/1 closes
+/// after the response under way), and cut off if it has not finished within the header
+/// timeout.
 async fn serve<S>(
     stream: tokio::net::TcpStream,
     acceptor: Option<tokio_rustls::TlsAcceptor>,
     limits: &Connections,
     svc: S,
-    watcher: hyper_util::server::graceful::Watcher,
+    closing: impl std::future::Future<Output = &'static str>,
 ) where
     S: hyper::service::Service<
             hyper::Request<hyper::body::Incoming>,
@@ -584,19 +599,78 @@ async fn serve<S>(
         .http1()
         .timer(TokioTimer::new())
         .header_read_timeout(limits.header_timeout);
+    tokio::pin!(closing);
     match acceptor {
-        Some(acc) => match tokio::time::timeout(limits.header_timeout, acc.accept(stream)).await {
-            Ok(Ok(s)) => {
-                let conn = builder.serve_connection_with_upgrades(TokioIo::new(s), svc);
-                let _ = watcher.watch(conn.into_owned()).await;
+        Some(acc) => {
+            let tls = tokio::select! {
+                tls = tokio::time::timeout(limits.header_timeout, acc.accept(stream)) => tls,
+                _ = closing.as_mut() => return,
+            };
+            match tls {
+                Ok(Ok(s)) => {
+                    let conn = builder.serve_connection_with_upgrades(TokioIo::new(s), svc);
+                    drive(conn, closing, limits.header_timeout).await
+                }
+                Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
+                Err(_) => tracing::debug!("TLS handshake timed out"),
             }
-            Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
-            Err(_) => tracing::debug!("TLS handshake timed out"),
-        },
+        }
         None => {
             let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), svc);
-            let _ = watcher.watch(conn.into_owned()).await;
+            drive(conn, closing, limits.header_timeout).await
         }
+    }
+}
+
+/// Runs a connection until it ends; once `closing` resolves, shuts it down gracefully and
+/// gives it `grace` to finish.
+async fn drive<I, S>(
+    conn: auto::UpgradeableConnection<'_, I, S, TokioExecutor>,
+    closing: std::pin::Pin<&mut impl std::future::Future<Output = &'static str>>,
+    grace: Duration,
+) where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+    S: hyper::service::Service<
+            hyper::Request<hyper::body::Incoming>,
+            Response = axum::response::Response,
+        > + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    tokio::pin!(conn);
+    let why = tokio::select! {
+        _ = conn.as_mut() => return,
+        why = closing => why,
+    };
+    tracing::debug!(why, "closing a connection");
+    conn.as_mut().graceful_shutdown();
+    let _ = tokio::time::timeout(grace, conn).await;
+}
+
+/// Resolves once the connection has gone `limit` with no request under way, since it opened
+/// or since its last response was sent. hyper bounds an HTTP/1 connection's wait for the next
+/// request's headers itself; over HTTP/2 a client could hold a connection for ever without
+/// opening a stream (its PINGs reset the idle read timeout), or stall a header block that
+/// never completes, so the same bound is kept here, whatever the protocol.
+async fn quiet_for(
+    conn: &crate::connections::Conn,
+    registry: &crate::connections::Registry,
+    opened_ms: u64,
+    limit: Duration,
+) {
+    let limit_ms = limit.as_millis() as u64;
+    loop {
+        let quiet_ms = conn
+            .quiet_since(opened_ms)
+            .map(|since| registry.now_ms().saturating_sub(since));
+        let wait = match quiet_ms {
+            Some(q) if q >= limit_ms => return,
+            Some(q) => limit_ms - q,
+            None => limit_ms,
+        };
+        tokio::time::sleep(Duration::from_millis(wait.max(10))).await;
     }
 }
 
@@ -623,14 +697,39 @@ fn tracked(
         use hyper::service::Service as _;
         req.extensions_mut().insert(crate::api::RegionId(region));
         activity.begin();
+        // The request ends when its answer's body has been sent (or dropped), not when the
+        // handler returns: a large page still on its way is not an idle connection.
+        let ends = Ends {
+            registry: Arc::clone(&registry),
+            activity: Arc::clone(&activity),
+        };
         let answer = inner.call(req);
-        let (registry, activity) = (Arc::clone(&registry), Arc::clone(&activity));
         async move {
             let r = answer.await;
-            activity.end(registry.now_ms());
-            r
+            r.map(|answer| {
+                answer.map(|body| {
+                    use http_body_util::BodyExt as _;
+                    axum::body::Body::new(body.map_frame(move |frame| {
+                        let _sent_with_the_body = &ends;
+                        frame
+                    }))
+                })
+            })
         }
     })
+}
+
+/// Marks a request ended when dropped (with its answer's body, or with the request if the
+/// connection goes first).
+struct Ends {
+    registry: Arc<crate::connections::Registry>,
+    activity: Arc<crate::connections::Conn>,
+}
+
+impl Drop for Ends {
+    fn drop(&mut self) {
+        self.activity.end(self.registry.now_ms());
+    }
 }
 
 /// The loopback address of a listener bound to `addr` (itself unless it is unspecified).
