@@ -19,7 +19,7 @@ async fn main() -> Result<(), strata_sdk::Error> {
     let orders = db
         .create_container_with_throughput(
             ContainerProperties::new("orders", PartitionKeyDefinition::new("/customer")),
-            Throughput::Manual(10_000),
+            Throughput::Manual(6_000),
         )
         .await?;
     let leases = db

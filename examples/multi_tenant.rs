@@ -28,14 +28,14 @@ async fn main() -> Result<(), strata_sdk::Error> {
     let db = client
         .create_database(&strata_examples::unique("multitenant"))
         .await?;
-    // 40,000 RU/s: four physical partitions, so routing is visible.
+    // 24,000 RU/s: four physical partitions (one per 6,000 at creation), so routing is visible.
     let events = db
         .create_container_with_throughput(
             ContainerProperties::new(
                 "events",
                 PartitionKeyDefinition::hierarchical(["/TenantId", "/UserId", "/SessionId"])?,
             ),
-            Throughput::Manual(40_000),
+            Throughput::Manual(24_000),
         )
         .await?;
     // Tenants of very different sizes (Zipf-like): Contoso is huge, the tail is small.

@@ -417,7 +417,7 @@ async fn throughput_outside_the_service_bounds_is_400_before_anything_is_allocat
         .request(Method::PUT, &format!("/offers/{id}"), &[], Some(raised))
         .await;
     assert_eq!(r.status, StatusCode::BAD_REQUEST, "{r:?}");
-    // The largest allowed container gets its 100 partitions.
+    // The largest allowed container gets its 167 partitions (one per 6,000 RU/s).
     let r = s
         .post(
             "/dbs/QA/colls",
@@ -429,7 +429,7 @@ async fn throughput_outside_the_service_bounds_is_400_before_anything_is_allocat
     let r = s.get("/dbs/QA/colls/max/pkranges", &[]).await;
     assert_eq!(
         r.json["PartitionKeyRanges"].as_array().map(Vec::len),
-        Some(100)
+        Some(167)
     );
     still_serving(&s).await;
     s.stop().await;

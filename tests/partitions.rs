@@ -304,7 +304,16 @@ async fn splits_under_concurrent_load_lose_nothing() {
 async fn partitions_follow_throughput() {
     let s = TestServer::start().await;
     s.post("/dbs", &[], json!({"id": "db"})).await;
-    for (name, ru, want) in [("a", "400", 1), ("b", "11000", 2), ("c", "30000", 3)] {
+    // As the service: one partition per 6,000 manual RU/s at creation (the official Python
+    // suite's THROUGHPUT_FOR_2_PARTITIONS is 12,000 and THROUGHPUT_FOR_5_PARTITIONS 30,000).
+    let cases = [
+        ("a", "400", 1),
+        ("b", "11000", 2),
+        ("c", "30000", 5),
+        ("d", "6000", 1),
+        ("e", "6100", 2),
+    ];
+    for (name, ru, want) in cases {
         let r = s
             .post("/dbs/db/colls", &[("x-ms-offer-throughput", ru)], json!({"id": name, "partitionKey": {"paths": ["/pk"], "kind": "Hash", "version": 2}}))
             .await;

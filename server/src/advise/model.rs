@@ -3,6 +3,7 @@
 //! own rules, [`crate::store::split::next_split`] and [`choose_cut`], replayed on a simulated
 //! map), and where recent writes land.
 
+use crate::store::catalog::partitions_at_creation;
 use crate::store::keys::KeyCodec;
 use crate::store::split::{choose_cut, next_split};
 use crate::throughput::charge;
@@ -22,7 +23,8 @@ pub const PARTITION_MAX_RU: f64 = 10_000.0;
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Settings {
-    /// Provisioned RU/s of the container (physical partitions: one per 10,000).
+    /// Provisioned (manual) RU/s of the container: it starts with one physical partition per
+    /// 6,000 and splits until it has one per 10,000.
     pub throughput: u64,
     /// Growth factor for the "at N× growth" figures.
     pub growth: f64,
@@ -157,8 +159,9 @@ pub fn simulate(
 ) -> Vec<SimRange> {
     let most = s.max_partitions.max(1) as usize;
     let want = (s.throughput.div_ceil(10_000).max(1) as usize).min(most);
+    let created = (partitions_at_creation(Some(s.throughput), None) as usize).min(most);
     let mut bounds: Vec<String> = vec![String::new()];
-    bounds.extend(even_boundaries(def, want));
+    bounds.extend(even_boundaries(def, created));
     bounds.push(EPK_MAX.to_string());
     let mut ranges: Vec<SimRange> = bounds
         .windows(2)

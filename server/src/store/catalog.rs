@@ -35,6 +35,26 @@ impl Throughput {
     pub fn max_ru(&self) -> u64 {
         self.autoscale_max.or(self.manual).unwrap_or(400)
     }
+
+    /// The physical partitions a new container with this throughput starts with.
+    pub fn partitions_at_creation(&self) -> u64 {
+        partitions_at_creation(self.manual, self.autoscale_max)
+    }
+}
+
+/// The physical partitions the service creates a container with: one per 6,000 RU/s of
+/// manual throughput (30,000 RU/s make 5, 12,000 make 2: the official Python suite's
+/// `THROUGHPUT_FOR_5_PARTITIONS` and `THROUGHPUT_FOR_2_PARTITIONS`), one per 10,000 RU/s of
+/// an autoscale maximum; one without either. Scaling up later splits only as far as 10,000
+/// RU/s a partition needs (`Container::partitions_for_throughput`), so a container created
+/// large keeps room to grow without a split, as in the service.
+pub fn partitions_at_creation(manual: Option<u64>, autoscale_max: Option<u64>) -> u64 {
+    match (autoscale_max, manual) {
+        (Some(max), _) => max.div_ceil(10_000),
+        (None, Some(ru)) => ru.div_ceil(6_000),
+        (None, None) => 1,
+    }
+    .max(1)
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

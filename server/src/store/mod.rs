@@ -464,10 +464,10 @@ impl Store {
         let most = u64::from(self.inner.limits.max_partitions.max(1));
         let n = match self.inner.limits.initial_partitions {
             Some(n) => u64::from(n.max(1)).min(most) as usize,
-            None => {
-                let ru = t.as_ref().map(Throughput::max_ru).unwrap_or(400);
-                ru.div_ceil(10_000).clamp(1, most) as usize
-            }
+            None => t
+                .as_ref()
+                .map_or(1, Throughput::partitions_at_creation)
+                .min(most) as usize,
         };
         let bounds = strata_query::pk::epk::even_boundaries(&pk, n);
         let mut ranges = Vec::with_capacity(n);
