@@ -2,12 +2,14 @@
 //! accepted; without role assignments every principal may use the data plane (as the
 //! emulator), never the management plane (403/5300); with assignments, a reader identity is
 //! refused a write (403/5301, the service's message) and a contributor scoped to one
-//! container writes there only; `--disable-local-auth` refuses the account key (401).
+//! container writes there only; `--disable-local-auth` refuses the account key (401); with
+//! a tenant's signing keys (`--entra-jwks`), real RS256 tokens of that tenant verify and are
+//! held to the same roles.
 
 use reqwest::Method;
 use serde_json::{json, Value};
 use strata_query::protocol::EMULATOR_KEY;
-use strata_server::api::aad::emulator_token;
+use strata_server::api::aad::{emulator_token, entra_token, Jwks};
 use strata_tests::{Options, TestServer};
 
 /// `authorization` for principal `oid`, as the SDKs' emulator credential builds it.
@@ -225,5 +227,61 @@ async fn with_local_auth_disabled_keys_are_refused() {
     );
     let (st, _, body) = call(&s, &aad("me"), Method::GET, "/dbs", &[], None).await;
     assert_eq!(st, 200, "{body}");
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn real_entra_tokens_of_the_tenant_verify_and_are_held_to_their_roles() {
+    const TENANT: &str = "0b6f3d1e-5c42-4d1a-9d5e-3f2a1c0e7b11";
+    let data = concat!(env!("CARGO_MANIFEST_DIR"), "/data/entra");
+    let jwks = Jwks::load(std::path::Path::new(&format!("{data}/jwks.json")), TENANT).unwrap();
+    let pkcs8 = std::fs::read(format!("{data}/test-signing-key.pk8")).unwrap();
+    let s = TestServer::start_with(Options {
+        entra: Some(jwks),
+        ..Default::default()
+    })
+    .await;
+    setup(&s).await;
+    let policy = json!({"roleAssignments": [
+        {"id": "r", "roleDefinitionId": "00000000-0000-0000-0000-000000000001", "principalId": "bob-oid", "scope": "/"}
+    ]});
+    let r = s
+        .request(Method::PUT, "/_strata/rbac", &[], Some(policy))
+        .await;
+    assert_eq!(r.status, 200, "{r:?}");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let token = |tid: &str| {
+        let claims = json!({"aud": "https://cosmos.azure.com", "tid": tid, "oid": "bob-oid",
+            "iss": format!("https://login.microsoftonline.com/{tid}/v2.0"),
+            "exp": now + 3600, "nbf": now - 60, "iat": now - 60});
+        let jwt = entra_token(&pkcs8, "strata-test-key-1", &claims).unwrap();
+        percent_encoding::utf8_percent_encode(
+            &format!("type=aad&ver=1.0&sig={jwt}"),
+            percent_encoding::NON_ALPHANUMERIC,
+        )
+        .to_string()
+    };
+    let bob = token(TENANT);
+    let (st, _, body) = call(&s, &bob, Method::GET, "/dbs/app/colls/c", &[], None).await;
+    assert_eq!(st, 200, "{body}");
+    let (st, sub, body) = create_item(&s, &bob, "c", "1").await;
+    assert_eq!((st, sub), (403, 5301), "{body}");
+    // The same principal, signed by the same key, for another tenant.
+    let (st, _, body) = call(
+        &s,
+        &token("11111111-2222-3333-4444-555555555555"),
+        Method::GET,
+        "/dbs/app/colls/c",
+        &[],
+        None,
+    )
+    .await;
+    assert!(
+        st == 401 && body["message"].as_str().unwrap().contains("tenant"),
+        "{st} {body}"
+    );
     s.stop().await;
 }

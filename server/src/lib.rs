@@ -33,6 +33,7 @@ pub mod items;
 pub mod net;
 pub mod regions;
 pub mod script;
+mod serve;
 pub mod store;
 pub mod throughput;
 pub mod transfer;

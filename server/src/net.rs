@@ -3,10 +3,7 @@
 
 use crate::api::{self, auth::MasterKey, ApiOptions, App};
 use crate::store::{kv::KvError, Store, StoreConfig, StoreError};
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
-use hyper_util::service::TowerToHyperService;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -14,6 +11,8 @@ use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinHandle;
+
+pub use crate::serve::Connections;
 
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -51,34 +50,10 @@ pub struct ServerConfig {
     pub disable_local_auth: bool,
     /// Where the RBAC policy is kept (default: `rbac.json` in the data folder, if any).
     pub rbac: Option<PathBuf>,
+    /// An Entra ID tenant's signing keys: its real tokens are accepted (`--entra-jwks`).
+    pub entra: Option<api::aad::Jwks>,
     /// The account's regions, each served on its own port from `port` up (one by default).
     pub regions: crate::regions::RegionsConfig,
-}
-
-/// Bounds on clients, so that slow, idle or numerous connections cannot exhaust the server.
-#[derive(Debug, Clone)]
-pub struct Connections {
-    /// The most connections served at once (further ones wait in the listen backlog); also
-    /// kept below the process's open-files limit.
-    pub max: usize,
-    /// How long a client may take to send a request's headers (slowloris), and the TLS
-    /// handshake.
-    pub header_timeout: Duration,
-    /// How long a client may take to send a request's body once its headers arrived.
-    pub body_timeout: Duration,
-    /// A connection on which nothing arrives for this long is closed (idle keep-alive).
-    pub idle_timeout: Duration,
-}
-
-impl Default for Connections {
-    fn default() -> Self {
-        Self {
-            max: 10_000,
-            header_timeout: Duration::from_secs(20),
-            body_timeout: Duration::from_secs(60),
-            idle_timeout: Duration::from_secs(300),
-        }
-    }
 }
 
 impl Default for ServerConfig {
@@ -98,6 +73,7 @@ impl Default for ServerConfig {
             queries: Default::default(),
             disable_local_auth: false,
             rbac: None,
+            entra: None,
             regions: Default::default(),
         }
     }
@@ -476,7 +452,7 @@ async fn accept_loop(
         let _ = stream.set_nodelay(true);
         let (id, activity) = shared.registry.add();
         let opened_ms = shared.registry.now_ms();
-        let svc = tracked(shared.router.clone(), region, &shared.registry, &activity);
+        let svc = crate::serve::tracked(shared.router.clone(), region, &shared.registry, &activity);
         let watcher = graceful.watcher();
         let acceptor = shared.acceptor.clone();
         let limits = shared.limits.clone();
@@ -489,12 +465,12 @@ async fn accept_loop(
             let closing = async {
                 tokio::select! {
                     _ = activity.close.notified() => "its place was given to a new client",
-                    _ = quiet_for(&activity, &registry, opened_ms, limits.header_timeout) =>
+                    _ = crate::serve::quiet_for(&activity, &registry, opened_ms, limits.header_timeout) =>
                         "no request began within the header timeout",
                     _ = stopping(stop) => "the server is stopping",
                 }
             };
-            serve(stream, acceptor, &limits, svc, closing).await;
+            crate::serve::serve(stream, acceptor, &limits, svc, closing).await;
             registry.remove(id);
         });
     }
@@ -514,6 +490,7 @@ async fn build_app(
 ) -> Result<(App, crate::transfer::jobs::Jobs), BoxError> {
     let keys = api::auth::Keys {
         disable_local_auth: cfg.disable_local_auth,
+        entra: cfg.entra.clone().map(Arc::new),
         read_write: MasterKey::from_base64(&cfg.key)?,
         read_only: match &cfg.read_only_key {
             Some(k) => Some(MasterKey::from_base64(k)?),
@@ -566,170 +543,6 @@ async fn build_app(
         },
     );
     Ok((app, jobs))
-}
-
-/// Serves one accepted connection (after the TLS handshake, when serving HTTPS) until it
-/// ends, or until `closing` resolves: then the connection is shut down gracefully (HTTP/2's
-/// GOAWAY, so a client never sends a request into a connection being closed; HTTP/1 closes
-/// after the response under way), and cut off if it has not finished within the header
-/// timeout.
-async fn serve<S>(
-    stream: tokio::net::TcpStream,
-    acceptor: Option<tokio_rustls::TlsAcceptor>,
-    limits: &Connections,
-    svc: S,
-    closing: impl std::future::Future<Output = &'static str>,
-) where
-    S: hyper::service::Service<
-            hyper::Request<hyper::body::Incoming>,
-            Response = axum::response::Response,
-        > + Clone
-        + Send
-        + 'static,
-    S::Future: Send + 'static,
-    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-{
-    // A read that stalls past the idle timeout ends the connection, over TLS and HTTP/2 too
-    // (hyper's header timeout covers HTTP/1 only).
-    let mut stream = tokio_io_timeout::TimeoutStream::new(stream);
-    stream.set_read_timeout(Some(limits.idle_timeout));
-    let stream = Box::pin(stream);
-    let mut builder = auto::Builder::new(TokioExecutor::new());
-    builder
-        .http1()
-        .timer(TokioTimer::new())
-        .header_read_timeout(limits.header_timeout);
-    tokio::pin!(closing);
-    match acceptor {
-        Some(acc) => {
-            let tls = tokio::select! {
-                tls = tokio::time::timeout(limits.header_timeout, acc.accept(stream)) => tls,
-                _ = closing.as_mut() => return,
-            };
-            match tls {
-                Ok(Ok(s)) => {
-                    let conn = builder.serve_connection_with_upgrades(TokioIo::new(s), svc);
-                    drive(conn, closing, limits.header_timeout).await
-                }
-                Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
-                Err(_) => tracing::debug!("TLS handshake timed out"),
-            }
-        }
-        None => {
-            let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), svc);
-            drive(conn, closing, limits.header_timeout).await
-        }
-    }
-}
-
-/// Runs a connection until it ends; once `closing` resolves, shuts it down gracefully and
-/// gives it `grace` to finish.
-async fn drive<I, S>(
-    conn: auto::UpgradeableConnection<'_, I, S, TokioExecutor>,
-    closing: std::pin::Pin<&mut impl std::future::Future<Output = &'static str>>,
-    grace: Duration,
-) where
-    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
-    S: hyper::service::Service<
-            hyper::Request<hyper::body::Incoming>,
-            Response = axum::response::Response,
-        > + Clone
-        + Send
-        + 'static,
-    S::Future: Send + 'static,
-    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-{
-    tokio::pin!(conn);
-    let why = tokio::select! {
-        _ = conn.as_mut() => return,
-        why = closing => why,
-    };
-    tracing::debug!(why, "closing a connection");
-    conn.as_mut().graceful_shutdown();
-    let _ = tokio::time::timeout(grace, conn).await;
-}
-
-/// Resolves once the connection has gone `limit` with no request under way, since it opened
-/// or since its last response was sent. hyper bounds an HTTP/1 connection's wait for the next
-/// request's headers itself; over HTTP/2 a client could hold a connection for ever without
-/// opening a stream (its PINGs reset the idle read timeout), or stall a header block that
-/// never completes, so the same bound is kept here, whatever the protocol.
-async fn quiet_for(
-    conn: &crate::connections::Conn,
-    registry: &crate::connections::Registry,
-    opened_ms: u64,
-    limit: Duration,
-) {
-    let limit_ms = limit.as_millis() as u64;
-    loop {
-        let quiet_ms = conn
-            .quiet_since(opened_ms)
-            .map(|since| registry.now_ms().saturating_sub(since));
-        let wait = match quiet_ms {
-            Some(q) if q >= limit_ms => return,
-            Some(q) => limit_ms - q,
-            None => limit_ms,
-        };
-        tokio::time::sleep(Duration::from_millis(wait.max(10))).await;
-    }
-}
-
-/// The router as a hyper service that notes when each request of a connection starts and
-/// ends (so the accept loop knows which connections are idle), and which region it reached.
-fn tracked(
-    router: axum::Router,
-    region: usize,
-    registry: &Arc<crate::connections::Registry>,
-    activity: &Arc<crate::connections::Conn>,
-) -> impl hyper::service::Service<
-    hyper::Request<hyper::body::Incoming>,
-    Response = axum::response::Response,
-    Error = std::convert::Infallible,
-    Future = impl std::future::Future<
-        Output = Result<axum::response::Response, std::convert::Infallible>,
-    > + Send,
-> + Clone
-       + Send
-       + 'static {
-    let inner = TowerToHyperService::new(router);
-    let (registry, activity) = (Arc::clone(registry), Arc::clone(activity));
-    hyper::service::service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
-        use hyper::service::Service as _;
-        req.extensions_mut().insert(crate::api::RegionId(region));
-        activity.begin();
-        // The request ends when its answer's body has been sent (or dropped), not when the
-        // handler returns: a large page still on its way is not an idle connection.
-        let ends = Ends {
-            registry: Arc::clone(&registry),
-            activity: Arc::clone(&activity),
-        };
-        let answer = inner.call(req);
-        async move {
-            let r = answer.await;
-            r.map(|answer| {
-                answer.map(|body| {
-                    use http_body_util::BodyExt as _;
-                    axum::body::Body::new(body.map_frame(move |frame| {
-                        let _sent_with_the_body = &ends;
-                        frame
-                    }))
-                })
-            })
-        }
-    })
-}
-
-/// Marks a request ended when dropped (with its answer's body, or with the request if the
-/// connection goes first).
-struct Ends {
-    registry: Arc<crate::connections::Registry>,
-    activity: Arc<crate::connections::Conn>,
-}
-
-impl Drop for Ends {
-    fn drop(&mut self) {
-        self.activity.end(self.registry.now_ms());
-    }
 }
 
 /// The loopback address of a listener bound to `addr` (itself unless it is unspecified).

@@ -39,6 +39,8 @@ pub struct Options {
     pub postgres: Option<String>,
     /// `--regions`: each region on its own ephemeral port.
     pub regions: Option<strata_server::regions::RegionsConfig>,
+    /// `--entra-jwks`/`--entra-tenant`: real Entra ID tokens of that tenant verify.
+    pub entra: Option<strata_server::api::aad::Jwks>,
 }
 
 /// A strata server running inside the test process on an ephemeral port.
@@ -151,6 +153,7 @@ impl TestServer {
             connections: opts.connections.clone().unwrap_or_default(),
             disable_local_auth: opts.disable_local_auth,
             regions: opts.regions.clone().unwrap_or_default(),
+            entra: opts.entra.clone(),
             ..Default::default()
         };
         let running = strata_server::start(cfg).await.expect("server starts");

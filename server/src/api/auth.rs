@@ -44,6 +44,8 @@ pub struct Keys {
     /// Refuse keys and resource tokens (`--disable-local-auth`): Entra ID tokens only, as an
     /// account with `disableLocalAuth`.
     pub disable_local_auth: bool,
+    /// An Entra ID tenant's signing keys (`--entra-jwks`): real tokens of that tenant verify.
+    pub entra: Option<std::sync::Arc<super::aad::Jwks>>,
 }
 
 /// Authenticates the request's `authorization` header.
@@ -92,6 +94,7 @@ pub fn verify(
             let account = super::aad::AccountKeys {
                 read_write: &keys.read_write,
                 read_only: keys.read_only.as_ref(),
+                jwks: keys.entra.as_deref(),
                 skew: MAX_CLOCK_SKEW.as_secs() as i64,
             };
             return Ok(Principal::Aad(super::aad::verify(&account, sig, now)?));
@@ -180,6 +183,7 @@ mod tests {
             disable_local_auth: false,
             read_write: key.clone(),
             read_only: Some(ro.clone()),
+            entra: None,
         };
         let tk = strata_query::sql::token::TokenKey::new([1; 32]);
         let verify = |_k: &MasterKey, m: &Method, s: &AuthScope, h: &HeaderMap| {

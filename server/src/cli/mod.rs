@@ -220,6 +220,24 @@ pub struct Args {
     /// data folder.
     #[arg(long, env = "STRATA_RBAC", value_name = "FILE")]
     rbac: Option<PathBuf>,
+    /// Accept real Entra ID tokens: the tenant's signing keys, a JWKS file as
+    /// https://login.microsoftonline.com/<tenant>/discovery/v2.0/keys serves it. Tokens must
+    /// name the tenant of --entra-tenant.
+    #[arg(
+        long,
+        env = "STRATA_ENTRA_JWKS",
+        value_name = "FILE",
+        requires = "entra_tenant"
+    )]
+    entra_jwks: Option<PathBuf>,
+    /// The Entra ID tenant (directory) id whose tokens --entra-jwks verifies.
+    #[arg(
+        long,
+        env = "STRATA_ENTRA_TENANT",
+        value_name = "ID",
+        requires = "entra_jwks"
+    )]
+    entra_tenant: Option<String>,
     /// Serve a multi-region account: each region (names separated by commas, the write region
     /// first) on its own port from --port up, all over the one store. Faults and failovers are
     /// set through /_strata/regions or the explorer.
@@ -551,6 +569,10 @@ fn server_config(
         },
         disable_local_auth: args.disable_local_auth,
         rbac: args.rbac.clone(),
+        entra: match (&args.entra_jwks, &args.entra_tenant) {
+            (Some(file), Some(tenant)) => Some(crate::api::aad::Jwks::load(file, tenant)?),
+            _ => None,
+        },
         regions: match &args.regions {
             Some(list) => crate::regions::RegionsConfig::parse(list, args.multi_write)?,
             None => Default::default(),

@@ -1,0 +1,196 @@
+//! Serving one accepted connection: the TLS handshake, HTTP/1.1 or HTTP/2, the bounds on
+//! slow and quiet clients, and the graceful close (on a quiet connection, an eviction at the
+//! connection limit, or server stop). The accept loop in [`crate::net`] hands each connection
+//! here.
+
+use crate::connections::{Conn, Registry};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::service::TowerToHyperService;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Bounds on clients, so that slow, idle or numerous connections cannot exhaust the server.
+#[derive(Debug, Clone)]
+pub struct Connections {
+    /// The most connections served at once (further ones wait in the listen backlog); also
+    /// kept below the process's open-files limit.
+    pub max: usize,
+    /// How long a client may take to send a request's headers (slowloris), and the TLS
+    /// handshake.
+    pub header_timeout: Duration,
+    /// How long a client may take to send a request's body once its headers arrived.
+    pub body_timeout: Duration,
+    /// A connection on which nothing arrives for this long is closed (idle keep-alive).
+    pub idle_timeout: Duration,
+}
+
+impl Default for Connections {
+    fn default() -> Self {
+        Self {
+            max: 10_000,
+            header_timeout: Duration::from_secs(20),
+            body_timeout: Duration::from_secs(60),
+            idle_timeout: Duration::from_secs(300),
+        }
+    }
+}
+
+/// Serves one accepted connection (after the TLS handshake, when serving HTTPS) until it
+/// ends, or until `closing` resolves: then the connection is shut down gracefully (HTTP/2's
+/// GOAWAY, so a client never sends a request into a connection being closed; HTTP/1 closes
+/// after the response under way), and cut off if it has not finished within the header
+/// timeout.
+pub(crate) async fn serve<S>(
+    stream: tokio::net::TcpStream,
+    acceptor: Option<tokio_rustls::TlsAcceptor>,
+    limits: &Connections,
+    svc: S,
+    closing: impl std::future::Future<Output = &'static str>,
+) where
+    S: hyper::service::Service<
+            hyper::Request<hyper::body::Incoming>,
+            Response = axum::response::Response,
+        > + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    // A read that stalls past the idle timeout ends the connection, over TLS and HTTP/2 too
+    // (hyper's header timeout covers HTTP/1 only).
+    let mut stream = tokio_io_timeout::TimeoutStream::new(stream);
+    stream.set_read_timeout(Some(limits.idle_timeout));
+    let stream = Box::pin(stream);
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_timeout);
+    tokio::pin!(closing);
+    match acceptor {
+        Some(acc) => {
+            let tls = tokio::select! {
+                tls = tokio::time::timeout(limits.header_timeout, acc.accept(stream)) => tls,
+                _ = closing.as_mut() => return,
+            };
+            match tls {
+                Ok(Ok(s)) => {
+                    let conn = builder.serve_connection_with_upgrades(TokioIo::new(s), svc);
+                    drive(conn, closing, limits.header_timeout).await
+                }
+                Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
+                Err(_) => tracing::debug!("TLS handshake timed out"),
+            }
+        }
+        None => {
+            let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), svc);
+            drive(conn, closing, limits.header_timeout).await
+        }
+    }
+}
+
+/// Runs a connection until it ends; once `closing` resolves, shuts it down gracefully and
+/// gives it `grace` to finish.
+async fn drive<I, S>(
+    conn: auto::UpgradeableConnection<'_, I, S, TokioExecutor>,
+    closing: std::pin::Pin<&mut impl std::future::Future<Output = &'static str>>,
+    grace: Duration,
+) where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+    S: hyper::service::Service<
+            hyper::Request<hyper::body::Incoming>,
+            Response = axum::response::Response,
+        > + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    tokio::pin!(conn);
+    let why = tokio::select! {
+        _ = conn.as_mut() => return,
+        why = closing => why,
+    };
+    tracing::debug!(why, "closing a connection");
+    conn.as_mut().graceful_shutdown();
+    let _ = tokio::time::timeout(grace, conn).await;
+}
+
+/// Resolves once the connection has gone `limit` with no request under way, since it opened
+/// or since its last response was sent. hyper bounds an HTTP/1 connection's wait for the next
+/// request's headers itself; over HTTP/2 a client could hold a connection for ever without
+/// opening a stream (its PINGs reset the idle read timeout), or stall a header block that
+/// never completes, so the same bound is kept here, whatever the protocol.
+pub(crate) async fn quiet_for(conn: &Conn, registry: &Registry, opened_ms: u64, limit: Duration) {
+    let limit_ms = limit.as_millis() as u64;
+    loop {
+        let quiet_ms = conn
+            .quiet_since(opened_ms)
+            .map(|since| registry.now_ms().saturating_sub(since));
+        let wait = match quiet_ms {
+            Some(q) if q >= limit_ms => return,
+            Some(q) => limit_ms - q,
+            None => limit_ms,
+        };
+        tokio::time::sleep(Duration::from_millis(wait.max(10))).await;
+    }
+}
+
+/// The router as a hyper service that notes when each request of a connection starts and
+/// ends (so the accept loop knows which connections are idle), and which region it reached.
+pub(crate) fn tracked(
+    router: axum::Router,
+    region: usize,
+    registry: &Arc<Registry>,
+    activity: &Arc<Conn>,
+) -> impl hyper::service::Service<
+    hyper::Request<hyper::body::Incoming>,
+    Response = axum::response::Response,
+    Error = std::convert::Infallible,
+    Future = impl std::future::Future<
+        Output = Result<axum::response::Response, std::convert::Infallible>,
+    > + Send,
+> + Clone
+       + Send
+       + 'static {
+    let inner = TowerToHyperService::new(router);
+    let (registry, activity) = (Arc::clone(registry), Arc::clone(activity));
+    hyper::service::service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
+        use hyper::service::Service as _;
+        req.extensions_mut().insert(crate::api::RegionId(region));
+        activity.begin();
+        // The request ends when its answer's body has been sent (or dropped), not when the
+        // handler returns: a large page still on its way is not an idle connection.
+        let ends = Ends {
+            registry: Arc::clone(&registry),
+            activity: Arc::clone(&activity),
+        };
+        let answer = inner.call(req);
+        async move {
+            let r = answer.await;
+            r.map(|answer| {
+                answer.map(|body| {
+                    use http_body_util::BodyExt as _;
+                    axum::body::Body::new(body.map_frame(move |frame| {
+                        let _sent_with_the_body = &ends;
+                        frame
+                    }))
+                })
+            })
+        }
+    })
+}
+
+/// Marks a request ended when dropped (with its answer's body, or with the request if the
+/// connection goes first).
+struct Ends {
+    registry: Arc<Registry>,
+    activity: Arc<Conn>,
+}
+
+impl Drop for Ends {
+    fn drop(&mut self) {
+        self.activity.end(self.registry.now_ms());
+    }
+}
