@@ -94,6 +94,10 @@ async fn the_explorer_in_a_browser() {
         line("regions: "),
         "East US unavailable; then none; after failover West US reads, East US writes and reads"
     );
+    assert_eq!(
+        line("access: "),
+        "3 roles; writer-oid Item writer at /dbs/shop"
+    );
     assert!(line("deleted: ").starts_with("i0 gone"), "{text}");
     assert_eq!(
         line("closed explorer: "),

@@ -201,6 +201,31 @@ try {
   const roles = [0, 1].map(async (i) => byTest(`region-role-${i}`).textContent());
   console.log(`regions: East US ${down}; then ${await byTest('region-fault-1').textContent()}; after failover West US ${await roles[0]}, East US ${await roles[1]}`);
 
+  // The Access view: a custom role, an assignment of it and one of the built-in reader, then
+  // the reader's removed; what the server then holds is read back through the API.
+  await byTest('access-link').click();
+  await byTest('no-assignments').waitFor();
+  await byTest('role-name').fill('Item writer');
+  await byTest('role-actions').fill('Microsoft.DocumentDB/databaseAccounts/readMetadata\nMicrosoft.DocumentDB/databaseAccounts/sqlDatabases/containers/items/create');
+  await byTest('role-add').click();
+  await byTest('role-2').waitFor();
+  await byTest('assign-principal').fill('writer-oid');
+  await byTest('assign-role').selectOption({ label: 'Item writer' });
+  await byTest('assign-scope').fill('/dbs/shop');
+  await byTest('assign').click();
+  await byTest('assignment-0').waitFor();
+  await byTest('assign-principal').fill('reader-oid');
+  await byTest('assign-role').selectOption({ label: 'Cosmos DB Built-in Data Reader' });
+  await byTest('assign-scope').fill('/');
+  await byTest('assign').click();
+  await byTest('assignment-1').waitFor();
+  await shot('10-access');
+  await byTest('assignment-remove-1').click();
+  await page.waitForFunction(() => !document.querySelector('[data-testid="assignment-1"]'));
+  const held = await page.evaluate(async () => (await api('GET', '/_strata/rbac')).json);
+  const a = held.roleAssignments.map((x) => `${x.principalId} ${held.roleDefinitions.find((d) => d.id === x.roleDefinitionId).roleName} at ${x.scope}`);
+  console.log(`access: ${held.roleDefinitions.length} roles; ${a.join('; ')}`);
+
   // Another origin (the same server as http://localhost) can use neither the secret nor the API.
   const token = await page.evaluate(() => document.querySelector('meta[name="strata-token"]').content);
   const page2 = await browser.newPage();

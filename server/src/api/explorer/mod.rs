@@ -31,6 +31,7 @@ const INDEX_HTML: &str = include_str!("assets/index.html");
 const APP_JS: &str = include_str!("assets/app.js");
 const ADVISE_JS: &str = include_str!("assets/advise.js");
 const REGIONS_JS: &str = include_str!("assets/regions.js");
+const ACCESS_JS: &str = include_str!("assets/access.js");
 const APP_CSS: &str = include_str!("assets/app.css");
 
 /// What the explorer needs to know about this server.
@@ -224,6 +225,10 @@ impl Explorer {
             ),
             ("/_explorer/regions.js", true) => page(
                 Reply::new(StatusCode::OK, REGIONS_JS)
+                    .header(header::CONTENT_TYPE, "text/javascript; charset=utf-8"),
+            ),
+            ("/_explorer/access.js", true) => page(
+                Reply::new(StatusCode::OK, ACCESS_JS)
                     .header(header::CONTENT_TYPE, "text/javascript; charset=utf-8"),
             ),
             ("/_explorer/app.css", true) => page(

@@ -703,6 +703,7 @@ async function start() {
   $('new-db').addEventListener('click', newDatabase);
   $('jobs').addEventListener('click', () => renderJobs().catch((e) => toast(e.message, true)));
   $('regions').addEventListener('click', () => renderRegions().catch((e) => toast(e.message, true)));
+  $('access').addEventListener('click', () => renderAccess().catch((e) => toast(e.message, true)));
   $('refresh').addEventListener('click', () => renderTree().then(() => state.coll && openContainer(state.db, state.coll)));
   await renderTree();
 }
