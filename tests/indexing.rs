@@ -690,3 +690,134 @@ async fn vector_distance_orders_by_the_containers_distance_function() {
     assert_eq!(first["orderByItems"][0]["item"].as_f64(), Some(0.0));
     s.stop().await;
 }
+
+/// A spatial index narrows ST_DISTANCE, ST_WITHIN and ST_INTERSECTS filters to the grid cells
+/// near their geometry: the same answers as a container without it, fewer documents read, and
+/// a plan that names it. A policy change builds the cells for documents already there.
+#[tokio::test]
+async fn spatial_indexes_narrow_spatial_filters_to_the_same_answers() {
+    let s = TestServer::start().await;
+    s.post("/dbs", &[], json!({"id": DB})).await;
+    let spatial = json!({"indexingMode": "consistent", "includedPaths": [{"path": "/*"}],
+        "spatialIndexes": [{"path": "/loc/*", "types": ["Point", "Polygon"]}]});
+    for (coll, policy) in [("geo", Some(spatial.clone())), ("plain", None)] {
+        let mut body =
+            json!({"id": coll, "partitionKey": {"paths": ["/pk"], "kind": "Hash", "version": 2}});
+        if let Some(p) = policy {
+            body["indexingPolicy"] = p;
+        }
+        let r = s.post(&format!("/dbs/{DB}/colls"), &[], body).await;
+        assert!(r.status.is_success(), "{r:?}");
+        // A grid of points around Seattle (0.01° apart), a few far away, a park polygon,
+        // and values that are not geometry.
+        for i in 0..400 {
+            let (lon, lat) = (
+                -122.3 + (i % 20) as f64 * 0.01,
+                47.5 + (i / 20) as f64 * 0.01,
+            );
+            let d = json!({"id": format!("p{i}"), "pk": format!("k{}", i % 5),
+                           "loc": {"type": "Point", "coordinates": [lon, lat]}});
+            assert!(s
+                .create(DB, coll, &json!([format!("k{}", i % 5)]), d)
+                .await
+                .status
+                .is_success());
+        }
+        for (id, loc) in [
+            (
+                "paris",
+                json!({"type": "Point", "coordinates": [2.35, 48.85]}),
+            ),
+            (
+                "park",
+                json!({"type": "Polygon", "coordinates": [[[-122.26, 47.56], [-122.24, 47.56], [-122.24, 47.58], [-122.26, 47.58], [-122.26, 47.56]]]}),
+            ),
+            ("text", json!("not a place")),
+            ("bad", json!({"type": "Point", "coordinates": [0, 95]})),
+        ] {
+            let d = json!({"id": id, "pk": "k0", "loc": loc});
+            assert!(s
+                .create(DB, coll, &json!(["k0"]), d)
+                .await
+                .status
+                .is_success());
+        }
+    }
+    let near = "{'type': 'Point', 'coordinates': [-122.25, 47.57]}";
+    let box_ = "{'type': 'Polygon', 'coordinates': [[[-122.255, 47.565], [-122.225, 47.565], [-122.225, 47.595], [-122.255, 47.595], [-122.255, 47.565]]]}";
+    // Each filter, and whether the park matches it (it overlaps the box, not within it).
+    let filters = [
+        (format!("ST_DISTANCE(c.loc, {near}) < 1500"), true),
+        (format!("2000 >= ST_DISTANCE({near}, c.loc)"), true),
+        (format!("ST_WITHIN(c.loc, {box_})"), false),
+        (format!("ST_INTERSECTS({box_}, c.loc)"), true),
+    ];
+    for (f, park) in &filters {
+        let sql = format!("SELECT VALUE c.id FROM c WHERE {f}");
+        let (indexed, plain) = (
+            query(&s, "geo", &sql, &[]).await,
+            query(&s, "plain", &sql, &[]).await,
+        );
+        assert_eq!(indexed.status, StatusCode::OK, "{indexed:?}");
+        let sorted = |r: &Resp| {
+            let mut v: Vec<String> = docs(r)
+                .iter()
+                .map(|d| d.as_str().unwrap().to_string())
+                .collect();
+            v.sort();
+            v
+        };
+        assert_eq!(sorted(&indexed), sorted(&plain), "{f}");
+        let found = sorted(&plain);
+        assert!(
+            found.len() >= 9 && found.contains(&"park".to_string()) == *park,
+            "{f}: {found:?}"
+        );
+        let (read, all) = (
+            metric(&indexed, "retrievedDocumentCount"),
+            metric(&plain, "retrievedDocumentCount"),
+        );
+        assert!(
+            read < all / 3.0,
+            "{f}: the index read {read} documents, the scan {all}"
+        );
+    }
+    let r = query(
+        &s,
+        "geo",
+        &format!("SELECT VALUE c.id FROM c WHERE {}", filters[0].0),
+        &[("x-strata-explain", "true")],
+    )
+    .await;
+    let plan =
+        strata_query::protocol::unescape_plan(r.header("x-strata-query-plan").unwrap_or_default());
+    assert!(plan.contains("spatial index of /loc ("), "{plan}");
+    // Adding the index to the plain container builds the cells of its documents.
+    let coll = s.get(&format!("/dbs/{DB}/colls/plain"), &[]).await.json;
+    let mut replaced = coll.clone();
+    replaced["indexingPolicy"] = spatial;
+    let r = s
+        .request(
+            Method::PUT,
+            &format!("/dbs/{DB}/colls/plain"),
+            &[],
+            Some(replaced),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{r:?}");
+    let sql = format!("SELECT VALUE c.id FROM c WHERE {}", filters[0].0);
+    let mut read = f64::MAX;
+    for _ in 0..100 {
+        let r = query(&s, "plain", &sql, &[]).await;
+        read = metric(&r, "retrievedDocumentCount");
+        if read < 100.0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(
+        read < 100.0,
+        "after the rebuild the index read {read} documents"
+    );
+    s.stop().await;
+}

@@ -11,7 +11,7 @@
 use super::policy::{print_path, IndexingPolicy, Seg};
 use super::term::{self, encode, is_exact, string_prefix_bounds};
 use crate::sql::ast::*;
-use crate::sql::functions::{ArrayFn, Func, SearchFn, StrFn, TypeFn};
+use crate::sql::functions::{ArrayFn, Func, SearchFn, SpatialFn, StrFn, TypeFn};
 use serde_json::Value;
 use std::fmt;
 
@@ -96,14 +96,24 @@ impl fmt::Display for Access {
                     if i > 0 {
                         f.write_str(" ∪ ")?;
                     }
-                    match super::fulltext::text_path(&p.path) {
-                        Some(text) => write!(
+                    match (
+                        super::fulltext::text_path(&p.path),
+                        super::spatial::geometry_path(&p.path),
+                    ) {
+                        (Some(text), _) => write!(
                             f,
                             "full-text postings of {} [{}]",
                             print_path(text),
                             p.filter
                         )?,
-                        None => write!(f, "{} [{}]", print_path(&p.path), p.filter)?,
+                        (_, Some(geo)) => write!(
+                            f,
+                            "spatial index of {} ({} cells) [{}]",
+                            print_path(geo),
+                            p.spans.len(),
+                            p.filter
+                        )?,
+                        _ => write!(f, "{} [{}]", print_path(&p.path), p.filter)?,
                     }
                 }
             }
@@ -362,7 +372,9 @@ fn probes(
         Expr::Call(Func::Search(f), args) if f.is_full_text() => {
             full_text_probes(*f, args, slot, policy, e)
         }
-        _ => leaf_probe(e, slot, policy, unindexed).map(|p| vec![p]),
+        _ => spatial_probe(e, slot, policy)
+            .or_else(|| leaf_probe(e, slot, policy, unindexed))
+            .map(|p| vec![p]),
     }
 }
 
@@ -416,6 +428,76 @@ fn full_text_probes(
         probes[0].and = rest;
     }
     Some(probes)
+}
+
+/// A constant: a literal, or an object or array built of constants (a GeoJSON literal in a
+/// query is written as an object).
+fn constant(e: &Expr) -> Option<Value> {
+    match e {
+        Expr::Lit(v) => Some(v.clone()),
+        Expr::Object(fields) => fields
+            .iter()
+            .map(|(k, v)| Some((k.clone(), constant(v)?)))
+            .collect::<Option<serde_json::Map<_, _>>>()
+            .map(Value::Object),
+        Expr::Array(items) => items
+            .iter()
+            .map(constant)
+            .collect::<Option<Vec<_>>>()
+            .map(Value::Array),
+        _ => None,
+    }
+}
+
+/// A filter a spatial index narrows: `ST_DISTANCE(path, g) < r` (or `<=`, either side, either
+/// argument order), `ST_WITHIN(path, g)`, `ST_INTERSECTS(path, g)` (either order), over a path
+/// of the policy's `spatialIndexes` and a constant geometry `g`: the cells of
+/// [`super::spatial::spans`].
+fn spatial_probe(e: &Expr, slot: Slot, policy: &IndexingPolicy) -> Option<Probe> {
+    if policy.spatial.is_empty() {
+        return None;
+    }
+    let geo_and_path = |args: &[Expr], either: bool| -> Option<(Vec<Seg>, Value)> {
+        match (args.first().and_then(|a| doc_path(a, slot)), args.get(1)) {
+            (Some((p, _)), Some(g)) => Some((p, constant(g)?)),
+            _ if either => Some((doc_path(args.get(1)?, slot)?.0, constant(args.first()?)?)),
+            _ => None,
+        }
+    };
+    let (path, geometry, within_m) = match e {
+        Expr::Binary(op @ (BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge), a, b) => {
+            let (call, r) = match (op, &**a, &**b) {
+                (BinOp::Lt | BinOp::Le, call, r) | (BinOp::Gt | BinOp::Ge, r, call) => (call, r),
+                _ => return None,
+            };
+            let Expr::Call(Func::Spatial(SpatialFn::StDistance), args) = call else {
+                return None;
+            };
+            let r = literal(r)?.as_f64()?;
+            let (p, g) = geo_and_path(args, true)?;
+            (p, g, r.max(0.0) * 1.01)
+        }
+        Expr::Call(Func::Spatial(SpatialFn::StWithin), args) => {
+            let (p, g) = geo_and_path(args, false)?;
+            (p, g, 0.0)
+        }
+        Expr::Call(Func::Spatial(SpatialFn::StIntersects), args) => {
+            let (p, g) = geo_and_path(args, true)?;
+            (p, g, 0.0)
+        }
+        _ => return None,
+    };
+    if !policy.spatial.iter().any(|s| s.segs == path) {
+        return None;
+    }
+    Some(Probe {
+        spans: super::spatial::spans(&geometry, within_m)?,
+        path: super::spatial::cells_path(&path),
+        exact: false,
+        filter: e.to_string(),
+        and: Vec::new(),
+        rank: 1,
+    })
 }
 
 fn cost(p: &[Probe]) -> (u8, usize) {
@@ -577,176 +659,5 @@ fn leaf_probe(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::sql::prepare;
-    use serde_json::json;
-
-    fn access(sql: &str, policy: &IndexingPolicy) -> Result<Access, AccessError> {
-        let p = prepare(sql, &[], None).unwrap();
-        choose(&p.query, policy, false)
-    }
-
-    fn default() -> IndexingPolicy {
-        IndexingPolicy::default()
-    }
-
-    #[test]
-    fn filters_choose_the_most_selective_conjunct() {
-        let a = access(
-            "SELECT * FROM c WHERE c.n > 3 AND c.status = 'open'",
-            &default(),
-        )
-        .unwrap();
-        let probes = a.lookup.unwrap();
-        assert_eq!(probes.len(), 1);
-        assert_eq!(print_path(&probes[0].path), "/status");
-        assert!(!probes[0].exact);
-        let a = access("SELECT * FROM c WHERE c.a = 1 OR c.b IN (2, 3)", &default()).unwrap();
-        assert_eq!(a.lookup.unwrap().len(), 2);
-        let a = access(
-            "SELECT * FROM c WHERE c.a = 1 OR LOWER(c.b) = 'x'",
-            &default(),
-        )
-        .unwrap();
-        assert!(a.lookup.is_none(), "one side unindexable: scan");
-        let a = access(
-            "SELECT * FROM c WHERE ARRAY_CONTAINS(c.tags, 'x')",
-            &default(),
-        )
-        .unwrap();
-        assert_eq!(print_path(&a.lookup.unwrap()[0].path), "/tags/[]");
-        let a = access("SELECT * FROM c WHERE c.items[0].sku = 'x'", &default()).unwrap();
-        let p = &a.lookup.unwrap()[0];
-        assert_eq!(print_path(&p.path), "/items/[]/sku");
-        assert!(!p.exact);
-        let a = access(
-            "SELECT * FROM c WHERE STARTSWITH(c.name, 'ab', true)",
-            &default(),
-        )
-        .unwrap();
-        assert!(
-            a.lookup.is_none(),
-            "case-insensitive prefixes are not in the index"
-        );
-    }
-
-    #[test]
-    fn counts_are_index_only_when_the_probe_is_exact() {
-        let p = default();
-        assert!(
-            access("SELECT VALUE COUNT(1) FROM c", &p)
-                .unwrap()
-                .count_only
-        );
-        assert!(
-            access("SELECT VALUE COUNT(1) FROM c WHERE c.a = 'x'", &p)
-                .unwrap()
-                .count_only
-        );
-        assert!(
-            access("SELECT VALUE COUNT(1) FROM c WHERE c.a IN (1, 2)", &p)
-                .unwrap()
-                .count_only
-        );
-        assert!(
-            !access("SELECT VALUE COUNT(1) FROM c WHERE c.a > 1", &p)
-                .unwrap()
-                .count_only
-        );
-        assert!(
-            !access("SELECT VALUE COUNT(1) FROM c WHERE c.a = 1 AND c.b = 2", &p)
-                .unwrap()
-                .count_only
-        );
-        assert!(
-            !access("SELECT VALUE COUNT(c.a) FROM c", &p)
-                .unwrap()
-                .count_only
-        );
-        assert!(
-            !access("SELECT COUNT(1) AS n FROM c", &p)
-                .unwrap()
-                .count_only
-        );
-        assert!(
-            !access("SELECT VALUE COUNT(1) FROM c JOIN t IN c.tags", &p)
-                .unwrap()
-                .count_only
-        );
-        let max = access("SELECT VALUE MAX(c.n) FROM c", &p).unwrap().extreme;
-        assert!(max.is_some_and(|m| m.descending));
-        let filtered = access("SELECT VALUE MIN(c.n) FROM c WHERE c.a = 1", &p).unwrap();
-        assert!(filtered.extreme.is_none());
-        let named = access("SELECT MIN(c.n) AS m FROM c", &p).unwrap();
-        assert!(named.extreme.is_none());
-    }
-
-    /// The service's answers, as reported by its users: "The order by query does not have a
-    /// corresponding composite index that it can be served from." (Substatus 0; e.g.
-    /// imranmomin/Hangfire.AzureCosmosDb#51) and "The index path corresponding to the specified
-    /// order-by item is excluded." (hcengineering/huly-selfhost#29).
-    #[test]
-    fn order_by_needs_the_index_the_service_needs() {
-        let p = default();
-        assert_eq!(
-            access("SELECT * FROM c ORDER BY c.a, c.b", &p)
-                .unwrap_err()
-                .0,
-            NO_COMPOSITE
-        );
-        let with = IndexingPolicy::from_json(&json!({
-            "includedPaths": [{"path": "/*"}],
-            "excludedPaths": [{"path": "/secret/?"}],
-            "compositeIndexes": [[{"path": "/a"}, {"path": "/b", "order": "descending"}]]
-        }))
-        .unwrap();
-        assert!(access("SELECT * FROM c ORDER BY c.a, c.b DESC", &with).is_ok());
-        assert!(access("SELECT * FROM c ORDER BY c.a DESC, c.b ASC", &with).is_ok());
-        assert_eq!(
-            access("SELECT * FROM c ORDER BY c.b DESC, c.a", &with)
-                .unwrap_err()
-                .0,
-            NO_COMPOSITE
-        );
-        assert_eq!(
-            access("SELECT * FROM c ORDER BY c.secret", &with)
-                .unwrap_err()
-                .0,
-            ORDER_EXCLUDED
-        );
-        let a = access("SELECT * FROM c ORDER BY c.a DESC", &with).unwrap();
-        assert_eq!(
-            a.order,
-            Some(OrderPath {
-                path: vec![Seg::Name("a".into())],
-                descending: true
-            })
-        );
-    }
-
-    #[test]
-    fn a_container_without_index_needs_the_scan_header() {
-        let none = IndexingPolicy::from_json(&json!({"indexingMode": "none"})).unwrap();
-        let p = prepare("SELECT * FROM c WHERE c.a = 1", &[], None).unwrap();
-        assert_eq!(choose(&p.query, &none, false).unwrap_err().0, SCAN_NEEDED);
-        assert!(choose(&p.query, &none, true).unwrap().lookup.is_none());
-        let all = prepare("SELECT * FROM c", &[], None).unwrap();
-        assert!(choose(&all.query, &none, false).is_ok());
-    }
-
-    #[test]
-    fn excluded_paths_are_not_probed_and_are_reported() {
-        let p = IndexingPolicy::from_json(&json!({
-            "includedPaths": [{"path": "/*"}],
-            "excludedPaths": [{"path": "/blob/*"}]
-        }))
-        .unwrap();
-        let a = access("SELECT * FROM c WHERE c.blob.x = 1", &p).unwrap();
-        assert!(a.lookup.is_none());
-        assert_eq!(
-            a.unindexed,
-            vec![vec![Seg::Name("blob".into()), Seg::Name("x".into())]]
-        );
-    }
-}
+#[path = "access_tests.rs"]
+mod tests;

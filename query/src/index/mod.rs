@@ -7,6 +7,7 @@
 pub mod access;
 pub mod fulltext;
 pub mod policy;
+pub mod spatial;
 pub mod term;
 pub mod vector;
 

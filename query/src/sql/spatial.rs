@@ -355,6 +355,21 @@ fn area(g: &Geo) -> f64 {
     }
 }
 
+/// The longitude/latitude box of a valid GeoJSON geometry: `(west, south, east, north)` in
+/// degrees, over its vertices (edges are straight in longitude/latitude here, so the box holds
+/// the whole shape); `None` for anything the spatial functions would not accept.
+pub fn bounds(v: &Value) -> Option<(f64, f64, f64, f64)> {
+    let g = parse(v).ok()?;
+    validate(&g).ok()?;
+    let mut vs = Vec::new();
+    vertices(&g, &mut vs);
+    let first = *vs.first()?;
+    Some(vs.iter().fold(
+        (first.0, first.1, first.0, first.1),
+        |(w, s, e, n), &(x, y)| (w.min(x), s.min(y), e.max(x), n.max(y)),
+    ))
+}
+
 pub fn call(name: &str, a: Option<&Value>, b: Option<&Value>) -> Option<Value> {
     match name {
         "ST_ISVALID" => Some(Value::Bool(parse(a?).and_then(|g| validate(&g)).is_ok())),
