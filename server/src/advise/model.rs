@@ -254,8 +254,8 @@ mod tests {
         assert_eq!(map.iter().map(|r| r.count).sum::<u64>(), 400);
         assert_eq!(map[0].range.min, "");
         assert_eq!(map.last().map(|r| r.range.max.as_str()), Some(EPK_MAX));
-        // Throughput alone: one partition per 10,000 RU/s.
-        assert_eq!(simulate(&def, &lps, &settings(u64::MAX, 40_000)).len(), 4);
+        // Throughput alone: created with one partition per 6,000 RU/s, as the service.
+        assert_eq!(simulate(&def, &lps, &settings(u64::MAX, 40_000)).len(), 7);
         // One logical partition cannot split.
         let one = vec![("AA".to_string(), 50_000, 10)];
         assert_eq!(simulate(&def, &one, &s).len(), 1);
