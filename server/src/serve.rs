@@ -68,45 +68,21 @@ pub(crate) async fn serve<S>(
         .timer(TokioTimer::new())
         .header_read_timeout(limits.header_timeout);
     tokio::pin!(closing);
-    match acceptor {
+    let io: Box<dyn Io> = match acceptor {
         Some(acc) => {
             let tls = tokio::select! {
                 tls = tokio::time::timeout(limits.header_timeout, acc.accept(stream)) => tls,
                 _ = closing.as_mut() => return,
             };
             match tls {
-                Ok(Ok(s)) => {
-                    let conn = builder.serve_connection_with_upgrades(TokioIo::new(s), svc);
-                    drive(conn, closing, limits.header_timeout).await
-                }
-                Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
-                Err(_) => tracing::debug!("TLS handshake timed out"),
+                Ok(Ok(s)) => Box::new(s),
+                Ok(Err(e)) => return tracing::debug!(error = %e, "TLS handshake failed"),
+                Err(_) => return tracing::debug!("TLS handshake timed out"),
             }
         }
-        None => {
-            let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), svc);
-            drive(conn, closing, limits.header_timeout).await
-        }
-    }
-}
-
-/// Runs a connection until it ends; once `closing` resolves, shuts it down gracefully and
-/// gives it `grace` to finish.
-async fn drive<I, S>(
-    conn: auto::UpgradeableConnection<'_, I, S, TokioExecutor>,
-    closing: std::pin::Pin<&mut impl std::future::Future<Output = &'static str>>,
-    grace: Duration,
-) where
-    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
-    S: hyper::service::Service<
-            hyper::Request<hyper::body::Incoming>,
-            Response = axum::response::Response,
-        > + Clone
-        + Send
-        + 'static,
-    S::Future: Send + 'static,
-    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-{
+        None => Box::new(stream),
+    };
+    let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), svc);
     tokio::pin!(conn);
     let why = tokio::select! {
         _ = conn.as_mut() => return,
@@ -114,8 +90,13 @@ async fn drive<I, S>(
     };
     tracing::debug!(why, "closing a connection");
     conn.as_mut().graceful_shutdown();
-    let _ = tokio::time::timeout(grace, conn).await;
+    // Requests under way may finish; a peer that never lets go is cut off.
+    let _ = tokio::time::timeout(limits.header_timeout, conn).await;
 }
+
+/// A connection's byte stream, plain or TLS.
+trait Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin> Io for T {}
 
 /// Resolves once the connection has gone `limit` with no request under way, since it opened
 /// or since its last response was sent. hyper bounds an HTTP/1 connection's wait for the next

@@ -185,97 +185,56 @@ mod tests {
             .any(|(_, t)| spans.iter().any(|s| s.lo <= *t && *t < s.hi))
     }
 
-    /// A small deterministic generator (xorshift), so the property runs without a crate.
-    struct Rng(u64);
-    impl Rng {
-        fn next(&mut self) -> f64 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            (self.0 >> 11) as f64 / (1u64 << 53) as f64
-        }
-        fn range(&mut self, lo: f64, hi: f64) -> f64 {
-            lo + (hi - lo) * self.next()
-        }
-    }
-
     fn distance(a: &Value, b: &Value) -> f64 {
         crate::sql::spatial::call("ST_DISTANCE", Some(a), Some(b))
             .and_then(|v| v.as_f64())
             .unwrap()
     }
 
-    #[test]
-    fn every_point_within_the_distance_is_a_candidate_everywhere_on_earth() {
-        let mut rng = Rng(0x5eed_1234_abcd_ef01);
-        let mut checked = 0;
-        for _ in 0..400 {
-            // Centres everywhere, poles and the antimeridian included; radii 10 m to 2,000 km.
-            let c = point(rng.range(-180.0, 180.0), rng.range(-90.0, 90.0));
-            let r = 10f64.powf(rng.range(1.0, 6.3));
-            let Some(spans) = spans(&c, r) else { continue };
-            let (lon, lat) = (
-                c["coordinates"][0].as_f64().unwrap(),
-                c["coordinates"][1].as_f64().unwrap(),
-            );
-            for _ in 0..25 {
-                // Points near the circle's edge, inside and out, and anywhere.
-                let d = r * rng.range(0.0, 1.5) / 111_000.0;
-                let bearing = rng.range(0.0, std::f64::consts::TAU);
-                let dlon = d * bearing.sin() / lat.to_radians().cos().max(0.01);
-                let mut plon = lon + dlon;
-                plon = ((plon + 180.0).rem_euclid(360.0)) - 180.0;
-                let plat = (lat + d * bearing.cos()).clamp(-90.0, 90.0);
-                let p = point(plon, plat);
-                if distance(&c, &p) < r {
-                    checked += 1;
-                    assert!(
-                        candidate(&p, &spans),
-                        "{p} within {r} m of {c} is not a candidate"
-                    );
-                }
-            }
-        }
-        assert!(
-            checked > 2000,
-            "only {checked} points fell within their circles"
-        );
-    }
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig {
+            cases: 3000,
+            max_global_rejects: 100_000,
+            ..Default::default()
+        })]
 
-    #[test]
-    fn every_shape_within_the_distance_of_a_point_is_a_candidate() {
-        let mut rng = Rng(0x0dd_ba11_cafe_f00d);
-        let mut checked = 0;
-        for _ in 0..3000 {
-            let size = 10f64.powf(rng.range(-3.5, 1.3));
-            let (w, s) = (
-                rng.range(-179.0, 179.0 - size),
-                rng.range(-85.0, 85.0 - size),
-            );
-            let square = json!({"type": "Polygon", "coordinates": [[[w, s], [w + size, s], [w + size, s + size], [w, s + size], [w, s]]]});
-            let p = point(
-                (w + rng.range(-1.0, 2.0) * size).clamp(-180.0, 180.0),
-                (s + rng.range(-1.0, 2.0) * size).clamp(-90.0, 90.0),
-            );
-            let r = 10f64.powf(rng.range(0.0, 6.0));
-            if distance(&square, &p) < r {
-                checked += 1;
-                if let Some(spans) = spans(&p, r) {
-                    assert!(candidate(&square, &spans), "{square} within {r} m of {p}");
-                }
-            }
-            let inside = crate::sql::spatial::call("ST_INTERSECTS", Some(&square), Some(&p));
-            if inside == Some(Value::Bool(true)) {
-                assert!(
-                    candidate(&square, &spans(&p, 0.0).unwrap()),
-                    "{p} in {square}"
-                );
+        /// Centres everywhere, poles and the antimeridian included; radii 10 m to 2,000 km;
+        /// points near the circle's edge, inside and out.
+        #[test]
+        fn every_point_within_the_distance_is_a_candidate(
+            lon in -180.0..180.0f64, lat in -90.0..90.0f64, log_r in 1.0..6.3f64,
+            reach in 0.0..1.1f64, bearing in 0.0..std::f64::consts::TAU,
+        ) {
+            let (c, r) = (point(lon, lat), 10f64.powf(log_r));
+            let d = r * reach / 111_000.0;
+            let plon = lon + d * bearing.sin() / lat.to_radians().cos().max(0.01);
+            let plat = (lat + d * bearing.cos()).clamp(-90.0, 90.0);
+            let p = point((plon + 180.0).rem_euclid(360.0) - 180.0, plat);
+            proptest::prop_assume!(distance(&c, &p) < r);
+            if let Some(spans) = spans(&c, r) {
+                proptest::prop_assert!(candidate(&p, &spans), "{p} within {r} m of {c}");
             }
         }
-        assert!(
-            checked > 1000,
-            "only {checked} shapes fell within their distances"
-        );
+
+        /// Squares of 0.0003° to 20° anywhere, points in and around them, radii 1 m to 1,000 km.
+        #[test]
+        fn every_shape_within_the_distance_of_a_point_is_a_candidate(
+            log_size in -3.5..1.3f64, w in -179.0..159.0f64, s in -85.0..65.0f64,
+            at in (-1.0..2.0f64, -1.0..2.0f64), log_r in 0.0..6.0f64,
+        ) {
+            let size = 10f64.powf(log_size);
+            let square = json!({"type": "Polygon", "coordinates": [[[w, s], [w + size, s], [w + size, s + size], [w, s + size], [w, s]]]});
+            let p = point((w + at.0 * size).clamp(-180.0, 180.0), (s + at.1 * size).clamp(-90.0, 90.0));
+            let r = 10f64.powf(log_r);
+            if distance(&square, &p) < r {
+                if let Some(spans) = spans(&p, r) {
+                    proptest::prop_assert!(candidate(&square, &spans), "{square} within {r} m of {p}");
+                }
+            }
+            if crate::sql::spatial::call("ST_INTERSECTS", Some(&square), Some(&p)) == Some(Value::Bool(true)) {
+                proptest::prop_assert!(candidate(&square, &spans(&p, 0.0).unwrap()), "{p} in {square}");
+            }
+        }
     }
 
     #[test]
