@@ -3,17 +3,12 @@
 // role assignments with their scopes, and forms to add a custom role or an assignment and to
 // remove either. The server checks every change whole (an assignment naming a missing role,
 // a malformed scope or action is refused with its message). Uses app.js's helpers (el, api,
-// toast, stopTimer, state).
+// toast, accountView).
 'use strict';
 
 async function renderAccess() {
-  stopTimer();
-  state.db = state.coll = state.def = null;
-  await renderTree();
-  const box = el('div', { 'data-testid': 'access' });
-  $('content').replaceChildren(el('h1', { text: 'Access' }),
-    el('p', { class: 'muted', text: 'Role assignments for Entra ID principals (type=aad tokens). Without any assignment every principal may use the data plane, as the official emulator; with one, each request needs a role that allows its action at a covering scope (else 403, sub-status 5301).' }),
-    box);
+  const box = await accountView('Access', 'access',
+    'Role assignments for Entra ID principals (type=aad tokens). Without any assignment every principal may use the data plane, as the official emulator; with one, each request needs a role that allows its action at a covering scope (else 403, sub-status 5301).');
   let policy;
   // Sends the custom roles and assignments back whole; the server keeps the built-in roles.
   const save = async (next, said) => {

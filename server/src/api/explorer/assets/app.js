@@ -354,12 +354,20 @@ function copyDialog() {
   }, 'Start copy');
 }
 
-async function renderJobs() {
+/** Opens a view of the account (no container selected): its title, an optional line of
+ * explanation, and the box (data-testid `testid`) the view draws into, which it returns. */
+async function accountView(title, testid, intro) {
   stopTimer();
   state.db = state.coll = state.def = null;
   await renderTree();
-  const box = el('div', { 'data-testid': 'jobs' });
-  $('content').replaceChildren(el('h1', { text: 'Copy jobs' }), box);
+  const box = el('div', { 'data-testid': testid });
+  $('content').replaceChildren(el('h1', { text: title }),
+    intro ? el('p', { class: 'muted', text: intro }) : '', box);
+  return box;
+}
+
+async function renderJobs() {
+  const box = await accountView('Copy jobs', 'jobs');
   async function draw() {
     const jobs = (await api('GET', '/_strata/jobs')).json.Jobs || [];
     if (!jobs.length) {

@@ -2,17 +2,12 @@
 // its own port over one store, with buttons that inject the faults an application's
 // failover is tested against (GET/PUT /_strata/regions, POST …/failover): the region down
 // (503), refusing writes (403/3), timing out (408 after a hold), added latency, and a manual
-// failover of the write region. Uses app.js's helpers (el, api, toast, stopTimer, state).
+// failover of the write region. Uses app.js's helpers (el, api, toast, accountView).
 'use strict';
 
 async function renderRegions() {
-  stopTimer();
-  state.db = state.coll = state.def = null;
-  await renderTree();
-  const box = el('div', { 'data-testid': 'regions' });
-  $('content').replaceChildren(el('h1', { text: 'Regions' }),
-    el('p', { class: 'muted', text: 'Each region is served on its own port over the same data. A fault applies to the Cosmos API of its region; these controls always answer.' }),
-    box);
+  const box = await accountView('Regions', 'regions',
+    'Each region is served on its own port over the same data. A fault applies to the Cosmos API of its region; these controls always answer.');
   const set = async (name, fault) => {
     await api('PUT', `/_strata/regions/${enc(name)}`, { body: fault });
     toast(fault.kind && fault.kind !== 'none' ? `${name}: ${fault.kind}` : `${name}: fault cleared`);
