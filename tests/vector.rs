@@ -102,12 +102,16 @@ fn four_partitions(data_dir: Option<std::path::PathBuf>) -> Options {
 }
 
 async fn make(s: &TestServer, coll: &str, kind: &str) {
+    make_with(s, coll, kind, "cosine").await;
+}
+
+async fn make_with(s: &TestServer, coll: &str, kind: &str, distance: &str) {
     s.setup_with(
         DB,
         coll,
         json!({"partitionKey": {"paths": ["/pk"], "kind": "Hash", "version": 2},
             "vectorEmbeddingPolicy": {"vectorEmbeddings": [
-                {"path": "/v", "dataType": "float32", "dimensions": DIMS, "distanceFunction": "cosine"}]},
+                {"path": "/v", "dataType": "float32", "dimensions": DIMS, "distanceFunction": distance}]},
             "indexingPolicy": {"vectorIndexes": [{"path": "/v", "type": kind}]}}),
     )
     .await;
@@ -360,6 +364,71 @@ async fn the_index_is_rebuilt_from_the_documents_after_a_restart() {
     assert_eq!(ids(&query(&s, "keep", sql, q, false).await), before);
     s.stop().await;
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// One legal but extreme vector (`[1e30, …]`, a float32) among the first thousand — the ones
+/// the quantizer is fitted to — must not cost the others their recall, before a restart or
+/// after it (which fits the quantizer again from the stored documents).
+#[tokio::test]
+async fn an_outlier_vector_does_not_ruin_recall_before_or_after_a_restart() {
+    let dir = std::env::temp_dir().join(format!("strata-vector-outlier-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut g = Gen(11);
+    let mut vs = g.vectors(1500);
+    vs[3] = vec![1e30; DIMS];
+    let queries = g.vectors(20);
+    let sql = "SELECT TOP 10 c.id FROM c ORDER BY VectorDistance(c.v, @q)";
+    let kinds = [("qf", "quantizedFlat"), ("ann", "diskANN")];
+    {
+        let s = TestServer::start_with(four_partitions(Some(dir.clone()))).await;
+        for (coll, kind) in kinds {
+            make_with(&s, coll, kind, "euclidean").await;
+            load(&s, coll, &vs).await;
+            let q = json!([{"name": "@q", "value": queries[0]}]);
+            until_indexed(&s, coll, sql, q).await;
+            let r = euclidean_recall(&s, coll, sql, &vs, &queries).await;
+            eprintln!("{kind}: recall@10 {r} with the outlier");
+            assert!(r >= 0.95, "{kind}: recall@10 {r} with the outlier");
+        }
+        s.stop().await;
+    }
+    let s = TestServer::start_with(four_partitions(Some(dir.clone()))).await;
+    for (coll, kind) in kinds {
+        until_indexed(&s, coll, sql, json!([{"name": "@q", "value": queries[0]}])).await;
+        let r = euclidean_recall(&s, coll, sql, &vs, &queries).await;
+        eprintln!("{kind}: recall@10 {r} with the outlier, after a restart");
+        assert!(
+            r >= 0.95,
+            "{kind}: recall@10 {r} with the outlier, after a restart"
+        );
+    }
+    s.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// recall@10 of `sql` (a top 10 by euclidean distance) against an exact scan.
+async fn euclidean_recall(
+    s: &TestServer,
+    coll: &str,
+    sql: &str,
+    vs: &[Vec<f64>],
+    queries: &[Vec<f64>],
+) -> f64 {
+    let l2 = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(x, y)| (x - y) * (x - y)).sum::<f64>();
+    let mut hits = 0;
+    for q in queries {
+        let mut exact: Vec<(f64, usize)> =
+            vs.iter().enumerate().map(|(i, v)| (l2(q, v), i)).collect();
+        exact.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let r = query(s, coll, sql, json!([{"name": "@q", "value": q}]), false).await;
+        assert_eq!(r.status, StatusCode::OK, "{r:?}");
+        let got = ids(&r);
+        hits += exact[..10]
+            .iter()
+            .filter(|(_, i)| got.contains(&format!("d{i}")))
+            .count();
+    }
+    hits as f64 / (10 * queries.len()) as f64
 }
 
 /// A replace that adds a vector index builds it from the documents already stored, and

@@ -40,17 +40,57 @@ fn part(jwt_part: &str, what: &str) -> Result<Vec<u8>, CosmosError> {
         .map_err(|_| unauthorized(&format!("its {what} is not base64url")))
 }
 
-/// Whether an audience names Cosmos DB or this emulator (any https host of it: the SDKs ask
-/// for `https://<account host>/.default` first).
+/// Whether an audience names Cosmos DB or this emulator, exactly. The service accepts tokens
+/// for `https://cosmos.azure.com` and for its account's own hosts (`<account>.documents.
+/// azure.com`, `.sql.cosmos.azure.com`, `.sqlx.cosmos.azure.com`: the list its 401 with
+/// sub-status 5008 names); the emulators' credentials ask for `https://localhost.localhost`
+/// (the official SDKs' emulator tokens) or for the endpoint they were given
+/// (`https://127.0.0.1/.default`, `https://localhost:8081/.default`). A host is compared whole,
+/// never by prefix: `https://localhost.evil.com` names another service.
 fn audience_ok(aud: &str) -> bool {
-    let aud = aud.trim_end_matches('/');
-    aud == "https://cosmos.azure.com"
-        || aud.ends_with(".documents.azure.com")
-        || aud.starts_with("https://localhost")
-        || aud.starts_with("https://127.0.0.1")
-        || aud.starts_with("http://localhost")
-        || aud.starts_with("http://127.0.0.1")
+    let Some(rest) = aud
+        .strip_prefix("https://")
+        .or_else(|| aud.strip_prefix("http://"))
+    else {
+        return false;
+    };
+    let https = aud.starts_with("https://");
+    let rest = rest.strip_suffix('/').unwrap_or(rest);
+    if rest.contains(['/', '?', '#', '@']) {
+        return false;
+    }
+    let host = match rest.rsplit_once(':') {
+        Some((h, port)) if !port.is_empty() && port.chars().all(|c| c.is_ascii_digit()) => h,
+        _ => rest,
+    }
+    .to_ascii_lowercase();
+    let account_host = |suffix: &str| {
+        host.strip_suffix(suffix).is_some_and(|label| {
+            !label.is_empty() && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+        })
+    };
+    match host.as_str() {
+        "cosmos.azure.com" => https,
+        "localhost" | "localhost.localhost" | "127.0.0.1" | "[::1]" => true,
+        _ => {
+            https
+                && [
+                    ".documents.azure.com",
+                    ".sql.cosmos.azure.com",
+                    ".sqlx.cosmos.azure.com",
+                ]
+                .iter()
+                .any(|s| account_host(s))
+        }
+    }
 }
+
+/// Seconds a token's `exp` and `nbf` may be off: Microsoft.IdentityModel's
+/// `TokenValidationParameters.DefaultClockSkew` (300 seconds), with which Microsoft's services
+/// validate Entra ID tokens. Not the 15 minutes a key-signed request's `x-ms-date` may be off
+/// (the service's "maximum clock skew for token authorization"): a token's own times are
+/// issued by Entra ID, not by the client's clock, and an expired token must stop working.
+pub const TOKEN_CLOCK_SKEW: i64 = 300;
 
 /// The account's keys, as a token's signature is checked against them.
 pub struct AccountKeys<'a> {
@@ -334,6 +374,60 @@ mod tests {
         assert!(e.message.contains("expired"), "{}", e.message);
         assert!(verify(&keys(), "a.b", now).is_err());
         assert!(verify(&keys(), &emulator_token(EMULATOR_KEY, "", now + 60), now).is_err());
+    }
+
+    #[test]
+    fn audiences_are_matched_whole_and_expiry_allows_five_minutes() {
+        for ok in [
+            "https://cosmos.azure.com",
+            "https://cosmos.azure.com/",
+            "https://myacct.documents.azure.com",
+            "https://myacct.documents.azure.com:443/",
+            "https://myacct.sql.cosmos.azure.com",
+            "https://localhost.localhost",
+            "https://localhost:8081/",
+            "https://127.0.0.1",
+            "http://localhost:8081",
+            "https://[::1]:8081",
+        ] {
+            assert!(audience_ok(ok), "{ok}");
+        }
+        for bad in [
+            "https://localhost.evil.com",
+            "https://127.0.0.1.evil.com",
+            "https://localhost:8081.evil.com",
+            "https://localhost@evil.com",
+            "https://evil.com/https://cosmos.azure.com",
+            "https://cosmos.azure.com.evil.com",
+            "https://a.b.documents.azure.com",
+            "https://documents.azure.com",
+            "http://cosmos.azure.com",
+            "https://storage.azure.com",
+            "",
+        ] {
+            assert!(!audience_ok(bad), "{bad}");
+        }
+        let now = 1_800_000_000;
+        let token = |aud: &str, exp: i64| {
+            let b64 = |v: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v);
+            let head = serde_json::json!({"typ": "JWT", "alg": "RS256", "kid": "k"});
+            let claims = serde_json::json!({"aud": aud, "oid": "al", "exp": exp});
+            format!(
+                "{}.{}.{}",
+                b64(head.to_string().as_bytes()),
+                b64(claims.to_string().as_bytes()),
+                b64(EMULATOR_KEY.as_bytes())
+            )
+        };
+        let keys = AccountKeys {
+            skew: TOKEN_CLOCK_SKEW,
+            ..keys()
+        };
+        let e = verify(&keys, &token("https://localhost.evil.com", now + 60), now).unwrap_err();
+        assert!(e.message.contains("audience"), "{}", e.message);
+        assert!(verify(&keys, &token("https://localhost.localhost", now - 299), now).is_ok());
+        let e = verify(&keys, &token("https://localhost.localhost", now - 301), now).unwrap_err();
+        assert!(e.message.contains("expired"), "{}", e.message);
     }
 
     const TENANT: &str = "72f988bf-86f1-41af-91ab-2d7cd011db47";

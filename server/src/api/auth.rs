@@ -95,7 +95,7 @@ pub fn verify(
                 read_write: &keys.read_write,
                 read_only: keys.read_only.as_ref(),
                 jwks: keys.entra.as_deref(),
-                skew: MAX_CLOCK_SKEW.as_secs() as i64,
+                skew: super::aad::TOKEN_CLOCK_SKEW,
             };
             return Ok(Principal::Aad(super::aad::verify(&account, sig, now)?));
         }
