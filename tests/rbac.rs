@@ -230,6 +230,102 @@ async fn with_local_auth_disabled_keys_are_refused() {
     s.stop().await;
 }
 
+/// With local authorization disabled the Data Explorer hands out no key-equivalent secret —
+/// not on loopback, not for the account key — and signs in with an Entra ID token instead,
+/// acting as that principal: management operations and the RBAC policy stay refused (403/5300),
+/// as for the same token sent by an SDK.
+#[tokio::test]
+async fn without_local_auth_the_explorer_acts_as_a_signed_in_principal() {
+    let s = TestServer::start_with(Options {
+        disable_local_auth: true,
+        ..Default::default()
+    })
+    .await;
+    let http = reqwest::Client::new();
+    let url = |p: &str| format!("{}{}", s.url.trim_end_matches('/'), p);
+    let page = http
+        .get(url("/_explorer/index.html"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        page.contains(r#"name="strata-token" content="""#),
+        "no secret in the page"
+    );
+    assert!(page.contains(r#"name="strata-auth" content="entra""#));
+    let session = |body: Value| http.post(url("/_explorer/session")).json(&body).send();
+    let r = session(json!({"key": EMULATOR_KEY})).await.unwrap();
+    assert_eq!(r.status().as_u16(), 401);
+    let v: Value = r.json().await.unwrap();
+    assert!(
+        v["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("Local Authorization is disabled"),
+        "{v}"
+    );
+    let exp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64
+        + 3600;
+    let r = session(json!({"token": emulator_token(EMULATOR_KEY, "ann", exp)}))
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["principal"], "ann");
+    let secret = v["token"].as_str().unwrap().to_string();
+    let as_explorer = |method: Method, path: &str, body: Option<Value>| {
+        let mut rb = http
+            .request(method, url(path))
+            .header("x-strata-explorer-token", secret.as_str());
+        if let Some(b) = body {
+            rb = rb.json(&b);
+        }
+        rb.send()
+    };
+    let sub = |r: &reqwest::Response| {
+        r.headers()
+            .get("x-ms-substatus")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+    };
+    let r = as_explorer(Method::GET, "/dbs", None).await.unwrap();
+    assert_eq!(r.status().as_u16(), 200, "a data-plane read");
+    let r = as_explorer(Method::POST, "/dbs", Some(json!({"id": "x"})))
+        .await
+        .unwrap();
+    assert_eq!(
+        (r.status().as_u16(), sub(&r).as_deref()),
+        (403, Some("5300"))
+    );
+    let r = as_explorer(
+        Method::PUT,
+        "/_strata/rbac",
+        Some(json!({"roleAssignments": []})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        r.status().as_u16(),
+        403,
+        "the RBAC policy is the account key's"
+    );
+    // A guessed secret is no session.
+    let r = http
+        .get(url("/dbs"))
+        .header("x-strata-explorer-token", "0".repeat(48))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 401);
+    s.stop().await;
+}
+
 #[tokio::test]
 async fn real_entra_tokens_of_the_tenant_verify_and_are_held_to_their_roles() {
     const TENANT: &str = "0b6f3d1e-5c42-4d1a-9d5e-3f2a1c0e7b11";

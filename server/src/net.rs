@@ -518,7 +518,7 @@ async fn build_app(
                 .collect(),
             cert_pem,
         },
-        &cfg.key,
+        &keys,
     );
     let app = App::new(
         store,

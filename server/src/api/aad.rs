@@ -301,6 +301,16 @@ pub fn verify(keys: &AccountKeys<'_>, jwt: &str, now: i64) -> Result<Identity, C
     })
 }
 
+/// The expiry (`exp`, seconds since the epoch) a JWT's claims name; read without any check,
+/// for a token [`verify`] accepted.
+pub fn expiry(jwt: &str) -> Option<i64> {
+    let claims = part(jwt.trim().split('.').nth(1)?, "claims").ok()?;
+    serde_json::from_slice::<Value>(&claims)
+        .ok()?
+        .get("exp")?
+        .as_i64()
+}
+
 /// An emulator token for principal `oid` signed with `key` (tests, examples).
 pub fn emulator_token(key: &str, oid: &str, exp: i64) -> String {
     let b64 = |v: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v);

@@ -16,8 +16,14 @@
 //! (the same-origin policy), and requests carrying the secret are refused when they come from
 //! another origin (`Origin`, `Sec-Fetch-Site`) or name a host other than this server's, so a
 //! DNS-rebinding page cannot borrow it either.
+//!
+//! An account that refuses its keys (`--disable-local-auth`) has no such secret: the page
+//! signs in with an Entra ID token and acts as that principal, under its roles
+//! ([`entra`]).
 
-use crate::api::auth::Principal;
+mod entra;
+
+use crate::api::auth::{Keys, Principal};
 use crate::api::response::Reply;
 use crate::error::CosmosError;
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
@@ -40,8 +46,11 @@ pub struct Explorer {
     secret: String,
     /// Whether the page is handed the secret (the server listens on loopback only).
     open: bool,
-    /// The account key, to exchange for the secret when not open.
-    key: String,
+    /// The account's keys: the key is exchanged for the secret when not open (unless local
+    /// authorization is disabled); tokens are verified against them.
+    keys: Keys,
+    /// Sessions signed in with an Entra ID token.
+    sessions: std::sync::Arc<entra::Sessions>,
     /// The TLS certificate clients should trust (HTTPS with a generated certificate).
     cert_pem: Option<Vec<u8>>,
     /// Host names (without port) the page may be reached by when open.
@@ -61,7 +70,7 @@ pub struct ExplorerConfig {
     pub cert_pem: Option<Vec<u8>>,
 }
 
-fn random_secret() -> String {
+pub(super) fn random_secret() -> String {
     let mut b = [0u8; 24];
     // Without randomness the explorer is refused rather than guessable.
     if getrandom::fill(&mut b).is_err() {
@@ -99,16 +108,22 @@ fn host_name(authority: &str) -> String {
 }
 
 impl Explorer {
-    pub fn new(cfg: ExplorerConfig, key: &str) -> Self {
+    pub fn new(cfg: ExplorerConfig, keys: &Keys) -> Self {
         let mut hosts: Vec<String> = ["localhost", "127.0.0.1", "::1"]
             .iter()
             .map(|s| s.to_string())
             .collect();
         hosts.extend(cfg.hosts.iter().map(|h| host_name(h)));
         Self {
-            secret: random_secret(),
-            open: cfg.open,
-            key: key.to_string(),
+            // Without local authorization there is no key, so nothing may stand for one.
+            secret: if keys.disable_local_auth {
+                String::new()
+            } else {
+                random_secret()
+            },
+            open: cfg.open && !keys.disable_local_auth,
+            keys: keys.clone(),
+            sessions: Default::default(),
             cert_pem: cfg.cert_pem,
             hosts,
             enabled: cfg.enabled,
@@ -149,10 +164,14 @@ impl Explorer {
     ) -> Option<Result<Principal, CosmosError>> {
         let token = header(headers, TOKEN_HEADER)?;
         Some((|| {
-            if !self.enabled
-                || self.secret.is_empty()
-                || !same(token.as_bytes(), self.secret.as_bytes())
-            {
+            if !self.enabled {
+                return Err(CosmosError::unauthorized("The Data Explorer is off."));
+            }
+            if let Some(signed_in) = self.sessions.get(token, now_secs()) {
+                self.same_origin(headers, uri)?;
+                return Ok(Principal::Aad(signed_in?));
+            }
+            if self.secret.is_empty() || !same(token.as_bytes(), self.secret.as_bytes()) {
                 return Err(CosmosError::unauthorized(
                     "The Data Explorer's session is not valid (the server restarted?): reload the page.",
                 ));
@@ -205,7 +224,14 @@ impl Explorer {
                 } else {
                     ""
                 };
-                let html = INDEX_HTML.replace("{{TOKEN}}", token);
+                let auth = if self.keys.disable_local_auth {
+                    "entra"
+                } else {
+                    "key"
+                };
+                let html = INDEX_HTML
+                    .replace("{{TOKEN}}", token)
+                    .replace("{{AUTH}}", auth);
                 page(
                     Reply::new(StatusCode::OK, html)
                         .header(header::CONTENT_TYPE, "text/html; charset=utf-8")
@@ -246,20 +272,40 @@ impl Explorer {
         }))
     }
 
-    /// `POST /_explorer/session` with `{"key": "..."}`: the secret, for the account key.
+    /// `POST /_explorer/session` with `{"key": "..."}`: the secret, for the account key; with
+    /// `{"token": "<JWT>"}`: a session of the Entra ID principal the token names, until it
+    /// expires. An account with local authorization disabled takes tokens only.
     fn session(&self, headers: &HeaderMap, uri: &Uri, body: &[u8]) -> Result<Reply, CosmosError> {
         self.same_origin(headers, uri)?;
         let v: serde_json::Value = serde_json::from_slice(body).map_err(|_| {
-            CosmosError::bad_request("Send {\"key\": \"<the account key>\"} as JSON.")
+            CosmosError::bad_request(
+                "Send {\"key\": \"<the account key>\"} or {\"token\": \"<an Entra ID token>\"} as JSON.",
+            )
         })?;
+        if let Some(jwt) = v["token"].as_str() {
+            let (secret, who, exp) = self.sessions.sign_in(&self.keys, jwt, now_secs())?;
+            return Ok(Reply::json(
+                StatusCode::OK,
+                &json!({"token": secret, "principal": who.oid, "expires": exp}),
+            ));
+        }
+        if self.keys.disable_local_auth {
+            return Err(CosmosError::unauthorized(
+                "Local Authorization is disabled (--disable-local-auth): the account key opens nothing. Sign in with an Entra ID token instead (for example `az account get-access-token --resource https://cosmos.azure.com --query accessToken -o tsv`); the explorer then acts as that principal, under its role assignments.",
+            ));
+        }
         let key = v["key"].as_str().unwrap_or_default().trim();
-        if self.secret.is_empty() || !same(key.as_bytes(), self.key.as_bytes()) {
+        if self.secret.is_empty() || !self.keys.read_write.is_key(key) {
             return Err(CosmosError::unauthorized(
                 "That is not this account's key (the --key the server was started with).",
             ));
         }
         Ok(Reply::json(StatusCode::OK, &json!({"token": self.secret})))
     }
+}
+
+fn now_secs() -> i64 {
+    crate::store::catalog::now_secs() as i64
 }
 
 fn wants_html(headers: &HeaderMap) -> bool {
@@ -276,6 +322,10 @@ mod tests {
     use axum::http::HeaderValue;
 
     fn explorer(open: bool) -> Explorer {
+        explorer_with(open, false)
+    }
+
+    fn explorer_with(open: bool, disable_local_auth: bool) -> Explorer {
         Explorer::new(
             ExplorerConfig {
                 enabled: true,
@@ -283,7 +333,12 @@ mod tests {
                 hosts: vec![],
                 cert_pem: None,
             },
-            "a2V5",
+            &Keys {
+                read_write: strata_query::protocol::MasterKey::from_base64("a2V5").expect("key"),
+                read_only: None,
+                disable_local_auth,
+                entra: None,
+            },
         )
     }
 
@@ -379,6 +434,62 @@ mod tests {
             .expect("ok");
         let v: serde_json::Value = serde_json::from_slice(&good.body).expect("json");
         assert_eq!(v["token"].as_str().map(str::len), Some(48));
+    }
+
+    /// `--disable-local-auth`: no page carries a key-equivalent secret, the key buys no
+    /// session, and an Entra ID token buys one that acts as its principal until it expires.
+    #[test]
+    fn without_local_auth_the_explorer_is_a_signed_in_principal() {
+        let e = explorer_with(true, true);
+        assert_eq!(
+            page_token(&e, "localhost:8081"),
+            "",
+            "no secret on loopback"
+        );
+        let h = headers(&[("host", "localhost:8081")]);
+        let session = Uri::from_static("/_explorer/session");
+        let post = |body: &str| {
+            e.serve(&Method::POST, &session, &h, body.as_bytes())
+                .expect("served")
+        };
+        let refused = post(r#"{"key": "a2V5"}"#).err().expect("refused");
+        assert_eq!(refused.status.as_u16(), 401);
+        assert!(refused.message.contains("Local Authorization is disabled"));
+        // The master secret of a server with local auth never verifies here.
+        let forged = e.principal(
+            &headers(&[(TOKEN_HEADER, ""), ("host", "localhost:8081")]),
+            &Uri::from_static("/dbs"),
+        );
+        assert_eq!(
+            forged.and_then(|r| r.err()).map(|e| e.status.as_u16()),
+            Some(401)
+        );
+        let now = now_secs();
+        let jwt = crate::api::aad::emulator_token("a2V5", "alice", now + 3600);
+        let ok = post(&serde_json::json!({"token": jwt}).to_string()).expect("signed in");
+        let v: serde_json::Value = serde_json::from_slice(&ok.body).expect("json");
+        assert_eq!(v["principal"], "alice");
+        let secret = v["token"].as_str().expect("secret").to_string();
+        let who = e
+            .principal(
+                &headers(&[(TOKEN_HEADER, &secret), ("host", "localhost:8081")]),
+                &Uri::from_static("/dbs"),
+            )
+            .expect("explorer request")
+            .expect("principal");
+        assert!(
+            matches!(who, Principal::Aad(ref id) if id.oid == "alice"),
+            "{who:?}"
+        );
+        // A token for another audience, or one expired, opens nothing.
+        let stale = crate::api::aad::emulator_token("a2V5", "alice", now - 3600);
+        let e401 = post(&serde_json::json!({"token": stale}).to_string()).err();
+        assert_eq!(e401.map(|e| e.status.as_u16()), Some(401));
+        // A session ends with its token.
+        let soon = crate::api::aad::emulator_token("a2V5", "bob", now + 1);
+        let (secret, _, _) = e.sessions.sign_in(&e.keys, &soon, now).expect("signed in");
+        assert!(e.sessions.get(&secret, now).is_some_and(|r| r.is_ok()));
+        assert!(e.sessions.get(&secret, now + 2).is_some_and(|r| r.is_err()));
     }
 
     #[test]

@@ -718,12 +718,19 @@ async function start() {
 
 function login() {
   $('login').hidden = false;
+  if (document.querySelector('meta[name="strata-auth"]').content === 'entra') {
+    $('login-key-note').hidden = true;
+    $('login-entra-note').hidden = false;
+    $('login-key').placeholder = 'Entra ID token';
+  }
   $('login-form').addEventListener('submit', async (ev) => {
     ev.preventDefault();
     try {
       const r = await fetch('/_explorer/session', {
         method: 'POST', headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ key: $('login-key').value }),
+        // A JWT (three dot-separated parts) signs in as its principal; anything else is a key.
+        body: JSON.stringify($('login-key').value.trim().split('.').length === 3
+          ? { token: $('login-key').value.trim() } : { key: $('login-key').value }),
       });
       const v = await r.json();
       if (!r.ok) throw new Error(cleanMessage(v.message || r.statusText));
