@@ -68,6 +68,39 @@ pub fn size_within(v: &serde_json::Value, limit: usize) -> Option<usize> {
     Some(total)
 }
 
+/// The bytes `v` holds in memory as a parsed JSON value, roughly (each value's slot, string
+/// and key bytes, a map entry's overhead), or `None` once it passes `limit`. A number takes
+/// a 32-byte slot where its text took a few bytes: a parameter's in-memory weight is several
+/// times its size in the request, which is what caches and budgets must count.
+pub fn held_within(v: &serde_json::Value, limit: usize) -> Option<usize> {
+    use serde_json::Value;
+    const SLOT: usize = std::mem::size_of::<Value>();
+    let mut total = 0usize;
+    let mut todo = vec![v];
+    while let Some(v) = todo.pop() {
+        total += SLOT
+            + match v {
+                Value::String(s) => s.len(),
+                Value::Array(a) => {
+                    todo.extend(a.iter());
+                    0
+                }
+                Value::Object(m) => {
+                    for (k, x) in m {
+                        total += k.len() + 48;
+                        todo.push(x);
+                    }
+                    0
+                }
+                _ => 0,
+            };
+        if total > limit {
+            return None;
+        }
+    }
+    Some(total)
+}
+
 /// Adds up the sizes of the values one expression builds, and fails the query before it
 /// builds one larger than [`MAX_VALUE_BYTES`].
 #[derive(Debug, Default)]

@@ -115,6 +115,7 @@ fn replay_one(
     let no_values = [super::sample::Example {
         parameters: Vec::new(),
         partition_key: None,
+        elided: false,
     }];
     let examples = if shape.examples.is_empty() {
         &no_values[..]
@@ -183,6 +184,7 @@ mod tests {
             examples: vec![Example {
                 parameters: params,
                 partition_key: pk,
+                elided: false,
             }],
             last_seen: 0,
         }

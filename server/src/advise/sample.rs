@@ -2,9 +2,12 @@
 //! values taken out, [`strata_query::sql::normalize::shape`]), how often each ran, what it
 //! cost and where it went — the workload `strata advise` replays under candidate keys.
 //!
-//! Bounded: at most [`MAX_SHAPES`] shapes per container (a new shape evicts the one run
-//! least), each with up to [`MAX_EXAMPLES`] recent parameter values, so a replay can route
-//! real values. Kept in memory by default; `--record-queries` also keeps it in the data
+//! Bounded: at most [`MAX_SHAPES`] shapes and [`MAX_CONTAINER_BYTES`] per container (a new
+//! shape evicts the ones run least), each with up to [`MAX_EXAMPLES`] recent parameter
+//! values, so a replay can route real values. Only small values are kept
+//! ([`MAX_EXAMPLE_BYTES`] an example): routing needs partition key values, not a megabyte
+//! array or a query vector, which are kept as `null`; a shape whose text is longer than
+//! [`MAX_SHAPE_TEXT`] even without its literals is not sampled. Kept in memory by default; `--record-queries` also keeps it in the data
 //! folder (`queries.json`, rewritten at most every few seconds and at shutdown); `--no-query-
 //! sample` turns it off. An SDK that fans a query out sends one request per partition
 //! range: each counts as the share of the query it is, so the query counts once.
@@ -21,6 +24,12 @@ use strata_query::sql::route_plan::Route;
 pub const MAX_SHAPES: usize = 1000;
 /// The most parameter examples kept per shape.
 pub const MAX_EXAMPLES: usize = 8;
+/// The most bytes of parameter values (as JSON) one example keeps; values past it are `null`.
+pub const MAX_EXAMPLE_BYTES: usize = 2048;
+/// The longest shape text sampled.
+pub const MAX_SHAPE_TEXT: usize = 8192;
+/// The most bytes one container's sample holds (texts and examples, estimated).
+pub const MAX_CONTAINER_BYTES: usize = 4 << 20;
 
 /// Whether and where queries are recorded.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -65,6 +74,53 @@ pub struct Example {
     /// The partition key header's value, when one was sent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub partition_key: Option<Value>,
+    /// Some values were too large to keep and stand as `null`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub elided: bool,
+}
+
+impl Example {
+    /// An example of `params`, keeping values while they fit [`MAX_EXAMPLE_BYTES`].
+    fn of<'a>(
+        params: impl Iterator<Item = &'a (String, Value)>,
+        partition_key: Option<Value>,
+    ) -> Self {
+        let mut room = MAX_EXAMPLE_BYTES;
+        let mut elided = false;
+        let mut parameters = Vec::new();
+        for (n, v) in params {
+            let Some(left) = room.checked_sub(n.len() + 24) else {
+                elided = true;
+                break;
+            };
+            room = left;
+            let value = match strata_query::sql::limits::size_within(v, room) {
+                Some(size) => {
+                    room -= size;
+                    v.clone()
+                }
+                None => {
+                    elided = true;
+                    Value::Null
+                }
+            };
+            parameters.push(serde_json::json!({"name": format!("@{n}"), "value": value}));
+        }
+        Example {
+            parameters,
+            partition_key,
+            elided,
+        }
+    }
+
+    /// Bytes the example holds, roughly.
+    fn bytes(&self) -> usize {
+        self.parameters
+            .iter()
+            .map(|p| strata_query::sql::limits::size_within(p, usize::MAX).unwrap_or(0) + 64)
+            .sum::<usize>()
+            + 64
+    }
 }
 
 impl Example {
@@ -99,6 +155,13 @@ pub struct ContainerSample {
 struct Kept {
     rid: String,
     shapes: HashMap<(String, bool), Shape>,
+    /// Estimated bytes of `shapes` ([`shape_bytes`]).
+    bytes: usize,
+}
+
+/// Bytes a shape holds, roughly: its text (twice: it is also the key) and its examples.
+fn shape_bytes(s: &Shape) -> usize {
+    2 * s.text.len() + 256 + s.examples.iter().map(Example::bytes).sum::<usize>()
 }
 
 /// One served query request, as [`QuerySample::record`] takes it.
@@ -141,12 +204,20 @@ impl QuerySample {
                     let all: Vec<ContainerSample> = serde_json::from_slice(&bytes)
                         .map_err(|e| format!("{} is not a query sample: {e}", path.display()))?;
                     for s in all {
-                        let shapes = s
+                        let shapes: HashMap<_, _> = s
                             .queries
                             .into_iter()
                             .map(|q| ((q.text.clone(), q.partition_key_header), q))
                             .collect();
-                        kept.insert((s.database, s.container), Kept { rid: s.rid, shapes });
+                        let bytes = shapes.values().map(shape_bytes).sum();
+                        kept.insert(
+                            (s.database, s.container),
+                            Kept {
+                                rid: s.rid,
+                                shapes,
+                                bytes,
+                            },
+                        );
                     }
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -173,6 +244,9 @@ impl QuerySample {
         }
         let (text, literals) = strata_query::sql::normalize::shape(s.text)
             .unwrap_or_else(|| (s.text.to_string(), Vec::new()));
+        if text.len() > MAX_SHAPE_TEXT {
+            return;
+        }
         let now = now_secs();
         let mut all = crate::store::container::lock(&self.inner.kept);
         let kept = all
@@ -181,17 +255,18 @@ impl QuerySample {
         if kept.rid != s.rid {
             *kept = Kept {
                 rid: s.rid.to_string(),
-                shapes: HashMap::new(),
+                ..Kept::default()
             };
         }
         let key = (text, s.partition_key.is_some());
-        if !kept.shapes.contains_key(&key) {
+        let new = !kept.shapes.contains_key(&key);
+        if new {
             if s.share == 0.0 {
                 // A later page of a query first seen before a restart or an eviction.
                 return;
             }
             if kept.shapes.len() >= MAX_SHAPES {
-                evict_least_run(&mut kept.shapes);
+                kept.evict_least_run(None);
             }
         }
         let shape = kept.shapes.entry(key.clone()).or_insert_with(|| Shape {
@@ -204,27 +279,24 @@ impl QuerySample {
             examples: Vec::new(),
             last_seen: now,
         });
+        let before = if new { 0 } else { shape_bytes(shape) };
         shape.request_charge += s.request_charge;
         shape.last_seen = now;
         if s.share > 0.0 {
             shape.count += s.share;
             shape.partitions += s.share * s.partitions as f64;
             shape.route = s.route.as_str().to_string();
-            let example = Example {
-                parameters: s
-                    .params
-                    .iter()
-                    .chain(literals.iter())
-                    .map(|(n, v)| serde_json::json!({"name": format!("@{n}"), "value": v}))
-                    .collect(),
-                partition_key: s.partition_key,
-            };
+            let example = Example::of(s.params.iter().chain(literals.iter()), s.partition_key);
             if !shape.examples.contains(&example) {
                 if shape.examples.len() >= MAX_EXAMPLES {
                     shape.examples.remove(0);
                 }
                 shape.examples.push(example);
             }
+        }
+        kept.bytes = kept.bytes - before.min(kept.bytes) + shape_bytes(shape);
+        while kept.bytes > MAX_CONTAINER_BYTES && kept.shapes.len() > 1 {
+            kept.evict_least_run(Some(&key));
         }
         self.inner.dirty.store(true, Ordering::Release);
     }
@@ -304,17 +376,22 @@ impl QuerySample {
     }
 }
 
-fn evict_least_run(shapes: &mut HashMap<(String, bool), Shape>) {
-    let least = shapes
-        .iter()
-        .min_by(|a, b| {
-            a.1.count
-                .total_cmp(&b.1.count)
-                .then(a.1.last_seen.cmp(&b.1.last_seen))
-        })
-        .map(|(k, _)| k.clone());
-    if let Some(k) = least {
-        shapes.remove(&k);
+impl Kept {
+    /// Forgets the shape run least (the oldest among equals), other than `keep`.
+    fn evict_least_run(&mut self, keep: Option<&(String, bool)>) {
+        let least = self
+            .shapes
+            .iter()
+            .filter(|(k, _)| Some(*k) != keep)
+            .min_by(|a, b| {
+                a.1.count
+                    .total_cmp(&b.1.count)
+                    .then(a.1.last_seen.cmp(&b.1.last_seen))
+            })
+            .map(|(k, _)| k.clone());
+        if let Some(gone) = least.and_then(|k| self.shapes.remove(&k)) {
+            self.bytes = self.bytes.saturating_sub(shape_bytes(&gone));
+        }
     }
 }
 
@@ -367,6 +444,8 @@ mod tests {
     #[test]
     fn bounded_and_persisted() {
         let dir = std::env::temp_dir().join(format!("strata-sample-{}", std::process::id()));
+        // A run that failed may have left its file under a process id used again.
+        let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let file = dir.join("queries.json");
         let s = QuerySample::open(Recording::File(file.clone())).unwrap();
@@ -383,6 +462,51 @@ mod tests {
             .queries
             .iter()
             .any(|q| q.text == "SELECT c.p7 FROM c" && q.count == 2.0));
+        // Large values are not kept; a container's sample stays within its bytes.
+        let big = [("q".to_string(), Value::from(vec![0.5; 100_000]))];
+        let pk = [("t".to_string(), Value::from("tenant-1"))];
+        for i in 0..800 {
+            let text = format!(
+                "SELECT c.id FROM c WHERE c.t = @t AND c.x{i} = @q {}",
+                "OR c.y = c.z ".repeat(400)
+            );
+            let params: Vec<_> = pk.iter().chain(big.iter()).cloned().collect();
+            s.record(Served {
+                params: &params,
+                ..served(&text, 1.0, 1.0)
+            });
+        }
+        let e = s.export("db", "c", "r1");
+        let held: usize = e.queries.iter().map(shape_bytes).sum();
+        assert!(held <= MAX_CONTAINER_BYTES, "{held}");
+        let newest = e
+            .queries
+            .iter()
+            .find(|q| q.text.contains("c.x799 "))
+            .expect("the newest shape is kept");
+        let ex = &newest.examples[0];
+        assert!(ex.elided);
+        assert_eq!(
+            ex.bindings(),
+            vec![
+                ("t".to_string(), Value::from("tenant-1")),
+                ("q".to_string(), Value::Null)
+            ]
+        );
+        // A shape text over the bound is not sampled at all.
+        s.record(served(
+            &format!(
+                "SELECT c.id FROM c WHERE {}",
+                "c.a = c.b OR ".repeat(1000) + "true"
+            ),
+            1.0,
+            1.0,
+        ));
+        assert!(!s
+            .export("db", "c", "r1")
+            .queries
+            .iter()
+            .any(|q| q.text.len() > MAX_SHAPE_TEXT));
         let off = QuerySample::open(Recording::Off).unwrap();
         off.record(served("SELECT 1", 1.0, 1.0));
         assert!(off.export("db", "c", "r1").queries.is_empty());

@@ -32,8 +32,18 @@ use strata_query::sql::{self, Ctx, PreparedQuery, Routing};
 /// Page size when the client does not choose one.
 const DEFAULT_PAGE: usize = 100;
 
+/// The largest query request: the service's "Maximum request size" (2 MB), which a query's
+/// body (text and parameters) is held to like any other request.
+pub const MAX_QUERY_REQUEST_BYTES: usize = 2 * 1024 * 1024;
+
 /// The query text and parameters of a query request body.
 fn query_body(req: &Req) -> Result<(String, Vec<(String, Value)>), CosmosError> {
+    if req.body.len() > MAX_QUERY_REQUEST_BYTES {
+        return Err(CosmosError::too_large(format!(
+            "Request size is too large: the query request is {} bytes, more than the {MAX_QUERY_REQUEST_BYTES} bytes (2 MB) a request may be. Send fewer or smaller parameter values.",
+            req.body.len()
+        )));
+    }
     let body = req.json()?;
     let text = match &body {
         Value::Object(m) => m.get("query").and_then(Value::as_str).ok_or_else(|| {
@@ -147,6 +157,16 @@ fn check_client_features(req: &Req, p: &PreparedQuery) -> Result<(), CosmosError
 pub async fn query_items(app: &App, req: &Req, c: &Arc<Container>) -> Result<Reply, CosmosError> {
     let started = Instant::now();
     let (text, params) = query_body(req)?;
+    // What the text and parameters will hold while the query runs, reserved first.
+    let inputs = params.iter().fold(text.len(), |n, (k, v)| {
+        n + k.len() + strata_query::sql::limits::held_within(v, usize::MAX).unwrap_or(usize::MAX)
+    });
+    let _inputs = exec::memory::reserve(
+        inputs.saturating_mul(exec::memory::PARAMETER_COPIES),
+        c.limits().query_memory_bytes,
+        "query's text and parameters",
+    )
+    .await?;
     let p = app.prepared.get(
         c.cid,
         &c.rid,

@@ -209,6 +209,7 @@ fn read_queries(path: &PathBuf) -> Result<Vec<Shape>, String> {
                 .map(|(n, v)| serde_json::json!({"name": format!("@{n}"), "value": v}))
                 .collect(),
             partition_key: None,
+            elided: false,
         };
         match shapes.iter_mut().find(|s| s.text == shape) {
             Some(s) => {

@@ -4,6 +4,13 @@
 //! 20-element array make 8,000 rows per document). Each such query gets a budget, charged
 //! as rows and groups are kept, and fails with a 400 that says what to change once it is
 //! spent; and only a few run at once server-wide, so many clients cannot multiply it.
+//!
+//! A request's inputs weigh too: a query's parameters are parsed into JSON values several
+//! times their size in the request (a number's few bytes of text take a 32-byte slot), and
+//! copied as the query is bound and run. Each query [`reserve`]s what its inputs will hold
+//! from one server-wide pool before it runs: a request heavier than its query's budget is
+//! refused with a 413 that says so, and while the pool is spent later requests wait for it
+//! rather than add to it.
 
 use super::ExecError;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -17,6 +24,50 @@ pub use crate::store::container::DEFAULT_QUERY_MEMORY_BYTES as QUERY_MEMORY_BYTE
 /// least two); more wait. Their work is CPU-bound, so more at once would not finish sooner.
 pub fn heavy_queries() -> usize {
     num_cpus::get().max(2)
+}
+
+/// Copies of a query's parameters alive while it runs, as measured with a 4 MB parameter:
+/// the request's parsed body, the parameter list, the bound plan, and each partition's
+/// worker's working copies.
+pub const PARAMETER_COPIES: usize = 6;
+
+/// The pool all running requests' inputs are reserved from: several queries' budgets.
+pub const REQUEST_POOL_BYTES: usize = 8 * QUERY_MEMORY_BYTES;
+
+/// Reserved in units of this many bytes (the pool's permits).
+const UNIT: usize = 1024;
+
+static POOL: LazyLock<tokio::sync::Semaphore> =
+    LazyLock::new(|| tokio::sync::Semaphore::new(REQUEST_POOL_BYTES / UNIT));
+
+/// Bytes reserved from the request pool, returned when dropped.
+pub struct Reserved(#[allow(dead_code)] Option<tokio::sync::SemaphorePermit<'static>>);
+
+/// Reserves `bytes` for what `what` will hold while it runs, within `limit` (the query's
+/// budget): a 413 past it; otherwise it waits until the pool has room.
+pub async fn reserve(
+    bytes: usize,
+    limit: usize,
+    what: &str,
+) -> Result<Reserved, crate::error::CosmosError> {
+    let limit = limit.min(REQUEST_POOL_BYTES);
+    if bytes > limit {
+        return Err(crate::error::CosmosError::too_large(format!(
+            "The {what} would hold about {} MB in memory while it runs, more than the {} MB one query may use (--query-memory-bytes). Send less: fewer or smaller parameter values, or split the request.",
+            bytes.div_ceil(1 << 20),
+            limit >> 20
+        )));
+    }
+    let units = u32::try_from(bytes.div_ceil(UNIT)).unwrap_or(u32::MAX);
+    if units == 0 {
+        return Ok(Reserved(None));
+    }
+    Ok(Reserved(POOL.acquire_many(units).await.ok()))
+}
+
+/// Bytes the pool has left (for tests and the memory report).
+pub fn pool_available() -> usize {
+    POOL.available_permits() * UNIT
 }
 
 /// Estimated bytes a held row or group costs beyond its own data (vectors, map slots).
@@ -58,6 +109,19 @@ impl Held {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn reservations_are_refused_past_the_budget_and_returned_when_dropped() {
+        let before = pool_available();
+        let e = reserve(65 << 20, 64 << 20, "query's parameters")
+            .await
+            .err();
+        assert_eq!(e.map(|e| e.status.as_u16()), Some(413));
+        let r = reserve(10 << 20, 64 << 20, "query").await.expect("fits");
+        assert!(pool_available() <= before - (10 << 20));
+        drop(r);
+        assert!(pool_available() >= before.min(REQUEST_POOL_BYTES - (10 << 20)));
+    }
 
     #[test]
     fn a_budget_is_spent_by_all_its_charges() {

@@ -3,24 +3,56 @@
 //! planning it each time was a twentieth of a single-partition query's CPU. A prepared query
 //! depends on the text, the parameter values and the container (its partition key definition
 //! and identity), so that is the key.
+//!
+//! Bounded in bytes, not only in entries: an entry holds its text and parameters twice (as
+//! the key compared on a hit and bound into the plan), and one query's parameters can be
+//! megabytes. An entry heavier than [`MAX_ENTRY_BYTES`] is prepared and not kept — preparing
+//! is cheap beside reading that much — and past [`MAX_BYTES`] the oldest entries go.
 
 use dashmap::DashMap;
 use serde_json::Value;
-use std::sync::Arc;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use strata_query::sql::{self, PreparedQuery, QueryError};
 
-/// Entries kept; past it the cache starts over (queries are cheap to prepare again).
+/// Entries kept; past it the oldest go (queries are cheap to prepare again).
 const CAPACITY: usize = 1024;
+/// Bytes all entries may hold together (estimated, see [`entry_bytes`]).
+pub const MAX_BYTES: usize = 32 << 20;
+/// The heaviest entry kept.
+pub const MAX_ENTRY_BYTES: usize = 64 << 10;
+/// A prepared plan's own bytes beyond the text and parameters bound into it (its tree,
+/// access paths, fingerprint), roughly.
+const PLAN_BYTES: usize = 2048;
 
 /// The text and parameters a prepared query was made from (compared on a hit, so a hash
 /// collision can never serve another query's plan).
 type Source = (String, Vec<(String, Value)>);
 
+type Key = (u32, u128);
+
 #[derive(Default)]
 pub struct Prepared {
     /// By container id (never reused, so a re-created container misses) and a hash of the
-    /// text and parameters.
-    map: DashMap<(u32, u128), (Source, Arc<PreparedQuery>)>,
+    /// text and parameters; with each entry its estimated bytes.
+    map: DashMap<Key, (Source, Arc<PreparedQuery>, usize)>,
+    /// Keys in the order they were added, the oldest first (evicted first).
+    order: Mutex<VecDeque<Key>>,
+    /// Estimated bytes of the entries in `map`.
+    bytes: AtomicUsize,
+}
+
+/// What an entry for `text` and `params` holds, estimated: the text and parameters twice
+/// (the key, and bound into the plan) as in-memory JSON values, and the plan's own tree. The
+/// walk stops past [`MAX_ENTRY_BYTES`] (`None`: too heavy to keep).
+fn entry_bytes(text: &str, params: &[(String, Value)]) -> Option<usize> {
+    let mut total = PLAN_BYTES + 2 * text.len();
+    for (k, v) in params {
+        let room = (MAX_ENTRY_BYTES.checked_sub(total)?) / 2;
+        total += 2 * (k.len() + strata_query::sql::limits::held_within(v, room)?);
+    }
+    (total <= MAX_ENTRY_BYTES).then_some(total)
 }
 
 /// Feeds serialised JSON straight into the hash, without building a string per value.
@@ -62,7 +94,7 @@ impl Prepared {
         }
         let key = (cid, h.digest128());
         if let Some(e) = self.map.get(&key) {
-            let ((t, p), q) = e.value();
+            let ((t, p), q, _) = e.value();
             if t == text && p.as_slice() == params {
                 return Ok(Arc::clone(q));
             }
@@ -71,12 +103,39 @@ impl Prepared {
         // A token resumes this query on this container only.
         p.fingerprint = format!("{rid}:{}", p.fingerprint);
         let p = Arc::new(p);
-        if self.map.len() >= CAPACITY {
-            self.map.clear();
+        if let Some(cost) = entry_bytes(text, params) {
+            self.keep(
+                key,
+                (text.to_string(), params.to_vec()),
+                Arc::clone(&p),
+                cost,
+            );
         }
-        self.map
-            .insert(key, ((text.to_string(), params.to_vec()), Arc::clone(&p)));
         Ok(p)
+    }
+
+    /// Adds an entry, then evicts the oldest ones until the cache is within its bounds.
+    fn keep(&self, key: Key, source: Source, p: Arc<PreparedQuery>, cost: usize) {
+        let mut order = crate::store::container::lock(&self.order);
+        if let Some((_, _, old)) = self.map.insert(key, (source, p, cost)) {
+            self.bytes.fetch_sub(old, Ordering::Relaxed);
+        } else {
+            order.push_back(key);
+        }
+        self.bytes.fetch_add(cost, Ordering::Relaxed);
+        while self.bytes.load(Ordering::Relaxed) > MAX_BYTES || order.len() > CAPACITY {
+            let Some(oldest) = order.pop_front() else {
+                break;
+            };
+            if let Some((_, (_, _, gone))) = self.map.remove(&oldest) {
+                self.bytes.fetch_sub(gone, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Estimated bytes the entries hold (for the memory report and tests).
+    pub fn held_bytes(&self) -> usize {
+        self.bytes.load(Ordering::Relaxed)
     }
 }
 
@@ -112,5 +171,39 @@ mod tests {
         assert!(cache
             .get(1, "r1", &pk, Default::default, "SELECT FROM", &[])
             .is_err());
+    }
+
+    /// A query with megabytes of parameters is prepared but not kept, and many distinct
+    /// queries never hold more than the cache's bytes.
+    #[test]
+    fn the_cache_is_bounded_in_bytes() {
+        let cache = Prepared::default();
+        let pk = PartitionKeyDefinition::hash_v2("/pk");
+        let sql = "SELECT TOP 1 c.id FROM c";
+        let big = vec![("big".to_string(), json!(vec![0.5; 100_000]))];
+        let a = cache
+            .get(1, "r1", &pk, Default::default, sql, &big)
+            .unwrap();
+        let b = cache
+            .get(1, "r1", &pk, Default::default, sql, &big)
+            .unwrap();
+        assert!(!Arc::ptr_eq(&a, &b), "too heavy to keep");
+        assert_eq!(cache.held_bytes(), 0);
+        // Entries just under the per-entry bound, far more than fit.
+        let mid = |i: usize| vec![("p".to_string(), json!([i, "x".repeat(20_000)]))];
+        for i in 0..2_000 {
+            cache
+                .get(1, "r1", &pk, Default::default, sql, &mid(i))
+                .unwrap();
+            assert!(cache.held_bytes() <= MAX_BYTES);
+        }
+        assert!(cache.map.len() < 1024, "{}", cache.map.len());
+        let recent = cache
+            .get(1, "r1", &pk, Default::default, sql, &mid(1999))
+            .unwrap();
+        let again = cache
+            .get(1, "r1", &pk, Default::default, sql, &mid(1999))
+            .unwrap();
+        assert!(Arc::ptr_eq(&recent, &again), "the newest entries stay");
     }
 }
