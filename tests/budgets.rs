@@ -69,3 +69,113 @@ async fn query_inputs_are_held_to_the_request_size_and_the_query_budget() {
     assert_eq!(example["parameters"][0]["value"], Value::Null, "{example}");
     s.stop().await;
 }
+
+/// A container with a full-text index on `/text` holding `texts` as documents `d{i}`.
+async fn full_text(s: &TestServer, coll: &str, texts: &[String]) {
+    s.setup_with(
+        "QA",
+        coll,
+        json!({"partitionKey": {"paths": ["/pk"], "kind": "Hash", "version": 2},
+            "fullTextPolicy": {"defaultLanguage": "en-US",
+                "fullTextPaths": [{"path": "/text", "language": "en-US"}]},
+            "indexingPolicy": {"fullTextIndexes": [{"path": "/text"}]}}),
+    )
+    .await;
+    for (i, t) in texts.iter().enumerate() {
+        let pk = format!("p{}", i % 4);
+        let r = s
+            .create(
+                "QA",
+                coll,
+                &json!([pk]),
+                json!({"id": format!("d{i}"), "pk": pk, "text": t}),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::CREATED, "{r:?}");
+    }
+}
+
+fn ids(r: &Resp) -> Vec<String> {
+    let mut v: Vec<String> = r.json["Documents"]
+        .as_array()
+        .map(|d| {
+            d.iter()
+                .filter_map(|x| x["id"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+/// Full-text term lists: `FullTextContainsAny` with 10,000 terms (79 KB of query) took 887 MB
+/// and 2 s — one index probe per term, each with the whole predicate's text. Now the terms
+/// are one probe of distinct stems, capped at 1,000 per call (the service documents no cap),
+/// and matched against a document's words as a set.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn full_text_term_lists_are_capped_and_deduplicated() {
+    let s = TestServer::start().await;
+    let texts: Vec<String> = (0..12)
+        .map(|i| format!("the quick word{i} jumps over the lazy dog number{}", i % 3))
+        .collect();
+    full_text(&s, "ft", &texts).await;
+    let list = |n: usize, last: &str| {
+        let mut t: Vec<String> = (0..n - 1).map(|i| format!("'absent{i}'")).collect();
+        t.push(format!("'{last}'"));
+        t.join(", ")
+    };
+    let sql =
+        |terms: String| format!("SELECT c.id FROM c WHERE FullTextContainsAny(c.text, {terms})");
+    let r = query(&s, "ft", &sql(list(10_000, "word3")), json!([])).await;
+    assert_refused(&r, 400, "at most 1000 are allowed");
+    let r = query(&s, "ft", &sql(list(1_000, "word3")), json!([])).await;
+    assert_eq!(r.status, StatusCode::OK, "{r:?}");
+    assert_eq!(ids(&r), ["d3"]);
+    // The same word many times is one stem; an array parameter counts its elements.
+    let r = query(&s, "ft", &sql(vec!["'number1'"; 500].join(", ")), json!([])).await;
+    assert_eq!(ids(&r), ["d1", "d10", "d4", "d7"]);
+    let terms: Vec<String> = (0..1_001).map(|i| format!("w{i}")).collect();
+    let r = query(
+        &s,
+        "ft",
+        "SELECT c.id FROM c WHERE FullTextContainsAll(c.text, @t)",
+        json!([{"name": "@t", "value": terms}]),
+    )
+    .await;
+    assert_refused(&r, 400, "at most 1000 are allowed");
+    s.stop().await;
+}
+
+/// Rank fusion: 50 `FullTextScore` components took 16 s beside one 2 MB document (each
+/// component, and each of the statistics query's counts, analysed the text again) and held
+/// the turns an unrelated `COUNT` needed. Now a text is analysed once per document, RRF takes
+/// at most 16 components (the service documents no cap), and searches wait for turns of their
+/// own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rank_fusion_is_capped_and_reads_each_text_once() {
+    let s = TestServer::start().await;
+    let mut texts: Vec<String> = (0..8)
+        .map(|i| format!("lorem ipsum w{i} dolor sit amet"))
+        .collect();
+    // One document near the 2 MB item limit, whose text names lorem once.
+    texts.push(format!("lorem {}", "filler ".repeat(270_000)));
+    full_text(&s, "rrf", &texts).await;
+    let components = |k: usize| vec!["FullTextScore(c.text, 'lorem')"; k].join(", ");
+    let sql = |k: usize| {
+        format!(
+            "SELECT TOP 3 c.id FROM c ORDER BY RANK RRF({})",
+            components(k)
+        )
+    };
+    let r = query(&s, "rrf", &sql(50), json!([])).await;
+    assert_refused(&r, 400, "at most 16 are allowed");
+    let r = query(&s, "rrf", &sql(16), json!([])).await;
+    assert_eq!(r.status, StatusCode::OK, "{r:?}");
+    let got = ids(&r);
+    assert_eq!(got.len(), 3, "{r:?}");
+    assert!(
+        !got.contains(&"d8".to_string()),
+        "the long text ranks last: {got:?}"
+    );
+    s.stop().await;
+}

@@ -411,18 +411,26 @@ fn full_text_probes(
         stems.push(crate::sql::fulltext::analyze(t, lang).into_iter().next()?);
     }
     let filter = e.to_string();
-    let mut probes: Vec<Probe> = stems
-        .into_iter()
-        .map(|s| Probe {
-            path: postings_path(&path),
-            spans: vec![stem_span(&s)],
-            exact: false,
-            filter: filter.clone(),
-            and: Vec::new(),
-            rank: 0,
-        })
-        .collect();
-    if f != SearchFn::FullTextContainsAny && !probes.is_empty() {
+    let probe = |spans: Vec<Span>| Probe {
+        path: postings_path(&path),
+        spans,
+        exact: false,
+        filter: filter.clone(),
+        and: Vec::new(),
+        rank: 0,
+    };
+    if f == SearchFn::FullTextContainsAny {
+        // Any word: one lookup over every distinct stem's postings (one probe per word
+        // repeated the whole predicate's text per word: 10,000 words made 10,000 copies).
+        let mut spans: Vec<Span> = stems.iter().map(|s| stem_span(s)).collect();
+        spans.sort_by(|a, b| a.lo.cmp(&b.lo));
+        spans.dedup();
+        return Some(vec![probe(spans)]);
+    }
+    stems.sort();
+    stems.dedup();
+    let mut probes: Vec<Probe> = stems.iter().map(|s| probe(vec![stem_span(s)])).collect();
+    if !probes.is_empty() {
         // Every word: the first word's postings intersected with the others'.
         let rest = probes.split_off(1);
         probes[0].and = rest;

@@ -105,6 +105,7 @@ impl Ctx {
     /// Starts the row budget of a new document.
     pub fn start_document(&self) {
         self.rows.store(0, AtomicOrdering::Relaxed);
+        super::fulltext::forget_document();
     }
 
     /// Counts one row; an error past [`MAX_ROWS_PER_DOCUMENT`].

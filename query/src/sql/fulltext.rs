@@ -117,6 +117,81 @@ pub fn analyze(text: &str, lang: Language) -> Vec<String> {
     out
 }
 
+/// Analyses kept while one document is evaluated, by a hash of the text and its language: a
+/// query that reads the same text in several places — rank fusion's components, the
+/// statistics query's word count and hit counts, `FullTextContains*` beside `FullTextScore`
+/// — analyses it once per document, not once per call (50 components over one 2 MB text
+/// were 150 analyses of it). Forgotten when the next document starts
+/// ([`forget_document`]), and never more than [`MAX_KEPT_ANALYSES`] bytes.
+struct Kept {
+    bytes: usize,
+    texts: Vec<(u128, Language, std::rc::Rc<Vec<String>>)>,
+}
+
+/// The most bytes of analyses one thread keeps for the document it evaluates.
+pub const MAX_KEPT_ANALYSES: usize = 32 << 20;
+
+/// Search terms (short texts) kept analysed across documents, at most this many per thread.
+const KEPT_TERMS: usize = 4096;
+/// The longest text kept as a search term.
+const TERM_BYTES: usize = 256;
+
+thread_local! {
+    static KEPT: std::cell::RefCell<Kept> = const {
+        std::cell::RefCell::new(Kept { bytes: 0, texts: Vec::new() })
+    };
+    #[allow(clippy::type_complexity)]
+    static TERMS: std::cell::RefCell<std::collections::HashMap<(String, Language), std::rc::Rc<Vec<String>>>> =
+        std::cell::RefCell::new(std::collections::HashMap::new());
+}
+
+/// [`analyze`], shared with earlier calls on the same text while one document is evaluated
+/// (and, for a short search term, across documents).
+pub fn analyzed(text: &str, lang: Language) -> std::rc::Rc<Vec<String>> {
+    if text.len() <= TERM_BYTES {
+        return TERMS.with(|t| {
+            let mut t = t.borrow_mut();
+            if let Some(a) = t.get(&(text.to_string(), lang)) {
+                return std::rc::Rc::clone(a);
+            }
+            if t.len() >= KEPT_TERMS {
+                t.clear();
+            }
+            let a = std::rc::Rc::new(analyze(text, lang));
+            t.insert((text.to_string(), lang), std::rc::Rc::clone(&a));
+            a
+        });
+    }
+    let key = xxhash_rust::xxh3::xxh3_128(text.as_bytes());
+    KEPT.with(|k| {
+        let mut k = k.borrow_mut();
+        if let Some((_, _, a)) = k.texts.iter().find(|(h, l, _)| *h == key && *l == lang) {
+            return std::rc::Rc::clone(a);
+        }
+        let a = std::rc::Rc::new(analyze(text, lang));
+        let bytes = a.iter().map(|w| w.len() + 24).sum::<usize>() + 64;
+        if k.bytes + bytes > MAX_KEPT_ANALYSES {
+            k.texts.clear();
+            k.bytes = 0;
+        }
+        if bytes <= MAX_KEPT_ANALYSES {
+            k.bytes += bytes;
+            k.texts.push((key, lang, std::rc::Rc::clone(&a)));
+        }
+        a
+    })
+}
+
+/// Forgets the analyses of the document evaluated last (a new one starts).
+pub fn forget_document() {
+    KEPT.with(|k| {
+        if let Ok(mut k) = k.try_borrow_mut() {
+            k.texts.clear();
+            k.bytes = 0;
+        }
+    });
+}
+
 /// How often `phrase` (consecutive terms) occurs in `doc`. An empty phrase (only stop words)
 /// occurs nowhere.
 pub fn occurrences(doc: &[String], phrase: &[String]) -> usize {
@@ -224,5 +299,25 @@ mod tests {
         let idf = (1.0f64 + (100.0 - 2.0 + 0.5) / 2.5).ln();
         let want = idf * 2.2 / (1.0 + 1.2);
         assert!((bm25(&avg, &rare, &rare_stats) - want).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_text_is_analysed_once_per_document() {
+        let text = "the quick brown fox ".repeat(100);
+        let a = analyzed(&text, Language::default());
+        let b = analyzed(&text, Language::default());
+        assert!(std::rc::Rc::ptr_eq(&a, &b));
+        assert_eq!(*a, analyze(&text, Language::default()));
+        forget_document();
+        assert!(!std::rc::Rc::ptr_eq(
+            &a,
+            &analyzed(&text, Language::default())
+        ));
+        let t = analyzed("foxes", Language::default());
+        forget_document();
+        assert!(
+            std::rc::Rc::ptr_eq(&t, &analyzed("foxes", Language::default())),
+            "terms are kept"
+        );
     }
 }

@@ -104,8 +104,15 @@ pub fn rank_of(q: &Query) -> Option<Rank<'_>> {
 /// weight per component.
 pub fn check(q: &Query) -> R<()> {
     let mut misplaced = None;
+    let mut too_many_terms = None;
     let mut look = |e: &Expr| {
         e.walk(&mut |x| {
+            if let Expr::Call(Func::Search(f), args) = x {
+                let n = search_terms(*f, args);
+                if n > super::limits::MAX_SEARCH_TERMS {
+                    too_many_terms.get_or_insert((Func::Search(*f).name(), n));
+                }
+            }
             if is_call(x, SearchFn::FullTextScore) {
                 misplaced.get_or_insert(ONLY_IN_RANK);
             } else if is_call(x, SearchFn::Rrf) {
@@ -126,6 +133,22 @@ pub fn check(q: &Query) -> R<()> {
     if let Some(OrderBy::Items(items)) = &q.order_by {
         items.iter().for_each(|i| look(&i.expr));
     }
+    if let Some(OrderBy::Rank(e)) = &q.order_by {
+        e.walk(&mut |x| {
+            if let Expr::Call(Func::Search(f), args) = x {
+                let n = search_terms(*f, args);
+                if n > super::limits::MAX_SEARCH_TERMS {
+                    too_many_terms.get_or_insert((Func::Search(*f).name(), n));
+                }
+            }
+        });
+    }
+    if let Some((f, n)) = too_many_terms {
+        return Err(QueryError::semantic(format!(
+            "The {f} function is given {n} search terms; at most {} are allowed in one call. Search for fewer terms, or split the search.",
+            super::limits::MAX_SEARCH_TERMS
+        )));
+    }
     if let Some(m) = misplaced {
         return Err(QueryError::semantic(m));
     }
@@ -135,6 +158,13 @@ pub fn check(q: &Query) -> R<()> {
     let scoring = |e: &Expr| is_call(e, SearchFn::FullTextScore) || e.is_vector_distance();
     if !rank.components.iter().all(|e| scoring(e)) || (rank.fused && rank.components.len() < 2) {
         return Err(QueryError::semantic(RANK_NEEDS_SCORES));
+    }
+    if rank.components.len() > super::limits::MAX_RANK_COMPONENTS {
+        return Err(QueryError::semantic(format!(
+            "The RRF function fuses {} scoring functions; at most {} are allowed.",
+            rank.components.len(),
+            super::limits::MAX_RANK_COMPONENTS
+        )));
     }
     if rank.weights.len() != rank.components.len() || rank.weights.iter().any(|w| w.is_nan()) {
         return Err(QueryError::semantic(format!(
@@ -149,6 +179,28 @@ pub fn check(q: &Query) -> R<()> {
         ));
     }
     Ok(())
+}
+
+/// How many search terms a full-text call names (0 for other search functions): its
+/// arguments after the path, an array counting its elements.
+fn search_terms(f: SearchFn, args: &[Expr]) -> usize {
+    if !matches!(
+        f,
+        SearchFn::FullTextContains
+            | SearchFn::FullTextContainsAll
+            | SearchFn::FullTextContainsAny
+            | SearchFn::FullTextScore
+    ) {
+        return 0;
+    }
+    args.iter()
+        .skip(1)
+        .map(|a| match a {
+            Expr::Lit(Value::Array(v)) => v.len(),
+            Expr::Array(v) => v.len(),
+            _ => 1,
+        })
+        .sum()
 }
 
 /// The search terms of a `FullTextScore` call (its arguments after the path, strings or

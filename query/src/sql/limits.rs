@@ -24,6 +24,17 @@ pub const MAX_PARAMETERS: usize = 10_000;
 /// Most values in one `IN (…)` list (strata's bound).
 pub const MAX_IN_LIST: usize = 10_000;
 
+/// Most search terms of one full-text function call (`FullTextContains`, `FullTextContainsAll`,
+/// `FullTextContainsAny`, `FullTextScore`; an array argument counts its elements). The
+/// service documents no bound (its pages give the open-ended `<string_expr1>, ...`); strata's
+/// is far above real searches, since each term is matched against every candidate document.
+pub const MAX_SEARCH_TERMS: usize = 1_000;
+
+/// Most scoring functions one `RRF` fuses. The service documents no bound ("two or more
+/// scores"); strata's is far above real hybrid searches, since each component ranks every
+/// candidate document.
+pub const MAX_RANK_COMPONENTS: usize = 16;
+
 /// Largest value one expression may build (a string, array or object): the service's
 /// documented "Maximum response size: 4 MB", since a larger value could never be returned.
 pub const MAX_VALUE_BYTES: usize = 4 * 1024 * 1024;

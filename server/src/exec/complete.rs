@@ -13,6 +13,7 @@ pub(super) async fn run_complete(
     ranges: Vec<EpkRange>,
     page_size: usize,
     token: Option<Continuation>,
+    class: memory::Class,
 ) -> Result<Page, ExecError> {
     let start =
         match token {
@@ -30,7 +31,7 @@ pub(super) async fn run_complete(
     // A few complete results are built at once, each within its budget (see `memory`).
     let _turn = match p.mode {
         Mode::NoFrom => None,
-        _ => memory::heavy_turn().await,
+        _ => memory::heavy_turn(class).await,
     };
     let held = Arc::new(memory::Held::new(c.limits().query_memory_bytes));
     let (mut scanned, mut scanned_bytes) = (0u64, 0u64);

@@ -73,12 +73,28 @@ pub fn pool_available() -> usize {
 /// Estimated bytes a held row or group costs beyond its own data (vectors, map slots).
 pub const PER_ENTRY: usize = 96;
 
-static HEAVY: LazyLock<tokio::sync::Semaphore> =
-    LazyLock::new(|| tokio::sync::Semaphore::new(heavy_queries()));
+/// Who waits for a turn: queries of one class share their turns and never take another
+/// class's, so a burst of slow searches (rank fusion over large texts, the statistics a
+/// `FullTextScore` gathers first) cannot keep an unrelated `COUNT` or `DISTINCT` waiting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Class {
+    /// Aggregates, DISTINCT, GROUP BY, cross-partition merges.
+    Complete,
+    /// A ranked search's statistics and fusion.
+    Search,
+}
 
-/// One of the [`heavy_queries`] turns, held while a query builds its complete result.
-pub async fn heavy_turn() -> Option<tokio::sync::SemaphorePermit<'static>> {
-    HEAVY.acquire().await.ok()
+static HEAVY: LazyLock<[tokio::sync::Semaphore; 2]> = LazyLock::new(|| {
+    [
+        tokio::sync::Semaphore::new(heavy_queries()),
+        tokio::sync::Semaphore::new(heavy_queries()),
+    ]
+});
+
+/// One of the [`heavy_queries`] turns of `class`, held while a query builds its complete
+/// result.
+pub async fn heavy_turn(class: Class) -> Option<tokio::sync::SemaphorePermit<'static>> {
+    HEAVY[class as usize].acquire().await.ok()
 }
 
 /// The memory one query has used, shared by its partitions' workers.

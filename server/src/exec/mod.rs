@@ -198,7 +198,18 @@ async fn run_page(
             })
         }
         Mode::Ordered => run_ordered(c, p, access, ranges, page_size, token).await,
-        _ => run_complete(c, p, access, ranges, page_size, token).await,
+        _ => {
+            run_complete(
+                c,
+                p,
+                access,
+                ranges,
+                page_size,
+                token,
+                memory::Class::Complete,
+            )
+            .await
+        }
     }
 }
 

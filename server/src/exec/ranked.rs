@@ -18,7 +18,9 @@ pub(super) async fn with_statistics(c: &Arc<Container>, plan: &Plan) -> Result<P
     };
     let sp = Arc::new(sql::prepare(&text, &[], Some(&c.pk))?);
     let sa = Arc::new(access(c, &sp, true)?);
-    let page = run_complete(Arc::clone(c), sp, sa, plan.routing.ranges.clone(), 1, None).await?;
+    let ranges = plan.routing.ranges.clone();
+    let search = memory::Class::Search;
+    let page = run_complete(Arc::clone(c), sp, sa, ranges, 1, None, search).await?;
     let rows = page
         .docs
         .iter()

@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::sql::fulltext::{self, Language};
+use std::rc::Rc;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SearchFn {
@@ -29,15 +30,15 @@ impl SearchFn {
 
 /// The search terms of a call's arguments: strings, or arrays of strings (the array form the
 /// SDKs' rewritten queries use), each analysed into a phrase.
-fn phrases(args: &[Val<'_>], lang: Language) -> Vec<Vec<String>> {
+fn phrases(args: &[Val<'_>], lang: Language) -> Vec<Rc<Vec<String>>> {
     let mut out = Vec::new();
     for v in args {
         match v.get() {
-            Some(Value::String(t)) => out.push(fulltext::analyze(t, lang)),
+            Some(Value::String(t)) => out.push(fulltext::analyzed(t, lang)),
             Some(Value::Array(a)) => out.extend(
                 a.iter()
                     .filter_map(Value::as_str)
-                    .map(|t| fulltext::analyze(t, lang)),
+                    .map(|t| fulltext::analyzed(t, lang)),
             ),
             _ => {}
         }
@@ -57,9 +58,17 @@ pub(super) fn call<'a>(f: SearchFn, args: Vec<Val<'a>>, lang: Language) -> R<Val
             let Some(text) = a[0].as_str() else {
                 return Ok(Val::Undef);
             };
-            let words = fulltext::analyze(text, lang);
+            let words = fulltext::analyzed(text, lang);
             let terms = phrases(&a[1..], lang);
-            let has = |t: &Vec<String>| fulltext::occurrences(&words, t) > 0;
+            // One-word terms are looked up in the text's words (a set built once), so many
+            // terms over a long text cost terms + words, not terms × words.
+            let mut set: Option<std::collections::HashSet<&str>> = None;
+            let has = |t: &Rc<Vec<String>>| match t.as_slice() {
+                [word] if terms.len() > 1 => set
+                    .get_or_insert_with(|| words.iter().map(String::as_str).collect())
+                    .contains(word.as_str()),
+                _ => fulltext::occurrences(&words, t) > 0,
+            };
             b(match f {
                 SearchFn::FullTextContainsAny => terms.iter().any(has),
                 _ => !terms.is_empty() && terms.iter().all(has),
@@ -80,11 +89,13 @@ pub(super) fn call<'a>(f: SearchFn, args: Vec<Val<'a>>, lang: Language) -> R<Val
                     _ => Vec::new(),
                 },
             };
-            let words = fulltext::analyze(text, lang);
-            n(fulltext::bm25(&words, &phrases(&a[1..2], lang), &stats))
+            let words = fulltext::analyzed(text, lang);
+            let terms: Vec<Vec<String>> =
+                phrases(&a[1..2], lang).iter().map(|p| p.to_vec()).collect();
+            n(fulltext::bm25(&words, &terms, &stats))
         }
         SearchFn::FullTextWordCount => match a[0].as_str() {
-            Some(text) => n(fulltext::analyze(text, lang).len() as f64),
+            Some(text) => n(fulltext::analyzed(text, lang).len() as f64),
             None => Val::Undef,
         },
         SearchFn::VectorDistance => {
