@@ -179,3 +179,42 @@ async fn rank_fusion_is_capped_and_reads_each_text_once() {
     );
     s.stop().await;
 }
+
+/// The partition-key advisor: 10,000 candidate keys took a minute, 2.5 GB and a 183 MB reply.
+/// Now a request weighs at most 8 distinct candidates (repeats count once).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_advisor_weighs_a_bounded_number_of_candidates() {
+    let s = TestServer::start().await;
+    s.setup(
+        "QA",
+        "adv",
+        json!({"paths": ["/pk"], "kind": "Hash", "version": 2}),
+    )
+    .await;
+    for i in 0..20 {
+        let pk = format!("t{}", i % 5);
+        let r = s
+            .create(
+                "QA",
+                "adv",
+                &json!([pk]),
+                json!({"id": format!("{i}"), "pk": pk, "u": i}),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::CREATED);
+    }
+    let advise = |keys: Vec<String>| {
+        s.post(
+            "/_strata/containers/QA/adv/advise",
+            &[],
+            json!({"keys": keys}),
+        )
+    };
+    let many: Vec<String> = (0..10_000).map(|i| format!("/pk,/k{i}")).collect();
+    let r = advise(many).await;
+    assert_refused(&r, 400, "at most 8 are weighed at once");
+    let repeated = vec!["/pk,/u".to_string(); 9_000];
+    let r = advise(repeated).await;
+    assert_eq!(r.status, StatusCode::OK, "{r:?}");
+    s.stop().await;
+}

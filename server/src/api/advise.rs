@@ -5,6 +5,10 @@
 //! * `POST /_strata/containers/{db}/{c}/advise` with `{"keys": ["/a,/b,/c", …], "throughput",
 //!   "growth", "windowSecs", "sample"}`: the advice for those candidate keys, computed here
 //!   from the stored items (no round trip per page), as JSON with the text report beside it.
+//!   At most [`MAX_CANDIDATES`] keys a request (each is a simulated partition map, a routing
+//!   of every sampled query and a section of the reply); a principal that may only read is
+//!   held to a sample of [`READ_ONLY_SAMPLE`] items, the work of a query, not of a full read
+//!   per candidate.
 
 use super::request::Req;
 use super::response::Reply;
@@ -29,6 +33,12 @@ pub fn clear(app: &App, db: &str, coll: &str) -> Result<Reply, CosmosError> {
     app.queries.clear(db, coll);
     Ok(Reply::new(StatusCode::NO_CONTENT, Vec::new()))
 }
+
+/// The most candidate keys one advise request weighs (the current key comes on top).
+pub const MAX_CANDIDATES: usize = 8;
+
+/// The most items an advise request of a read-only principal reads (a sample, scaled up).
+pub const READ_ONLY_SAMPLE: u64 = 10_000;
 
 /// The body of an advise request.
 #[derive(Debug, Deserialize)]
@@ -64,13 +74,28 @@ pub async fn advise(app: &App, req: &Req, db: &str, coll: &str) -> Result<Reply,
             "The growth factor must be a number of at least 1.",
         ));
     }
-    let mut candidates = Vec::new();
+    let mut keys: Vec<Vec<String>> = Vec::new();
     for k in &ask.keys {
         let paths = parse_key(k).map_err(CosmosError::bad_request)?;
-        candidates.push(definition(&paths).map_err(CosmosError::bad_request)?);
+        if !keys.contains(&paths) {
+            keys.push(paths);
+        }
     }
+    if keys.len() > MAX_CANDIDATES {
+        return Err(CosmosError::bad_request(format!(
+            "The advise request names {} candidate keys; at most {MAX_CANDIDATES} are weighed at once. Ask again with the most promising ones.",
+            keys.len()
+        )));
+    }
+    let candidates = keys
+        .iter()
+        .map(|paths| definition(paths).map_err(CosmosError::bad_request))
+        .collect::<Result<Vec<_>, _>>()?;
     let total: u64 = c.partitions().ranges.iter().map(|r| r.count).sum();
-    let limit = ask.sample.unwrap_or(u64::MAX).max(1);
+    let mut limit = ask.sample.unwrap_or(u64::MAX).max(1);
+    if req.reads_only {
+        limit = limit.min(READ_ONLY_SAMPLE);
+    }
     let settings = Settings {
         throughput: ask
             .throughput

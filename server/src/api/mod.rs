@@ -252,6 +252,11 @@ async fn dispatch_api(
         endpoint: format!("{scheme}://{host}/"),
         epk_limit: None,
         region,
+        reads_only: match &principal {
+            auth::Principal::ReadOnly => true,
+            auth::Principal::Aad(id) => id.read_only,
+            _ => false,
+        },
     };
     req.epk_limit = access::authorize(app, &principal, &ep, &req)?;
     let binary = wire::wants_binary(&req.headers) && wire::answers_in_binary(&ep);

@@ -23,6 +23,9 @@ pub struct Req {
     pub epk_limit: Option<strata_query::pk::EpkRange>,
     /// The region whose port the request reached (see [`crate::regions`]).
     pub region: usize,
+    /// The principal may only read (the read-only key, or an Entra token signed with it):
+    /// work it starts on strata's own endpoints is held to what a query could cost.
+    pub reads_only: bool,
 }
 
 impl Req {
