@@ -173,6 +173,7 @@ impl From<crate::exec::ExecError> for CosmosError {
             E::BadToken(m) => CosmosError::bad_request(m),
             E::Index(a) => CosmosError::bad_request(a.0),
             e @ E::Memory(_) => CosmosError::bad_request(e.to_string()),
+            E::InputsTooLarge(m) => CosmosError::too_large(m),
             E::Corrupt(m) => CosmosError::internal(format!("stored data is unreadable: {m}")),
             e @ E::Worker(_) => CosmosError::internal(e.to_string()),
         }

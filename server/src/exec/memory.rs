@@ -45,14 +45,10 @@ pub struct Reserved(#[allow(dead_code)] Option<tokio::sync::SemaphorePermit<'sta
 
 /// Reserves `bytes` for what `what` will hold while it runs, within `limit` (the query's
 /// budget): a 413 past it; otherwise it waits until the pool has room.
-pub async fn reserve(
-    bytes: usize,
-    limit: usize,
-    what: &str,
-) -> Result<Reserved, crate::error::CosmosError> {
+pub async fn reserve(bytes: usize, limit: usize, what: &str) -> Result<Reserved, ExecError> {
     let limit = limit.min(REQUEST_POOL_BYTES);
     if bytes > limit {
-        return Err(crate::error::CosmosError::too_large(format!(
+        return Err(ExecError::InputsTooLarge(format!(
             "The {what} would hold about {} MB in memory while it runs, more than the {} MB one query may use (--query-memory-bytes). Send less: fewer or smaller parameter values, or split the request.",
             bytes.div_ceil(1 << 20),
             limit >> 20
@@ -132,7 +128,7 @@ mod tests {
         let e = reserve(65 << 20, 64 << 20, "query's parameters")
             .await
             .err();
-        assert_eq!(e.map(|e| e.status.as_u16()), Some(413));
+        assert!(matches!(e, Some(ExecError::InputsTooLarge(_))));
         let r = reserve(10 << 20, 64 << 20, "query").await.expect("fits");
         assert!(pool_available() <= before - (10 << 20));
         drop(r);

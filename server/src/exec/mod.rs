@@ -61,6 +61,9 @@ pub enum ExecError {
     /// The query's rows and groups outgrew its memory budget (bytes).
     #[error("The query holds more than {} MB of intermediate results (rows or groups kept for DISTINCT, GROUP BY, aggregates or a cross-partition merge) and was stopped. Narrow it with a filter or a partition key, or page it with ORDER BY and TOP or OFFSET LIMIT.", .0 >> 20)]
     Memory(usize),
+    /// A request's inputs would hold more than a query may (the service's 413).
+    #[error("{0}")]
+    InputsTooLarge(String),
 }
 
 /// How `p` reads each partition of `c` under the container's current indexing policy, or
