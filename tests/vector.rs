@@ -406,6 +406,52 @@ async fn an_outlier_vector_does_not_ruin_recall_before_or_after_a_restart() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Documents without a vector rank after every scored one, whichever way the distance sorts:
+/// a `distanceFunction: euclidean` option on a cosine container (ascending, no index measures
+/// it) put them first, since undefined sorts before numbers.
+#[tokio::test]
+async fn documents_without_a_vector_rank_last_in_either_direction() {
+    let s = TestServer::start().await;
+    make(&s, "mixed", "flat").await;
+    let mut g = Gen(3);
+    let vs = g.vectors(6);
+    load(&s, "mixed", &vs).await;
+    for i in 0..3 {
+        let pk = format!("n{i}");
+        let r = s
+            .create(
+                DB,
+                "mixed",
+                &json!([pk]),
+                json!({"id": format!("none{i}"), "pk": pk}),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::CREATED);
+    }
+    let params = json!([{"name": "@q", "value": vs[0]}]);
+    for options in [
+        "",
+        ", false, {'distanceFunction': 'euclidean'}",
+        ", false, {'distanceFunction': 'dotproduct'}",
+    ] {
+        let sql = format!("SELECT TOP 9 c.id FROM c ORDER BY VectorDistance(c.v, @q{options})");
+        let r = query(&s, "mixed", &sql, params.clone(), false).await;
+        assert_eq!(r.status, StatusCode::OK, "{r:?}");
+        let got = ids(&r);
+        assert_eq!(got.len(), 9, "{sql}: {got:?}");
+        assert!(
+            got[..6].iter().all(|id| id.starts_with('d')),
+            "{sql}: {got:?}"
+        );
+        if !options.contains("dotproduct") {
+            assert_eq!(got[0], "d0", "{sql}: the query's own vector first");
+        }
+        let top = format!("SELECT TOP 3 c.id FROM c ORDER BY VectorDistance(c.v, @q{options})");
+        let got = ids(&query(&s, "mixed", &top, params.clone(), false).await);
+        assert!(got.iter().all(|id| id.starts_with('d')), "{top}: {got:?}");
+    }
+}
+
 /// recall@10 of `sql` (a top 10 by euclidean distance) against an exact scan.
 async fn euclidean_recall(
     s: &TestServer,

@@ -553,7 +553,12 @@ pub fn order_keys(q: &Query, env: EnvRef<'_>, cx: &Ctx) -> R<Vec<Option<Value>>>
         None => Ok(Vec::new()),
         Some(OrderBy::Items(items)) => items
             .iter()
-            .map(|it| Ok(eval(&it.expr, env, cx)?.into_owned()))
+            .map(|it| {
+                Ok(super::vector::unscored_last(
+                    it,
+                    eval(&it.expr, env, cx)?.into_owned(),
+                ))
+            })
             .collect(),
         Some(OrderBy::Rank(_)) => match super::hybrid::rank_of(q) {
             // RRF: each component's score (fused over all rows by the executor).

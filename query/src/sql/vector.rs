@@ -32,6 +32,19 @@ pub fn apply(q: &mut Query, defaults: &[(String, &'static str)]) {
     }
 }
 
+/// The sort key of ORDER BY item `it` whose value is `key`: a vector search ranks a document
+/// with no score (no vector, or one of another length) after every scored one, whichever way
+/// it sorts, as rank fusion does. Ascending (euclidean), undefined would sort first: it takes
+/// the place of an object, which sorts after every number.
+pub fn unscored_last(it: &OrderItem, key: Option<Value>) -> Option<Value> {
+    match key {
+        None if !it.descending && it.expr.is_vector_distance() => {
+            Some(Value::Object(Default::default()))
+        }
+        k => k,
+    }
+}
+
 /// The `distanceFunction` a (completed) `VectorDistance` call names.
 pub fn distance_of(e: &Expr) -> Option<String> {
     let Expr::Call(_, args) = e else { return None };
