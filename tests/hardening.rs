@@ -1009,3 +1009,40 @@ async fn idle_connections_at_the_limit_make_room_for_new_clients() {
     assert!(closed >= 1, "no idle connection was closed");
     s.stop().await;
 }
+
+/// A request hyper cannot parse (two `Content-Length` headers, a header name with a space)
+/// used to get hyper's own 400 with an empty body; it gets a Cosmos-shaped one now, and the
+/// server goes on serving.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unparseable_requests_get_a_cosmos_shaped_400() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let s = server().await;
+    let addr = s
+        .url
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_string();
+    for raw in [
+        "POST /dbs HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab",
+        "GET /dbs HTTP/1.1\r\nHost: x\r\nBad Header: 1\r\n\r\n",
+    ] {
+        let mut conn = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        conn.write_all(raw.as_bytes()).await.unwrap();
+        let mut out = Vec::new();
+        let _ = tokio::time::timeout(
+            std::time::Duration::from_secs(5),
+            conn.read_to_end(&mut out),
+        )
+        .await;
+        let text = String::from_utf8_lossy(&out);
+        assert!(text.starts_with("HTTP/1.1 400 "), "{text}");
+        let body = text.split("\r\n\r\n").nth(1).unwrap_or_default();
+        let v: serde_json::Value = serde_json::from_str(body).expect("a JSON body");
+        assert_eq!(v["code"], "BadRequest", "{text}");
+        assert!(v["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("could not be parsed")));
+    }
+    still_serving(&s).await;
+    s.stop().await;
+}

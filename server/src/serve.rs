@@ -82,7 +82,7 @@ pub(crate) async fn serve<S>(
         }
         None => Box::new(stream),
     };
-    let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), svc);
+    let conn = builder.serve_connection_with_upgrades(TokioIo::new(ParseErrors::new(io)), svc);
     tokio::pin!(conn);
     let why = tokio::select! {
         _ = conn.as_mut() => return,
@@ -97,6 +97,118 @@ pub(crate) async fn serve<S>(
 /// A connection's byte stream, plain or TLS.
 trait Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin {}
 impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin> Io for T {}
+
+/// A connection whose HTTP/1 parse-error answers carry a Cosmos-shaped body. hyper answers a
+/// request it cannot parse (two `Content-Length` headers, a bad header name, a header block
+/// over its limit) itself, before any handler runs, with an empty body; every other error a
+/// client gets has `code` and `message`, so this one is given them on its way out. hyper
+/// writes that answer as one buffer (this stream does not take vectored writes), which is
+/// recognised by its status line and empty length; no handler answers a 4xx without a body.
+struct ParseErrors<T> {
+    inner: T,
+    /// The answer being written instead: its bytes, how many are written, and the length of
+    /// hyper's buffer to report once all are.
+    pending: Option<(Vec<u8>, usize, usize)>,
+}
+
+impl<T> ParseErrors<T> {
+    fn new(inner: T) -> Self {
+        Self {
+            inner,
+            pending: None,
+        }
+    }
+}
+
+/// The Cosmos-shaped form of hyper's answer `head`, if it is one.
+fn cosmos_shaped(head: &[u8]) -> Option<Vec<u8>> {
+    const EMPTY: &str = "content-length: 0\r\n";
+    let text = std::str::from_utf8(head).ok()?;
+    if !text.ends_with("\r\n\r\n") || !text.contains(EMPTY) {
+        return None;
+    }
+    let (code, message) = match text.split("\r\n").next()? {
+        "HTTP/1.1 400 Bad Request" => ("BadRequest", "The request could not be parsed as HTTP/1.1: its request line or a header is malformed (for example two Content-Length headers, a header name with spaces, or a value with control characters)."),
+        "HTTP/1.1 431 Request Header Fields Too Large" => ("RequestHeaderTooLarge", "The request's headers are too large."),
+        "HTTP/1.1 414 URI Too Long" => ("RequestUriTooLong", "The request's URI is too long."),
+        _ => return None,
+    };
+    let body = serde_json::json!({"code": code, "message": message}).to_string();
+    let head = text.replacen(
+        EMPTY,
+        &format!(
+            "content-type: application/json\r\ncontent-length: {}\r\n",
+            body.len()
+        ),
+        1,
+    );
+    Some(format!("{head}{body}").into_bytes())
+}
+
+impl<T: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for ParseErrors<T> {
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.get_mut().inner).poll_read(cx, buf)
+    }
+}
+
+impl<T: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for ParseErrors<T> {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        use std::task::Poll;
+        let this = self.get_mut();
+        if this.pending.is_none() {
+            match buf
+                .starts_with(b"HTTP/1.1 4")
+                .then(|| cosmos_shaped(buf))
+                .flatten()
+            {
+                Some(bytes) => this.pending = Some((bytes, 0, buf.len())),
+                None => return std::pin::Pin::new(&mut this.inner).poll_write(cx, buf),
+            }
+        }
+        while let Some((bytes, at, reported)) = this.pending.as_mut() {
+            if *at == bytes.len() {
+                let n = *reported;
+                this.pending = None;
+                return Poll::Ready(Ok(n));
+            }
+            match std::pin::Pin::new(&mut this.inner).poll_write(cx, &bytes[*at..]) {
+                Poll::Ready(Ok(0)) => {
+                    this.pending = None;
+                    return Poll::Ready(Err(std::io::ErrorKind::WriteZero.into()));
+                }
+                Poll::Ready(Ok(n)) => *at += n,
+                Poll::Ready(Err(e)) => {
+                    this.pending = None;
+                    return Poll::Ready(Err(e));
+                }
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+        Poll::Ready(Ok(0))
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+    }
+}
 
 /// Resolves once the connection has gone `limit` with no request under way, since it opened
 /// or since its last response was sent. hyper bounds an HTTP/1 connection's wait for the next
