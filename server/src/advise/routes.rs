@@ -41,6 +41,11 @@ pub struct Replayed {
     pub error: Option<String>,
 }
 
+/// The most replayed shapes an advice lists per candidate (the heaviest; the shares count
+/// them all): a sample of a thousand long shapes under nine keys would otherwise be a reply
+/// of tens of megabytes.
+pub const MAX_LISTED: usize = 50;
+
 /// How a candidate routes the sample, weighted by executions and by request units.
 #[derive(Debug, Clone, Serialize, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
@@ -56,7 +61,15 @@ pub struct Routing {
     pub fanout_ru: f64,
     /// Estimated request units of every sampled execution.
     pub request_charge: f64,
+    /// The heaviest [`MAX_LISTED`] shapes.
     pub queries: Vec<Replayed>,
+    /// Shapes routed but not listed.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub unlisted: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// Routes every shape under `def` over `partitions`; `current` is the key the sample was
@@ -97,6 +110,8 @@ pub fn replay(
     );
     out.queries
         .sort_by(|a, b| b.request_charge.total_cmp(&a.request_charge));
+    out.unlisted = out.queries.len().saturating_sub(MAX_LISTED);
+    out.queries.truncate(MAX_LISTED);
     out
 }
 

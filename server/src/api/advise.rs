@@ -40,6 +40,14 @@ pub const MAX_CANDIDATES: usize = 8;
 /// The most items an advise request of a read-only principal reads (a sample, scaled up).
 pub const READ_ONLY_SAMPLE: u64 = 10_000;
 
+/// What the advisor holds per item read and key weighed, at most (a logical partition's key
+/// value, size and count, when every item has a key of its own).
+const BYTES_PER_ITEM_AND_KEY: u64 = 192;
+
+/// The most bytes one advice holds: past it the items are sampled (and scaled up) so that
+/// it fits, as `sample` asks.
+const ADVICE_BYTES: u64 = 4 * crate::exec::memory::QUERY_MEMORY_BYTES as u64;
+
 /// The body of an advise request.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -96,6 +104,15 @@ pub async fn advise(app: &App, req: &Req, db: &str, coll: &str) -> Result<Reply,
     if req.reads_only {
         limit = limit.min(READ_ONLY_SAMPLE);
     }
+    // Every key weighed (the current one too) keeps a tally per logical partition it finds.
+    let per_item = BYTES_PER_ITEM_AND_KEY * (candidates.len() as u64 + 1);
+    limit = limit.min(ADVICE_BYTES / per_item).max(1);
+    let _held = crate::exec::memory::reserve(
+        usize::try_from(limit.min(total.max(1)).saturating_mul(per_item)).unwrap_or(usize::MAX),
+        ADVICE_BYTES as usize,
+        "advice",
+    )
+    .await?;
     let settings = Settings {
         throughput: ask
             .throughput
