@@ -156,3 +156,134 @@ proptest! {
         }
     }
 }
+
+/// A search term: words, stop words, duplicates, empty strings, punctuation, other scripts.
+fn term() -> impl Strategy<Value = String> {
+    prop_oneof![
+        Just("lorem".to_string()),
+        Just("the".to_string()),
+        Just(String::new()),
+        Just("ipsum dolor".to_string()),
+        Just("naïve café".to_string()),
+        Just("'".to_string()),
+        "[a-z]{1,12}",
+        "\\PC{0,16}",
+    ]
+}
+
+/// One component of a ranking: a full-text score with some terms, or a vector distance with
+/// options right or wrong.
+fn component() -> impl Strategy<Value = String> {
+    prop_oneof![
+        prop::collection::vec(term(), 0..4).prop_map(|t| {
+            let terms: Vec<String> = t.iter().map(|x| serde_json::to_string(x).unwrap_or_default()).collect();
+            format!("FullTextScore(c.text{}{})", if terms.is_empty() { "" } else { ", " }, terms.join(", "))
+        }),
+        prop::sample::select(vec![
+            "VectorDistance(c.v, @q)",
+            "VectorDistance(c.v, @q, true)",
+            "VectorDistance(c.v, @q, false, {'distanceFunction': 'euclidean'})",
+            "VectorDistance(c.v, @q, false, {'distanceFunction': 'dotproduct', 'searchListSizeMultiplier': 1000})",
+            "VectorDistance(c.v, [1, 2], false, {'distanceFunction': 42})",
+        ])
+        .prop_map(str::to_string),
+    ]
+}
+
+/// Queries over the search operators: term lists of any length (past the 1,000 a call may
+/// name), fusions of any number of components (past 16) with weights right or wrong, and
+/// vector distances with any query vector; with the terms of its one call and the components
+/// of its one fusion.
+fn search_query() -> impl Strategy<Value = (String, usize, usize)> {
+    let contains = (
+        prop::sample::select(vec![
+            "FullTextContains",
+            "FullTextContainsAll",
+            "FullTextContainsAny",
+        ]),
+        prop::collection::vec(term(), 0..8),
+        0usize..1_300,
+    )
+        .prop_map(|(f, terms, repeat)| {
+            let mut list: Vec<String> = terms
+                .iter()
+                .map(|t| serde_json::to_string(t).unwrap_or_default())
+                .collect();
+            list.extend((0..repeat).map(|i| format!("'w{}'", i % 97)));
+            let n = list.len();
+            let q = format!(
+                "SELECT TOP 5 c.id FROM c WHERE {f}(c.text{}{})",
+                if list.is_empty() { "" } else { ", " },
+                list.join(", ")
+            );
+            (q, n, 0)
+        });
+    let fused = (
+        prop::collection::vec(component(), 0..20),
+        prop::option::of(prop::collection::vec(-3.0f64..3.0, 0..20)),
+    )
+        .prop_map(|(comps, weights)| {
+            let mut args = comps.join(", ");
+            if let Some(w) = weights {
+                let w: Vec<String> = w.iter().map(|x| format!("{x}")).collect();
+                args = format!("{args}, [{}]", w.join(", "));
+            }
+            (
+                format!("SELECT TOP 5 c.id FROM c ORDER BY RANK RRF({args})"),
+                0,
+                comps.len(),
+            )
+        });
+    let ranked =
+        component().prop_map(|c| (format!("SELECT TOP 5 c.id FROM c ORDER BY RANK {c}"), 0, 0));
+    let nearest = component().prop_map(|c| {
+        (
+            format!("SELECT TOP 5 c.id, {c} AS d FROM c ORDER BY {c}"),
+            0,
+            0,
+        )
+    });
+    prop_oneof![contains, fused, ranked, nearest]
+}
+
+/// A query vector: right or wrong length, extreme, not numbers at all.
+fn query_vector() -> impl Strategy<Value = Value> {
+    prop_oneof![
+        prop::collection::vec(-1.0f64..1.0, 0..8).prop_map(|v| json!(v)),
+        Just(json!([1e30, 1e30, 1e30])),
+        Just(json!([1, "two", null])),
+        Just(json!("not a vector")),
+        prop::collection::vec(-1e6f64..1e6, 0..2000).prop_map(|v| json!(v)),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+
+    /// Search operators: a query is prepared or refused cleanly (more than 1,000 terms in a
+    /// call, or more than 16 fused components, always refused), and one prepared evaluates
+    /// over documents with and without a text and a vector without a panic.
+    #[test]
+    fn search_operators_prepare_run_or_fail_cleanly((text, terms, components) in search_query(), q in query_vector()) {
+        let params = vec![("q".to_string(), q)];
+        let prepared = prepare(&text, &params, None);
+        if terms > strata_query::sql::limits::MAX_SEARCH_TERMS {
+            prop_assert!(prepared.is_err(), "{} terms accepted", terms);
+        }
+        if components > strata_query::sql::limits::MAX_RANK_COMPONENTS {
+            prop_assert!(prepared.is_err(), "{} components accepted", components);
+        }
+        if let Ok(p) = prepared {
+            let docs = [
+                json!({"id": "1", "text": "Lorem ipsum dolor sit amet, the café", "v": [0.5, -0.5, 1e30]}),
+                json!({"id": "2", "text": 7, "v": "none"}),
+                json!({"id": "3"}),
+            ];
+            for d in &docs {
+                let _ = p.eval_doc(d, &Ctx::new(0), &mut |_| Ok(Flow::Continue));
+            }
+            let _ = p.run_over(&docs, &Ctx::new(0));
+            let _ = p.query.to_string();
+        }
+    }
+}
