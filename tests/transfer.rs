@@ -191,6 +191,14 @@ async fn export_then_import_round_trips_exactly() {
         let file = file.to_str().unwrap();
         let (ok_, text) = strata(&["export", "--from", &src.url, "--out", file]);
         assert!(ok_, "{text}");
+        // A .gz name is gzip (the import sniffs, so only the bytes tell).
+        let head = std::fs::read(file).unwrap();
+        assert_eq!(
+            head.starts_with(&[0x1f, 0x8b]),
+            name.ends_with(".gz"),
+            "{name}: {:?}",
+            &head[..4]
+        );
         assert!(
             text.contains("exported 1520/1520") && text.contains("2 container(s)"),
             "{text}"

@@ -23,11 +23,13 @@ pub struct ExportArgs {
     pub scope: Option<String>,
 }
 
-fn writer(path: &PathBuf) -> Result<Box<dyn Write>, String> {
+/// A writer into `path`, compressing when the export's own name (`out`, not the `.partial`
+/// name it is written under) ends in `.gz`.
+fn writer(path: &PathBuf, out: &std::path::Path) -> Result<Box<dyn Write>, String> {
     let f = std::fs::File::create(path)
         .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
     let f = std::io::BufWriter::new(f);
-    if path.extension().is_some_and(|e| e == "gz") {
+    if out.extension().is_some_and(|e| e == "gz") {
         Ok(Box::new(flate2::write::GzEncoder::new(
             f,
             flate2::Compression::default(),
@@ -112,7 +114,7 @@ async fn write_export(a: &ExportArgs, path: &PathBuf) -> Result<String, String> 
             .map(|d| d.id)
             .collect(),
     };
-    let mut out = writer(path)?;
+    let mut out = writer(path, &a.out)?;
     let mut progress = Progress::new("exported", None);
     let mut containers = 0;
     for db in dbs {
