@@ -218,3 +218,68 @@ async fn the_advisor_weighs_a_bounded_number_of_candidates() {
     assert_eq!(r.status, StatusCode::OK, "{r:?}");
     s.stop().await;
 }
+
+/// Search candidates and ORDER BY rows: each partition keeps its best `TOP k` (or `OFFSET n`)
+/// rows until the merge, so a large k over large documents held them all. They are charged
+/// to the query's budget now (here 1 MB): a page that would keep more is a 400 that says so,
+/// whichever path reads the rows (index order, a vector index, a scan).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ordered_rows_and_search_candidates_are_charged_to_the_query_budget() {
+    let s = TestServer::start_with(strata_tests::Options {
+        limits: Some(strata_server::store::container::Limits {
+            query_memory_bytes: 1 << 20,
+            ..Default::default()
+        }),
+        ..Default::default()
+    })
+    .await;
+    s.setup_with(
+        "QA",
+        "big",
+        json!({"partitionKey": {"paths": ["/pk"], "kind": "Hash", "version": 2},
+            "vectorEmbeddingPolicy": {"vectorEmbeddings": [
+                {"path": "/v", "dataType": "float32", "dimensions": 3, "distanceFunction": "cosine"}]},
+            "indexingPolicy": {"vectorIndexes": [{"path": "/v", "type": "flat"}]}}),
+    )
+    .await;
+    let pad = "x".repeat(8_000);
+    for i in 0..300 {
+        let pk = format!("p{}", i % 4);
+        let doc =
+            json!({"id": format!("{i}"), "pk": pk, "n": i, "v": [1.0, i as f64, 0.5], "pad": pad});
+        let r = s.create("QA", "big", &json!([pk]), doc).await;
+        assert_eq!(r.status, StatusCode::CREATED);
+    }
+    let q = json!([{"name": "@q", "value": [1.0, 2.0, 0.5]}]);
+    for (sql, what) in [
+        ("SELECT TOP 1000 * FROM c ORDER BY c.n", "index order"),
+        (
+            "SELECT TOP 1000 * FROM c ORDER BY VectorDistance(c.v, @q)",
+            "vector index",
+        ),
+        (
+            "SELECT TOP 1000 * FROM c WHERE c.n >= 0 ORDER BY c.id",
+            "scan",
+        ),
+    ] {
+        let mut headers = QUERY.to_vec();
+        headers.push(("x-ms-max-item-count", "1000"));
+        let r = s
+            .post(
+                "/dbs/QA/colls/big/docs",
+                &headers,
+                json!({"query": sql, "parameters": q}),
+            )
+            .await;
+        assert_refused(&r, 400, "intermediate results");
+        let small = sql.replace("TOP 1000", "TOP 5");
+        let r = query(&s, "big", &small, q.clone()).await;
+        assert_eq!(r.status, StatusCode::OK, "{what}: {r:?}");
+        assert_eq!(
+            r.json["Documents"].as_array().map(Vec::len),
+            Some(5),
+            "{what}"
+        );
+    }
+    s.stop().await;
+}

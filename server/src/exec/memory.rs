@@ -108,6 +108,20 @@ impl Held {
         }
     }
 
+    /// The budget's bytes.
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+
+    /// Returns `bytes` charged earlier (rows dropped before the query ends).
+    pub fn release(&self, bytes: usize) {
+        let _ = self
+            .used
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |u| {
+                Some(u.saturating_sub(bytes))
+            });
+    }
+
     /// Charges `bytes`; an error once the query's budget is spent.
     pub fn charge(&self, bytes: usize) -> Result<(), ExecError> {
         let now = self.used.fetch_add(bytes, Ordering::Relaxed) + bytes;

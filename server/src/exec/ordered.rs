@@ -82,6 +82,7 @@ pub(super) struct PartBest {
 /// The best `want` rows of `range` after `last`: read in index order when the index serves
 /// the first ORDER BY item (stopping once `want` rows and their ties are in), otherwise from
 /// every candidate document.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn partition_best(
     c: &Container,
     p: &PreparedQuery,
@@ -90,20 +91,26 @@ pub(super) fn partition_best(
     last: Option<&Ranked>,
     want: usize,
     desc: &[bool],
+    held: &memory::Held,
 ) -> Result<PartBest, ExecError> {
     let mut index = IndexStats::default();
     if access.ranked.is_some() && access.computed.is_empty() {
-        if let Some(part) = best_from_vectors(c, p, range, last, want, desc)? {
+        if let Some(part) = best_from_vectors(c, p, range, last, want, desc, held)? {
             return Ok(part);
         }
     }
     if let (Some(order), None) = (&access.order, &access.lookup) {
-        if let Some(part) = best_in_index_order(c, p, order, range, last, want, desc, &mut index)? {
+        let found = best_in_index_order(c, p, order, range, (last, want), desc, &mut index, held)?;
+        if let Some(part) = found {
             return Ok(part);
         }
     }
     let mut best: Vec<Ranked> = Vec::new();
     let mut candidates = 0u64;
+    let mut over = None;
+    // Rows beyond `want` are dropped from time to time: every 2 × want rows, or sooner when
+    // they are large (a quarter of the budget), so a small TOP over large documents fits.
+    let mut kept = 0usize;
     let (scanned, bytes) = scan_rows(c, p, access, range, &mut index, |r| {
         if let Some(l) = last {
             if cmp_ranked(&r, l, desc) != Ordering::Greater {
@@ -111,15 +118,23 @@ pub(super) fn partition_best(
             }
         }
         candidates += 1;
+        let size = r.held_bytes();
+        if let Err(e) = held.charge(size) {
+            over = Some(e);
+            return Flow::Stop;
+        }
+        kept += size;
         best.push(r);
-        if best.len() >= 2 * want.max(64) {
-            best.sort_by(|a, b| cmp_ranked(a, b, desc));
-            best.truncate(want);
+        if best.len() >= 2 * want.max(64) || (kept > held.limit() / 4 && best.len() > want) {
+            keep_best(&mut best, want, desc, held);
+            kept = best.iter().map(Ranked::held_bytes).sum();
         }
         Flow::Continue
     })?;
-    best.sort_by(|a, b| cmp_ranked(a, b, desc));
-    best.truncate(want);
+    if let Some(e) = over {
+        return Err(e);
+    }
+    keep_best(&mut best, want, desc, held);
     Ok(PartBest {
         rows: best,
         scanned,
@@ -127,6 +142,14 @@ pub(super) fn partition_best(
         candidates,
         index,
     })
+}
+
+/// Sorts `best` and keeps its first `want` rows, returning the others' bytes to `held`.
+fn keep_best(best: &mut Vec<Ranked>, want: usize, desc: &[bool], held: &memory::Held) {
+    best.sort_by(|a, b| cmp_ranked(a, b, desc));
+    let dropped: usize = best.iter().skip(want).map(Ranked::held_bytes).sum();
+    best.truncate(want);
+    held.release(dropped);
 }
 
 /// [`partition_best`] from the index: documents in the order of the first ORDER BY path,
@@ -140,10 +163,10 @@ pub(super) fn best_in_index_order(
     p: &PreparedQuery,
     order: &OrderPath,
     range: &EpkRange,
-    last: Option<&Ranked>,
-    want: usize,
+    (last, want): (Option<&Ranked>, usize),
     desc: &[bool],
     index: &mut IndexStats,
+    held: &memory::Held,
 ) -> Result<Option<PartBest>, ExecError> {
     let from = match last.map(|l| l.keys.first()) {
         Some(Some(Some(v))) => Some(term::encode(v)),
@@ -170,7 +193,7 @@ pub(super) fn best_in_index_order(
         scanned += 1;
         bytes += item.json.len() as u64;
         // Index order is never chosen for queries reading computed properties.
-        if let Err(e) = rows_after(p, &cx, &key, &item.json, last, desc, &mut best) {
+        if let Err(e) = rows_after(p, &cx, (&key, &item.json), last, desc, (&mut best, held)) {
             failed = Some(e);
             return false;
         }
@@ -196,8 +219,7 @@ pub(super) fn best_in_index_order(
         return Ok(None);
     }
     let candidates = best.len() as u64 + u64::from(!finished);
-    best.sort_by(|a, b| cmp_ranked(a, b, desc));
-    best.truncate(want);
+    keep_best(&mut best, want, desc, held);
     Ok(Some(PartBest {
         rows: best,
         scanned,
@@ -248,6 +270,9 @@ pub(super) async fn run_ordered(
     let desc = p.order_directions();
     let last = Arc::new(last);
     let parts = c.split_by_partition(&ranges);
+    // The rows each partition keeps are charged to the query's budget: TOP k or OFFSET n
+    // with a large k or n keeps that many rows per partition until the merge.
+    let held = Arc::new(memory::Held::new(c.limits().query_memory_bytes));
     let (c2, p2, desc2, last2) = (
         Arc::clone(&c),
         Arc::clone(&p),
@@ -265,6 +290,7 @@ pub(super) async fn run_ordered(
                 last2.as_ref().as_ref(),
                 want,
                 &desc2,
+                &held,
             )
         }),
     )
@@ -321,6 +347,7 @@ pub(super) fn best_from_vectors(
     last: Option<&Ranked>,
     want: usize,
     desc: &[bool],
+    held: &memory::Held,
 ) -> Result<Option<PartBest>, ExecError> {
     let Some(vs) = sql::vector::search_of(&p.query) else {
         return Ok(None);
@@ -356,7 +383,7 @@ pub(super) fn best_from_vectors(
             };
             scanned += 1;
             bytes += item.json.len() as u64;
-            rows_after(p, &cx, &pos, &item.json, last, desc, &mut best)?;
+            rows_after(p, &cx, (&pos, &item.json), last, desc, (&mut best, held))?;
         }
         if best.len() >= want {
             best.sort_by(|a, b| cmp_ranked(a, b, desc));
@@ -372,7 +399,7 @@ pub(super) fn best_from_vectors(
                     .is_some_and(|d| *d < farthest - 1e-5 * farthest.abs().max(1e-3)));
         if settled {
             let candidates = best.len() as u64 + u64::from(!exhausted);
-            best.truncate(want);
+            keep_best(&mut best, want, desc, held);
             return Ok(Some(PartBest {
                 rows: best,
                 scanned,
@@ -393,14 +420,14 @@ pub(super) fn best_from_vectors(
 fn rows_after(
     p: &PreparedQuery,
     cx: &Ctx,
-    pos: &DocPos,
-    json: &Bytes,
+    (pos, json): (&DocPos, &Bytes),
     last: Option<&Ranked>,
     desc: &[bool],
-    best: &mut Vec<Ranked>,
+    (best, held): (&mut Vec<Ranked>, &memory::Held),
 ) -> Result<(), ExecError> {
     let doc = parse_doc(p, &[], json)?;
     let mut ord = 0u64;
+    let mut over = None;
     p.eval_doc(&doc, cx, &mut |row| {
         ord += 1;
         let r = Ranked {
@@ -413,11 +440,15 @@ fn rows_after(
             },
         };
         if last.is_none_or(|l| cmp_ranked(&r, l, desc) == Ordering::Greater) {
+            if let Err(e) = held.charge(r.held_bytes()) {
+                over = Some(e);
+                return Ok(Flow::Stop);
+            }
             best.push(r);
         }
         Ok(Flow::Continue)
     })?;
-    Ok(())
+    over.map_or(Ok(()), Err)
 }
 
 /// Orders `rows` of a query ranked by `RRF` (their keys are the components' scores): in
