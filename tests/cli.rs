@@ -218,3 +218,92 @@ async fn an_import_refuses_a_container_keyed_otherwise() {
     other.stop().await;
     s.stop().await;
 }
+
+/// The banner ends with the lines the Testcontainers modules wait for — Node's
+/// `Now listening on: <url>`, Java's and Python's `Started\s*$` — and, listening on every
+/// interface, names an address a client can connect to (not `0.0.0.0`).
+#[test]
+fn the_banner_meets_the_testcontainers_wait_strategies() {
+    use std::io::{BufRead, BufReader};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_strata-test-server"))
+        .args([
+            "--in-memory",
+            "--host",
+            "0.0.0.0",
+            "--port",
+            "0",
+            "--log",
+            "warn",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = Vec::new();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    loop {
+        let mut line = String::new();
+        if out.read_line(&mut line).unwrap() == 0 {
+            break;
+        }
+        let started = line.trim_end_matches(['\r', '\n']).ends_with("Started");
+        lines.push(line);
+        if started {
+            break;
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let text = lines.concat();
+    assert!(
+        lines.last().is_some_and(|l| l.trim_end() == "Started"),
+        "{text}"
+    );
+    let listening = lines
+        .iter()
+        .find_map(|l| l.strip_prefix("Now listening on: "))
+        .unwrap_or_else(|| panic!("no 'Now listening on: ' line: {text}"));
+    assert!(listening.starts_with("http://127.0.0.1:"), "{text}");
+    let endpoint = lines
+        .iter()
+        .find(|l| l.trim_start().starts_with("endpoint"));
+    assert!(endpoint.is_some_and(|l| !l.contains("0.0.0.0")), "{text}");
+}
+
+/// Startup failures say what failed: the address in use, the path that is not a folder, the
+/// folder another strata holds.
+#[test]
+fn startup_failures_name_what_failed() {
+    let dir = TempDir::new("startup");
+    let file = dir.0.join("a-file");
+    std::fs::write(&file, b"x").unwrap();
+    let (ok, text) = strata(&["--data-dir", file.to_str().unwrap(), "--port", "0"], &[]);
+    assert!(!ok);
+    assert!(
+        text.contains(&format!("cannot create the data folder {}", file.display())),
+        "{text}"
+    );
+    let held = dir.0.join("held");
+    let (mut first, _client) =
+        strata_tests::spawn_server(env!("CARGO_BIN_EXE_strata-test-server"), &held);
+    let (ok, text) = strata(&["--data-dir", held.to_str().unwrap(), "--port", "0"], &[]);
+    assert!(!ok);
+    assert!(
+        text.contains(&format!(
+            "the data folder {} is in use by another strata",
+            held.display()
+        )),
+        "{text}"
+    );
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = busy.local_addr().unwrap().port().to_string();
+    let (ok, text) = strata(&["--in-memory", "--port", &port], &[]);
+    assert!(!ok);
+    assert!(
+        text.contains(&format!(
+            "cannot listen on 127.0.0.1:{port}: the address is already in use"
+        )),
+        "{text}"
+    );
+    let _ = first.kill();
+    let _ = first.wait();
+}

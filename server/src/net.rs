@@ -236,7 +236,16 @@ pub async fn start(cfg: ServerConfig) -> Result<Running, BoxError> {
             p => u16::try_from(usize::from(p) + i)
                 .map_err(|_| format!("no port {p} + {i} for region {}", i + 1))?,
         };
-        listeners.push(TcpListener::bind((cfg.host.as_str(), port)).await?);
+        let listener = TcpListener::bind((cfg.host.as_str(), port))
+            .await
+            .map_err(|e| match e.kind() {
+                std::io::ErrorKind::AddrInUse => format!(
+                    "cannot listen on {}:{port}: the address is already in use (another strata or emulator?); stop it, or choose another --port",
+                    cfg.host
+                ),
+                _ => format!("cannot listen on {}:{port}: {e}", cfg.host),
+            })?;
+        listeners.push(listener);
     }
     let addrs = listeners
         .iter()

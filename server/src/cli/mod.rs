@@ -154,7 +154,8 @@ pub struct Args {
     /// The most data one logical partition (full partition key) may hold.
     #[arg(long, env = "STRATA_LOGICAL_PARTITION_LIMIT_BYTES", default_value = "20GB", value_parser = parse_size)]
     logical_partition_limit_bytes: u64,
-    /// Physical partitions of a new container (default: one per 10,000 RU/s).
+    /// Physical partitions of a new container (default: one per 6,000 manual RU/s, or per
+    /// 10,000 of an autoscale maximum, as the service creates them).
     #[arg(long, env = "STRATA_INITIAL_PARTITIONS")]
     initial_partitions: Option<u32>,
     /// The most physical partitions one container may have; splits (by size or throughput)
@@ -612,6 +613,12 @@ fn banner(
             };
             format!("{scheme}://{host}:{}/", running.addr.port())
         }
+        // Listening on every interface (0.0.0.0, ::) is no address to connect to: clients
+        // on this machine reach it at the loopback address.
+        None if running.addr.ip().is_unspecified() => {
+            let scheme = if running.tls { "https" } else { "http" };
+            format!("{scheme}://127.0.0.1:{}/", running.addr.port())
+        }
         None => running.url(),
     };
     let key = if args.key == EMULATOR_KEY {
@@ -642,6 +649,12 @@ fn banner(
         false => format!("  explorer           {url}_explorer/index.html"),
     });
     banner.push(format!("  ready              {url}_strata/ready"));
+    if running.addr.ip().is_unspecified() {
+        banner.push(format!(
+            "  listening on       every interface: other machines use this one's name or address, port {}",
+            running.addr.port()
+        ));
+    }
     if running.regions.len() > 1 {
         let names = args.regions.as_deref().unwrap_or_default().split(',');
         let list: Vec<String> = names
@@ -655,6 +668,10 @@ fn banner(
         };
         banner.push(format!("  regions            {} ({mode})", list.join(", ")));
     }
+    // The lines the Testcontainers modules wait for: Node's `Now listening on: `, and Java's
+    // and Python's `Started\s*$` (as the official emulators print them), last, once serving.
+    banner.push(format!("Now listening on: {url}"));
+    banner.push("Started".into());
     banner
 }
 

@@ -29,7 +29,14 @@ pub struct FjallKv {
 impl FjallKv {
     /// Opens (or creates) the store in `dir`.
     pub fn open(dir: &Path) -> Result<Self, KvError> {
-        std::fs::create_dir_all(dir)?;
+        // Startup errors name what failed: the folder, and who holds it.
+        let named = |e: std::io::Error| {
+            std::io::Error::new(
+                e.kind(),
+                format!("cannot create the data folder {}: {e}", dir.display()),
+            )
+        };
+        std::fs::create_dir_all(dir).map_err(named)?;
         // Memory and recovery time are bounded here: a block cache, memtables of MEMTABLE
         // bytes for items and an eighth of that for the small keyspaces (fjall's default is
         // 64 MiB each), and at most MAX_JOURNAL of journal to replay after a crash (fjall
@@ -39,7 +46,17 @@ impl FjallKv {
             .cache_size(BLOCK_CACHE)
             .max_journaling_size(MAX_JOURNAL)
             .manual_journal_persist(true)
-            .open()?;
+            .open()
+            .map_err(|e| match e {
+                fjall::Error::Locked => KvError::Io(std::io::Error::new(
+                    std::io::ErrorKind::ResourceBusy,
+                    format!(
+                        "the data folder {} is in use by another strata process (its lock is held); stop that one, or start this one with another --data-dir or --in-memory",
+                        dir.display()
+                    ),
+                )),
+                e => e.into(),
+            })?;
         let mut spaces = Vec::new();
         for (space, name) in SPACES {
             let memtable = match space {
