@@ -172,7 +172,8 @@ async fn keyless_conventions_and_the_secret_from_elsewhere() {
         r.json::<serde_json::Value>().await.unwrap()["status"],
         "ready"
     );
-    // A browser at the root lands in the explorer; an API client gets Cosmos's 401.
+    // A browser at the root lands in the explorer; an unsigned probe (Testcontainers for
+    // .NET waits for one to succeed) is told the server is ready; a wrong signature is a 401.
     let r = get("/")
         .header("accept", "text/html,*/*")
         .send()
@@ -180,8 +181,23 @@ async fn keyless_conventions_and_the_secret_from_elsewhere() {
         .unwrap();
     assert_eq!(r.status(), StatusCode::FOUND);
     assert_eq!(r.headers()["location"], "/_explorer/index.html");
+    let r = get("/").send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
     assert_eq!(
-        get("/").send().await.unwrap().status(),
+        r.json::<serde_json::Value>().await.unwrap()["status"],
+        "ready"
+    );
+    assert_eq!(
+        get("/")
+            .header("authorization", "type=master&ver=1.0&sig=bm9wZQ==")
+            .header(
+                "x-ms-date",
+                httpdate::fmt_http_date(std::time::SystemTime::now())
+            )
+            .send()
+            .await
+            .unwrap()
+            .status(),
         StatusCode::UNAUTHORIZED
     );
     // Plain HTTP has no certificate: a clear 404 in Cosmos's shape.

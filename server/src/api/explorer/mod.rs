@@ -5,8 +5,8 @@
 //!   explorer, plain HTML, CSS and JavaScript embedded in the binary (no network, no build).
 //! * `/_explorer/emulator.pem`: the TLS certificate, which CI scripts fetch to trust the
 //!   emulator and poll to wait for it.
-//! * `/_strata/ready`: readiness without a key (the listener only opens once the store is
-//!   open, so an answer means ready).
+//! * `/_strata/ready`, and an unsigned `GET /`: readiness without a key (the listener only
+//!   opens once the store is open, so an answer means ready).
 //!
 //! The page calls the ordinary REST API with an `x-strata-explorer-token` header instead of a
 //! signature: a secret made at start and handed to the page. When the server listens on a
@@ -198,11 +198,14 @@ impl Explorer {
                 .header("x-content-type-options", "nosniff")
                 .header("x-frame-options", "DENY")
         };
-        Some(Ok(match (path, get) {
-            ("/_strata/ready", true) => Reply::json(
+        let ready = || {
+            Reply::json(
                 StatusCode::OK,
                 &json!({"status": "ready", "version": env!("CARGO_PKG_VERSION")}),
-            ),
+            )
+        };
+        Some(Ok(match (path, get) {
+            ("/_strata/ready", true) => ready(),
             ("/_explorer/emulator.pem", true) => match &self.cert_pem {
                 Some(pem) => Reply::new(StatusCode::OK, pem.clone())
                     .header(header::CONTENT_TYPE, "application/x-pem-file"),
@@ -212,9 +215,13 @@ impl Explorer {
                     )))
                 }
             },
+            // A browser (asking for HTML) without a signature lands in the explorer.
+            ("/", true) if !signed && self.enabled && wants_html(headers) => redirect(),
+            // Anything else unsigned at the root is a readiness probe — Testcontainers for
+            // .NET waits for an unauthenticated `GET /` to succeed, as the official emulator
+            // lets it. The SDKs sign their `GET /` and get the account (or their 401).
+            ("/", true) if !signed && !headers.contains_key(TOKEN_HEADER) => ready(),
             _ if !self.enabled => return None,
-            // A browser (asking for HTML) without a signature; API clients keep their 401.
-            ("/", true) if !signed && wants_html(headers) => redirect(),
             ("/_explorer" | "/_explorer/" | "/explorer" | "/explorer/", true) => redirect(),
             ("/_explorer/index.html", true) => {
                 // The secret goes only into a page asked for by one of this server's names.
