@@ -8,7 +8,8 @@ port=18181
 server=$!
 trap 'kill $server 2>/dev/null || true' EXIT
 for _ in $(seq 50); do (echo > /dev/tcp/127.0.0.1/$port) 2>/dev/null && break; sleep 0.1; done
-export STRATA_ENDPOINT="http://127.0.0.1:$port/"
+# The examples find the server by its port, as a user who started it with STRATA_PORT would.
+export STRATA_PORT="$port"
 
 check() { # name, then patterns the output must contain
   local name=$1; shift

@@ -1,8 +1,9 @@
 //! Shared by the examples: where strata is.
 
-/// `STRATA_ENDPOINT`, or the emulator's default address.
+/// `STRATA_ENDPOINT`, or the strata on this machine at the port its variables give
+/// (`STRATA_PORT`, `PORT`; default 8081), as strata's own subcommands find it.
 pub fn endpoint() -> String {
-    std::env::var("STRATA_ENDPOINT").unwrap_or_else(|_| "http://127.0.0.1:8081/".to_string())
+    strata_sdk::local_endpoint()
 }
 
 /// A database name unique to this run, so examples can run repeatedly.

@@ -19,6 +19,33 @@ use strata_query::protocol::header;
 /// ```
 pub const EMULATOR_KEY: &str = strata_query::protocol::EMULATOR_KEY;
 
+/// The endpoint of the strata on this machine, as its own variables start it:
+/// `STRATA_ENDPOINT` when set, else `127.0.0.1` at `STRATA_PORT` (or `PORT`, default 8081),
+/// over HTTPS when `STRATA_TLS` is set (not `false` or `0`) or `PROTOCOL` starts with `https`.
+/// What strata's subcommands and examples connect to when given no endpoint.
+///
+/// ```
+/// let endpoint = strata_sdk::local_endpoint();
+/// assert!(endpoint.ends_with('/'));
+/// ```
+pub fn local_endpoint() -> String {
+    endpoint_from(|k| std::env::var(k).ok())
+}
+
+/// [`local_endpoint`] over the variables `env` gives.
+fn endpoint_from(env: impl Fn(&str) -> Option<String>) -> String {
+    let var = |k: &str| env(k).filter(|v| !v.trim().is_empty());
+    if let Some(e) = var("STRATA_ENDPOINT") {
+        return e;
+    }
+    let port = var("STRATA_PORT")
+        .or_else(|| var("PORT"))
+        .unwrap_or_else(|| "8081".into());
+    let tls = var("STRATA_TLS").is_some_and(|v| v != "false" && v != "0")
+        || var("PROTOCOL").is_some_and(|p| p.to_ascii_lowercase().starts_with("https"));
+    format!("{}://127.0.0.1:{port}/", if tls { "https" } else { "http" })
+}
+
 /// A client for one Cosmos DB (or strata) account. Cheap to clone; share one per process.
 ///
 /// ```no_run
@@ -706,5 +733,38 @@ impl std::fmt::Debug for CosmosClient {
         f.debug_struct("CosmosClient")
             .field("endpoint", &self.inner.endpoint)
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// The variables a strata is started with find it.
+    #[test]
+    fn the_local_endpoint_follows_the_servers_variables() {
+        let at = |vars: &[(&str, &str)]| {
+            let vars: Vec<(String, String)> = vars
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            super::endpoint_from(move |k| vars.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone()))
+        };
+        assert_eq!(at(&[]), "http://127.0.0.1:8081/");
+        assert_eq!(at(&[("PORT", "9000")]), "http://127.0.0.1:9000/");
+        assert_eq!(
+            at(&[
+                ("PORT", "9000"),
+                ("STRATA_PORT", "9100"),
+                ("PROTOCOL", "https")
+            ]),
+            "https://127.0.0.1:9100/"
+        );
+        assert_eq!(
+            at(&[("STRATA_TLS", "0"), ("STRATA_PORT", " ")]),
+            "http://127.0.0.1:8081/"
+        );
+        assert_eq!(
+            at(&[("STRATA_ENDPOINT", "http://strata:8081/"), ("PORT", "1")]),
+            "http://strata:8081/"
+        );
     }
 }

@@ -61,17 +61,12 @@ pub fn endpoint_of(conn: &str) -> &str {
         .trim()
 }
 
-/// The server on this machine, as its own variables configure it (`STRATA_PORT` or `PORT`,
-/// `STRATA_TLS` or `PROTOCOL`): every subcommand's default, so one started with `PORT=9000`
-/// is found by `strata ready`, `partitions`, `copy`, `export` and `import` alike.
+/// The server on this machine, as its own variables configure it (`STRATA_ENDPOINT`, else
+/// `STRATA_PORT` or `PORT`, `STRATA_TLS` or `PROTOCOL`): every subcommand's default, so one
+/// started with `PORT=9000` is found by `strata ready`, `partitions`, `copy`, `export` and
+/// `import` alike — and by the examples, which ask the SDK the same.
 pub fn local_endpoint() -> String {
-    let var = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
-    let port = var("STRATA_PORT")
-        .or_else(|| var("PORT"))
-        .unwrap_or_else(|| "8081".into());
-    let tls = var("STRATA_TLS").is_some_and(|v| v != "false" && v != "0")
-        || var("PROTOCOL").is_some_and(|p| p.to_ascii_lowercase().starts_with("https"));
-    format!("{}://127.0.0.1:{port}/", if tls { "https" } else { "http" })
+    strata_sdk::local_endpoint()
 }
 
 /// A client for `endpoint` (this machine's strata when none is given), once its port answers:
