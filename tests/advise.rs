@@ -637,3 +637,80 @@ async fn a_recorded_sample_outlives_a_restart() {
     child.kill().unwrap();
     child.wait().unwrap();
 }
+
+/// A query for a prefix of a hierarchical key, as the Python SDK sends it (`partition_key=
+/// ["contoso"]`: requests scoped by the prefix's EPK range, no key header), is sampled as the
+/// prefix query it is: the advisor replays it as targeted under the current key, not as a
+/// fan-out that a coarser key would seem to fix.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prefix_query_sent_by_epk_range_is_sampled_as_targeted() {
+    use strata_query::pk::{epk::epk_range, PartitionKey, PartitionKeyDefinition};
+    let s = TestServer::start_with(strata_tests::Options {
+        limits: Some(strata_server::store::container::Limits {
+            initial_partitions: Some(4),
+            ..Default::default()
+        }),
+        ..Default::default()
+    })
+    .await;
+    let paths = ["/TenantId", "/UserId", "/SessionId"];
+    s.setup_with(
+        "app",
+        "h",
+        json!({"partitionKey": {"paths": paths, "kind": "MultiHash", "version": 2}}),
+    )
+    .await;
+    for t in ["contoso", "fabrikam", "northwind"] {
+        for u in 0..4 {
+            let key = json!([t, format!("u{u}"), "s1"]);
+            let doc = json!({"id": format!("{t}-{u}"), "TenantId": t, "UserId": format!("u{u}"), "SessionId": "s1", "n": u});
+            let r = s.create("app", "h", &key, doc).await;
+            assert!(r.status.is_success(), "{r:?}");
+        }
+    }
+    let def = PartitionKeyDefinition::multi_hash(&paths).unwrap();
+    let prefix = PartitionKey::from_json_value(&json!(["contoso"])).unwrap();
+    let range = epk_range(&def, &prefix).unwrap();
+    for _ in 0..3 {
+        let r = s
+            .post(
+                "/dbs/app/colls/h/docs",
+                &[
+                    ("x-ms-documentdb-isquery", "True"),
+                    ("content-type", "application/query+json"),
+                    ("x-ms-documentdb-query-enablecrosspartition", "True"),
+                    ("x-ms-start-epk", &range.min),
+                    ("x-ms-end-epk", &range.max),
+                ],
+                json!({"query": "SELECT * FROM c WHERE c.n >= 0", "parameters": []}),
+            )
+            .await;
+        assert!(r.status.is_success(), "{r:?}");
+        assert_eq!(r.json["Documents"].as_array().map(Vec::len), Some(4));
+    }
+    let sample = s.get("/_strata/containers/app/h/queries", &[]).await;
+    let shape = &sample.json["queries"][0];
+    assert_eq!(shape["partitionKeyHeader"], json!(true), "{shape}");
+    assert_eq!(
+        shape["examples"][0]["partitionKey"],
+        json!(["contoso"]),
+        "{shape}"
+    );
+    let r = s
+        .post(
+            "/_strata/containers/app/h/advise",
+            &[],
+            json!({"keys": ["/TenantId,/UserId,/SessionId", "/TenantId"]}),
+        )
+        .await;
+    assert!(r.status.is_success(), "{r:?}");
+    let current = candidate(&r.json, "/TenantId,/UserId,/SessionId");
+    assert_eq!(
+        current["routing"]["fanout"],
+        json!(0.0),
+        "{}",
+        current["routing"]
+    );
+    assert_eq!(current["routing"]["queries"][0]["route"], "targeted");
+    s.stop().await;
+}

@@ -277,7 +277,8 @@ fn record(
 ) {
     let partition_key = req
         .header(header::PARTITION_KEY)
-        .and_then(|h| serde_json::from_str::<Value>(h).ok());
+        .and_then(|h| serde_json::from_str::<Value>(h).ok())
+        .or_else(|| prefix_of_range(c, req));
     let visited = plan.partition_ids().len();
     // The query's own route: a later page (which adds only its charge), or a request the
     // header or WHERE scopes to one key, needs no second planning.
@@ -307,6 +308,27 @@ fn record(
         share,
         request_charge: ru,
     });
+}
+
+/// The key prefix a request scoped by EPK range stands for. An SDK sends a query for a prefix
+/// of a hierarchical key (Python's `partition_key=["contoso"]`) as requests scoped by the
+/// prefix's EPK range, not with the key header; the sample records the prefix as if the
+/// header had named it, so `strata advise` replays it as the targeted query it is, not as a
+/// fan-out. Read from one stored item in the range: the longest prefix of its key whose range
+/// holds the request's (a range that spans several prefixes stands for none).
+fn prefix_of_range(c: &Container, req: &Req) -> Option<Value> {
+    use strata_query::pk::{epk::epk_range, PartitionKey};
+    let (start, end) = (req.header(header::START_EPK)?, req.header(header::END_EPK)?);
+    let asked = EpkRange::new(start.to_ascii_uppercase(), end.to_ascii_uppercase());
+    let (_, item) = c.scan_items(&asked, None, 1).ok()?.into_iter().next()?;
+    let doc: Value = serde_json::from_slice(&item.json).ok()?;
+    let key = c.pk.extract(&doc);
+    (1..c.pk.levels().min(key.0.len() + 1)).rev().find_map(|n| {
+        let prefix = PartitionKey(key.0[..n].to_vec());
+        let r = epk_range(&c.pk, &prefix).ok()?;
+        (r.min <= asked.min && asked.max <= r.max)
+            .then(|| Value::Array(prefix.0.iter().map(|k| k.to_json()).collect()))
+    })
 }
 
 /// The gateway's 400/1004 for a cross-partition query the client must merge, carrying the
