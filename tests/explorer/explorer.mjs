@@ -113,8 +113,9 @@ try {
   // A prefix query: targeted, with the ranges it visits.
   await byTest('tab-query').click();
   await byTest('query-text').fill("SELECT c.id, c.UserId FROM c WHERE c.TenantId = 't2' ORDER BY c.n");
-  await byTest('query-scope').selectOption('key');
+  // Typing the key scopes the query to it (the scope follows; no fan-out without a word).
   await byTest('query-key').fill('["t2"]');
+  if (await byTest('query-scope').inputValue() !== 'key') throw new Error('typing a key left the scope on all partitions');
   await byTest('run-query').click();
   await byTest('query-route').waitFor();
   const route = await byTest('query-route').textContent();
@@ -178,6 +179,22 @@ try {
   const segsAdvised = await page.locator('[data-testid="advise-parts-1"] .seg').count();
   const recommended = (await byTest('advise-recommendation').locator('h2').textContent()).trim();
   await shot('08-advise');
+  // The copy command reads: its text contrasts with its background (it was grey on grey).
+  const contrast = await page.evaluate(() => {
+    const pre = document.querySelector('.advice pre');
+    if (!pre) return null;
+    const lum = (c) => {
+      const [r, g, b] = c.match(/\d+/g).slice(0, 3).map((x) => {
+        const v = Number(x) / 255;
+        return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4;
+      });
+      return 0.2126 * r + 0.7152 * g + 0.0722 * b;
+    };
+    const s = getComputedStyle(pre);
+    const [a, b] = [lum(s.color), lum(s.backgroundColor)].sort((x, y) => y - x);
+    return (a + 0.05) / (b + 0.05);
+  });
+  if (contrast !== null && contrast < 4.5) throw new Error(`the advice's command is unreadable: contrast ${contrast.toFixed(2)}`);
   let advisedCopy = 'none (keep)';
   if (await byTest('advise-copy').count()) {
     await byTest('advise-copy').click();

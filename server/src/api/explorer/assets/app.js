@@ -518,6 +518,9 @@ async function renderQuery(body) {
     el('option', { value: 'all' }, 'all partitions'),
     el('option', { value: 'key' }, paths.length > 1 ? 'partition key or prefix' : 'partition key'));
   const key = el('input', { type: 'text', placeholder: paths.length > 1 ? '["t1"] or ["t1", "u1"]' : '["t1"]', 'data-testid': 'query-key' });
+  // A key typed is a key meant: the scope follows it (a key left under "all partitions" used to
+  // run the query over every partition without a word).
+  key.addEventListener('input', () => { scope.value = key.value.trim() ? 'key' : 'all'; });
   const size = el('input', { type: 'number', value: '20', min: '1', max: '1000', style: 'width:6rem' });
   const asTable = el('input', { type: 'checkbox' });
   const out = el('div', { 'data-testid': 'query-out' });
@@ -530,7 +533,10 @@ async function renderQuery(body) {
     try {
       const p = params.value.trim() ? JSON.parse(params.value) : {};
       const opts = { continuation, pageSize: Number(size.value) || 20 };
-      if (scope.value === 'key') opts.partitionKey = JSON.parse(key.value);
+      if (scope.value === 'key') {
+        if (!key.value.trim()) throw new Error('Type the partition key (or a prefix of it) to scope the query to, e.g. ["t1"].');
+        opts.partitionKey = JSON.parse(key.value);
+      }
       const r = await query(sql.value, p, opts);
       page += 1;
       continuation = r.continuation;
