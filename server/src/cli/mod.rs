@@ -1,6 +1,7 @@
 //! The `strata` command line: flags, logging, start, and shutdown on Ctrl-C or SIGTERM.
 
 mod advise;
+mod banner;
 mod partitions;
 mod regions;
 
@@ -491,7 +492,7 @@ pub async fn run(args: Args, from_emulator_env: Vec<String>) {
             std::process::exit(1);
         }
     };
-    let banner = banner(&args, &running, data_dir.as_deref(), cert_file.as_deref());
+    let banner = banner::banner(&args, &running, data_dir.as_deref(), cert_file.as_deref());
     // A closed stdout (a parent that read the first line and left) must not stop the server.
     {
         use std::io::Write as _;
@@ -580,99 +581,6 @@ fn server_config(
         },
     };
     Ok((cfg, cert_file))
-}
-
-/// The banner: the first line is what scripts wait for; the rest is for people.
-fn banner(
-    args: &Args,
-    running: &crate::net::Running,
-    data_dir: Option<&std::path::Path>,
-    cert_file: Option<&std::path::Path>,
-) -> Vec<String> {
-    let storage = match &data_dir {
-        _ if args.store.is_some() && running.store().is_none() => {
-            "data in PostgreSQL, served by another strata process: forwarding to it, taking over when it stops".to_string()
-        }
-        _ if args.store.is_some() => "data in PostgreSQL".to_string(),
-        Some(d) => format!(
-            "data in {}",
-            d.canonicalize()
-                .unwrap_or_else(|_| d.to_path_buf())
-                .display()
-        ),
-        None => "data in memory only".to_string(),
-    };
-    // The first line is what scripts wait for; the rest is for people.
-    let url = match &args.public_host {
-        Some(h) => {
-            let scheme = if running.tls { "https" } else { "http" };
-            let host = if h.contains(':') && !h.starts_with('[') {
-                format!("[{h}]")
-            } else {
-                h.clone()
-            };
-            format!("{scheme}://{host}:{}/", running.addr.port())
-        }
-        // Listening on every interface (0.0.0.0, ::) is no address to connect to: clients
-        // on this machine reach it at the loopback address.
-        None if running.addr.ip().is_unspecified() => {
-            let scheme = if running.tls { "https" } else { "http" };
-            format!("{scheme}://127.0.0.1:{}/", running.addr.port())
-        }
-        None => running.url(),
-    };
-    let key = if args.key == EMULATOR_KEY {
-        format!("{} (the emulator's well-known key)", args.key)
-    } else {
-        "the key given with --key / STRATA_KEY".to_string()
-    };
-    let mut banner = vec![
-        format!("strata listening on {} ({storage})", running.url()),
-        format!("  endpoint           {url}"),
-        format!("  key                {key}"),
-    ];
-    if args.key == EMULATOR_KEY {
-        banner.push(format!(
-            "  connection string  AccountEndpoint={url};AccountKey={};",
-            args.key
-        ));
-    }
-    banner.push(match &cert_file {
-        Some(c) => format!(
-            "  certificate        {} (also at {url}_explorer/emulator.pem)",
-            c.display()
-        ),
-        None => "  certificate        none: plain HTTP (--tls or PROTOCOL=https for HTTPS)".into(),
-    });
-    banner.push(match args.no_explorer {
-        true => "  explorer           off".into(),
-        false => format!("  explorer           {url}_explorer/index.html"),
-    });
-    banner.push(format!("  ready              {url}_strata/ready"));
-    if running.addr.ip().is_unspecified() {
-        banner.push(format!(
-            "  listening on       every interface: other machines use this one's name or address, port {}",
-            running.addr.port()
-        ));
-    }
-    if running.regions.len() > 1 {
-        let names = args.regions.as_deref().unwrap_or_default().split(',');
-        let list: Vec<String> = names
-            .zip(&running.regions)
-            .map(|(n, a)| format!("{} :{}", n.trim(), a.port()))
-            .collect();
-        let mode = if args.multi_write {
-            "multi-write"
-        } else {
-            "the first writes"
-        };
-        banner.push(format!("  regions            {} ({mode})", list.join(", ")));
-    }
-    // The lines the Testcontainers modules wait for: Node's `Now listening on: `, and Java's
-    // and Python's `Started\s*$` (as the official emulators print them), last, once serving.
-    banner.push(format!("Now listening on: {url}"));
-    banner.push("Started".into());
-    banner
 }
 
 async fn wait_for_signal() {
