@@ -23,11 +23,12 @@ check() { # name, then patterns the output must contain
 check quickstart 'under 100: \["Lamp", "Helmet"\]'
 check multi_tenant 'into 4 physical partitions' 'TenantId \+ UserId \+ SessionId +single' \
   'TenantId \+ UserId +targeted' '^TenantId +targeted' 'UserId alone +fanout +0,1,2,3' 'SessionId alone +fanout +0,1,2,3'
+check search "nearest to 'something to ride': \\[\"2\", \"1\"\\]" "ranked for 'bright tea': \\[\"5\"" "hybrid for 'a cup of tea': \\[\"4\""
 check materialized_view 'acme +events=21 +amount=2100' 'initech +events=18'
 check retry_on_throttle '300 writes' 'retrying request'
 check change_feed_processor 'feed ranges: 1 before the split, [3-9] after' 'changes handled: 200 of 200, 0 more than once' \
   'worker-1 handled [1-9]' 'worker-2 handled [1-9]'
-echo "examples: 5 passed, 0 failed"
+echo "examples: 6 passed, 0 failed"
 
 # The README's Python quickstart exactly as written (its port aside), twice, across a restart
 # of a durable server: the second run meets the first one's data and must still pass.
