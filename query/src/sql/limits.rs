@@ -49,28 +49,40 @@ pub fn deep<T>(f: impl FnOnce() -> T) -> T {
     stacker::maybe_grow(256 * 1024, 2 * 1024 * 1024, f)
 }
 
-/// The size of `v` as JSON text, roughly (strings and keys by their bytes, a few bytes per
-/// element), or `None` once it passes `limit`: the walk stops there, so checking a huge value
-/// costs no more than `limit`. Iterative, so a deep value cannot exhaust the stack.
-pub fn size_within(v: &serde_json::Value, limit: usize) -> Option<usize> {
+/// What one value costs in a [`weigh`]: per value by kind, per array element, per object key.
+struct Costs {
+    /// A string, beside its bytes.
+    string: usize,
+    /// A number, boolean or null.
+    scalar: usize,
+    array: usize,
+    object: usize,
+    element: usize,
+    key: usize,
+}
+
+/// Adds up `costs` over `v`, or `None` once the total passes `limit`: the walk stops there, so
+/// weighing a huge value costs no more than `limit`. Iterative, so a deep value cannot exhaust
+/// the stack.
+fn weigh(v: &serde_json::Value, limit: usize, costs: &Costs) -> Option<usize> {
     use serde_json::Value;
     let mut total = 0usize;
     let mut todo = vec![v];
     while let Some(v) = todo.pop() {
         total += match v {
-            Value::String(s) => s.len() + 2,
+            Value::String(s) => costs.string + s.len(),
             Value::Array(a) => {
                 todo.extend(a.iter());
-                2 + a.len()
+                costs.array + costs.element * a.len()
             }
             Value::Object(m) => {
                 for (k, x) in m {
-                    total += k.len() + 4;
+                    total += k.len() + costs.key;
                     todo.push(x);
                 }
-                2
+                costs.object
             }
-            _ => 8,
+            _ => costs.scalar,
         };
         if total > limit {
             return None;
@@ -79,37 +91,35 @@ pub fn size_within(v: &serde_json::Value, limit: usize) -> Option<usize> {
     Some(total)
 }
 
+/// The size of `v` as JSON text, roughly (strings and keys by their bytes, a few bytes per
+/// element), or `None` once it passes `limit` (see [`weigh`]).
+pub fn size_within(v: &serde_json::Value, limit: usize) -> Option<usize> {
+    let text = Costs {
+        string: 2,
+        scalar: 8,
+        array: 2,
+        object: 2,
+        element: 1,
+        key: 4,
+    };
+    weigh(v, limit, &text)
+}
+
 /// The bytes `v` holds in memory as a parsed JSON value, roughly (each value's slot, string
 /// and key bytes, a map entry's overhead), or `None` once it passes `limit`. A number takes
 /// a 32-byte slot where its text took a few bytes: a parameter's in-memory weight is several
 /// times its size in the request, which is what caches and budgets must count.
 pub fn held_within(v: &serde_json::Value, limit: usize) -> Option<usize> {
-    use serde_json::Value;
-    const SLOT: usize = std::mem::size_of::<Value>();
-    let mut total = 0usize;
-    let mut todo = vec![v];
-    while let Some(v) = todo.pop() {
-        total += SLOT
-            + match v {
-                Value::String(s) => s.len(),
-                Value::Array(a) => {
-                    todo.extend(a.iter());
-                    0
-                }
-                Value::Object(m) => {
-                    for (k, x) in m {
-                        total += k.len() + 48;
-                        todo.push(x);
-                    }
-                    0
-                }
-                _ => 0,
-            };
-        if total > limit {
-            return None;
-        }
-    }
-    Some(total)
+    const SLOT: usize = std::mem::size_of::<serde_json::Value>();
+    let held = Costs {
+        string: SLOT,
+        scalar: SLOT,
+        array: SLOT,
+        object: SLOT,
+        element: 0,
+        key: 48,
+    };
+    weigh(v, limit, &held)
 }
 
 /// Adds up the sizes of the values one expression builds, and fails the query before it
