@@ -53,6 +53,17 @@ async fn query_inputs_are_held_to_the_request_size_and_the_query_budget() {
     let digits = vec![1u8; 900_000];
     let r = query(&s, "C", sql, json!([{"name": "@ids", "value": digits}])).await;
     assert_refused(&r, 413, "more than the 64 MB one query may use");
+    // The query plan the SDKs ask for first carries the same parameters, and weighs the same.
+    let mut plan = QUERY.to_vec();
+    plan.push(("x-ms-cosmos-is-query-plan-request", "True"));
+    let r = s
+        .post(
+            "/dbs/QA/colls/C/docs",
+            &plan,
+            json!({"query": sql, "parameters": [{"name": "@ids", "value": digits}]}),
+        )
+        .await;
+    assert_refused(&r, 413, "more than the 64 MB one query may use");
     // 8,000 ids of 40 characters (360 KB): runs, and is not kept.
     let ids: Vec<String> = (0..8_000).map(|i| format!("id-{i:036}")).collect();
     for _ in 0..3 {

@@ -295,7 +295,7 @@ async fn route(app: &App, req: &Req, ep: Endpoint) -> Result<Reply, CosmosError>
         }
         E::ReadPkRanges { db, coll } => pkranges::read_ranges(req, &in_coll(&db, &coll)?),
         E::QueryItems { db, coll } => query::query_items(app, req, &in_coll(&db, &coll)?).await,
-        E::RoutePlan { db, coll } => query::query_plan(req, &in_coll(&db, &coll)?),
+        E::RoutePlan { db, coll } => query::query_plan(req, &in_coll(&db, &coll)?).await,
         E::QueryDatabases => query::query_resources(req, "", "Databases", databases::all(app)),
         E::QueryContainers { db } => {
             let d = app.store.database(&db)?;

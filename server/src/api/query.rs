@@ -59,6 +59,23 @@ fn query_body(req: &Req) -> Result<(String, Vec<(String, Value)>), CosmosError> 
     Ok((text.to_string(), params))
 }
 
+/// What a query's text and parameters will hold while it is prepared and run (as parsed
+/// values, [`exec::memory::PARAMETER_COPIES`] times), reserved from the request pool: a 413
+/// past the container's query budget, a wait while the pool is spent.
+async fn reserve_inputs(
+    c: &Container,
+    text: &str,
+    params: &[(String, Value)],
+) -> Result<exec::memory::Reserved, CosmosError> {
+    let held = params.iter().fold(text.len(), |n, (k, v)| {
+        let v = strata_query::sql::limits::held_within(v, usize::MAX).unwrap_or(usize::MAX);
+        n.saturating_add(k.len()).saturating_add(v)
+    });
+    let bytes = held.saturating_mul(exec::memory::PARAMETER_COPIES);
+    let budget = c.limits().query_memory_bytes;
+    Ok(exec::memory::reserve(bytes, budget, "query's text and parameters").await?)
+}
+
 /// Decides where the query goes: the request's scope, then the pure planner over the
 /// current partition map.
 fn target(c: &Container, req: &Req, p: &PreparedQuery) -> Result<RoutePlan, CosmosError> {
@@ -157,16 +174,7 @@ fn check_client_features(req: &Req, p: &PreparedQuery) -> Result<(), CosmosError
 pub async fn query_items(app: &App, req: &Req, c: &Arc<Container>) -> Result<Reply, CosmosError> {
     let started = Instant::now();
     let (text, params) = query_body(req)?;
-    // What the text and parameters will hold while the query runs, reserved first.
-    let inputs = params.iter().fold(text.len(), |n, (k, v)| {
-        n + k.len() + strata_query::sql::limits::held_within(v, usize::MAX).unwrap_or(usize::MAX)
-    });
-    let _inputs = exec::memory::reserve(
-        inputs.saturating_mul(exec::memory::PARAMETER_COPIES),
-        c.limits().query_memory_bytes,
-        "query's text and parameters",
-    )
-    .await?;
+    let _inputs = reserve_inputs(c, &text, &params).await?;
     let p = app.prepared.get(
         c.cid,
         &c.rid,
@@ -473,8 +481,10 @@ fn is_foreign_service_token(token: &str, c: &Container) -> bool {
 }
 
 /// The query plan for the official SDKs' client-side execution.
-pub fn query_plan(req: &Req, c: &Arc<Container>) -> Result<Reply, CosmosError> {
+pub async fn query_plan(req: &Req, c: &Arc<Container>) -> Result<Reply, CosmosError> {
     let (text, params) = query_body(req)?;
+    // The SDKs ask for a plan with the query's parameters: they weigh as much as the query's.
+    let _inputs = reserve_inputs(c, &text, &params).await?;
     let p = sql::prepare_in(
         &text,
         &params,
