@@ -22,9 +22,12 @@ USER strata
 # The official emulators' variables work too: PORT, DATA_PATH, LOG_LEVEL, ENABLE_EXPLORER,
 # AZURE_COSMOS_EMULATOR_PARTITION_COUNT, AZURE_COSMOS_EMULATOR_ENABLE_DATA_PERSISTENCE,
 # AZURE_COSMOS_EMULATOR_IP_ADDRESS_OVERRIDE; and STRATA_<FLAG> for every flag.
+# The certificate is also copied where the official Linux emulator keeps its emulator.pem,
+# which the Testcontainers module for Python copies out of the container.
 ENV STRATA_HOST=0.0.0.0 \
     STRATA_DATA_DIR=/data \
-    PROTOCOL=https
+    PROTOCOL=https \
+    STRATA_CERT_COPY=/tmp/cosmos/appdata/.system/profiles/Client/AppData/Local/CosmosDBEmulator/emulator.pem
 VOLUME ["/data"]
 EXPOSE 8081
 HEALTHCHECK --interval=5s --timeout=3s --start-period=5s --retries=12 \

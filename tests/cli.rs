@@ -219,45 +219,55 @@ async fn an_import_refuses_a_container_keyed_otherwise() {
     s.stop().await;
 }
 
-/// The banner ends with the lines the Testcontainers modules wait for — Node's
-/// `Now listening on: <url>`, Java's and Python's `Started\s*$` — and, listening on every
-/// interface, names an address a client can connect to (not `0.0.0.0`).
-#[test]
-fn the_banner_meets_the_testcontainers_wait_strategies() {
+/// Starts strata with `args` (and `env`) and reads its stdout up to the `Started` line, as a
+/// container's log would show it; the process is returned running.
+fn banner_of(args: &[&str], env: &[(&str, &str)]) -> (std::process::Child, String) {
     use std::io::{BufRead, BufReader};
     let mut child = Command::new(env!("CARGO_BIN_EXE_strata-test-server"))
-        .args([
-            "--in-memory",
-            "--host",
-            "0.0.0.0",
-            "--port",
-            "0",
-            "--log",
-            "warn",
-        ])
+        .args(args)
+        .envs(env.iter().copied())
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let mut lines = Vec::new();
+    let mut text = String::new();
     let mut out = BufReader::new(child.stdout.take().unwrap());
     loop {
         let mut line = String::new();
         if out.read_line(&mut line).unwrap() == 0 {
             break;
         }
-        let started = line.trim_end_matches(['\r', '\n']).ends_with("Started");
-        lines.push(line);
-        if started {
+        text.push_str(&line);
+        if line.trim_end().ends_with("Started") {
             break;
         }
     }
+    (child, text)
+}
+
+/// The banner meets each Testcontainers module's wait strategy, checked as the module checks
+/// it: Java matches every log line (with its line ending) against `.*Started\r\n$`; Python
+/// searches the whole log for `Started\s*$`; Node waits for a line holding `Now listening on:
+/// `. Listening on every interface, it names an address a client can connect to.
+#[test]
+fn the_banner_meets_the_testcontainers_wait_strategies() {
+    let args = [
+        "--in-memory",
+        "--host",
+        "0.0.0.0",
+        "--port",
+        "0",
+        "--log",
+        "warn",
+    ];
+    let (mut child, text) = banner_of(&args, &[]);
     let _ = child.kill();
     let _ = child.wait();
-    let text = lines.concat();
-    assert!(
-        lines.last().is_some_and(|l| l.trim_end() == "Started"),
-        "{text}"
-    );
+    let lines: Vec<&str> = text.split_inclusive('\n').collect();
+    // Java: some line, line ending included, is `.*Started\r\n`.
+    assert!(lines.iter().any(|l| l.ends_with("Started\r\n")), "{text:?}");
+    // Python: `re.search("Started\\s*$", log)` — `$` without MULTILINE is the log's end.
+    assert!(text.trim_end().ends_with("Started"), "{text:?}");
+    // Node: a line containing `Now listening on: `, naming a reachable address.
     let listening = lines
         .iter()
         .find_map(|l| l.strip_prefix("Now listening on: "))
@@ -267,6 +277,74 @@ fn the_banner_meets_the_testcontainers_wait_strategies() {
         .iter()
         .find(|l| l.trim_start().starts_with("endpoint"));
     assert!(endpoint.is_some_and(|l| !l.contains("0.0.0.0")), "{text}");
+}
+
+/// Over TLS, as the modules then reach it: .NET's probe (an unsigned `GET /` and `GET
+/// /_explorer/emulator.pem`, certificate unchecked), Java's download of that PEM (one
+/// `BEGIN CERTIFICATE` block it parses), Python's wait for `/_explorer/index.html` and its copy
+/// of the file the image keeps where the official emulator keeps `emulator.pem`
+/// (`--cert-copy`), with the variables the Python module sets.
+#[tokio::test]
+async fn the_tls_contracts_of_the_testcontainers_modules() {
+    let dir = TempDir::new("tc-tls");
+    let copy = dir.0.join("CosmosDBEmulator").join("emulator.pem");
+    let data = dir.0.join("data");
+    let args = [
+        "--tls",
+        "--port",
+        "0",
+        "--log",
+        "warn",
+        "--data-dir",
+        data.to_str().unwrap(),
+        "--cert-copy",
+        copy.to_str().unwrap(),
+    ];
+    let env = [
+        ("AZURE_COSMOS_EMULATOR_PARTITION_COUNT", "None"),
+        ("AZURE_COSMOS_EMULATOR_ENABLE_DATA_PERSISTENCE", "True"),
+        ("AZURE_COSMOS_EMULATOR_IP_ADDRESS_OVERRIDE", "127.0.0.2"),
+    ];
+    let (mut child, text) = banner_of(&args, &env);
+    let url = text
+        .lines()
+        .find_map(|l| l.strip_prefix("Now listening on: "))
+        .unwrap_or_else(|| panic!("{text}"))
+        .to_string();
+    let port = url
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .trim_end_matches('/')
+        .to_string();
+    let base = format!("https://127.0.0.1:{port}/");
+    strata_tests::crypto();
+    let http = reqwest::Client::builder()
+        .danger_accept_invalid_certs(true)
+        .build()
+        .unwrap();
+    let get = |path: &str| http.get(format!("{base}{path}")).send();
+    assert_eq!(get("").await.unwrap().status(), 200, ".NET: unsigned GET /");
+    let pem = get("_explorer/emulator.pem")
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(
+        pem.matches("-----BEGIN CERTIFICATE-----").count(),
+        1,
+        "{pem}"
+    );
+    assert_eq!(
+        get("_explorer/index.html").await.unwrap().status(),
+        200,
+        "Python: the explorer page"
+    );
+    let copied = std::fs::read_to_string(&copy).expect("the certificate's copy");
+    assert_eq!(copied, pem, "the copy is the certificate served");
+    let _ = child.kill();
+    let _ = child.wait();
 }
 
 /// Startup failures say what failed: the address in use, the path that is not a folder, the

@@ -12,6 +12,7 @@ pub mod substatus {
     pub const PARTITION_KEY_MISMATCH: u32 = 1001;
     pub const PARTITION_KEY_RANGE_GONE: u32 = 1002;
     pub const CROSS_PARTITION_QUERY_NOT_SERVABLE: u32 = 1004;
+    pub const COMPLETING_SPLIT: u32 = 1007;
     pub const PARTITION_KEY_QUOTA_EXCEEDED: u32 = 1014;
     pub const COLLECTION_RID_MISMATCH: u32 = 1024;
     pub const REQUEST_RATE_TOO_LARGE: u32 = 3200;
@@ -103,6 +104,11 @@ impl CosmosError {
     pub fn gone(message: impl Into<String>) -> Self {
         Self::new(StatusCode::GONE, "Gone", message)
             .with_sub_status(substatus::PARTITION_KEY_RANGE_GONE)
+    }
+
+    /// 410/1007: the range is being replaced by a split or merge; retry shortly.
+    pub fn completing_split(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::GONE, "Gone", message).with_sub_status(substatus::COMPLETING_SPLIT)
     }
 
     pub fn throttled(retry_after_ms: u64, message: impl Into<String>) -> Self {

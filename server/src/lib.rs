@@ -16,6 +16,8 @@
 //! * [`vector`]: vector indexes (distance kernels, quantization, a Vamana graph) in memory.
 //! * [`regions`]: the account's regions (`--regions`), each on its own port, with injected
 //!   faults and failover.
+//! * [`manage`]: the SDK test emulator's management API (`--management-port`): splits and
+//!   merges by partition id, replication pause, per-partition failover.
 //! * [`net`]: listening (HTTP and HTTPS) and graceful shutdown; [`connections`]: which are
 //!   idle, so that at the connection limit the oldest idle one makes room.
 //! * [`follower`]: several processes over one PostgreSQL store: the one holding its lock
@@ -30,6 +32,7 @@ pub mod error;
 pub mod exec;
 pub mod follower;
 pub mod items;
+pub mod manage;
 pub mod net;
 pub mod regions;
 pub mod script;

@@ -54,6 +54,8 @@ pub struct ServerConfig {
     pub entra: Option<api::aad::Jwks>,
     /// The account's regions, each served on its own port from `port` up (one by default).
     pub regions: crate::regions::RegionsConfig,
+    /// Serve the SDK test emulator's management API on this loopback port (0: any free one).
+    pub management_port: Option<u16>,
 }
 
 impl Default for ServerConfig {
@@ -75,6 +77,7 @@ impl Default for ServerConfig {
             rbac: None,
             entra: None,
             regions: Default::default(),
+            management_port: None,
         }
     }
 }
@@ -167,6 +170,8 @@ pub struct Running {
     /// Every region's address, in the order the regions were named.
     pub regions: Vec<SocketAddr>,
     pub tls: bool,
+    /// The management API's address (`--management-port`), if served.
+    pub management: Option<SocketAddr>,
     /// The store and what runs over it; empty while another process serves a shared store
     /// (this one forwards to it, see [`crate::follower`]).
     served: Arc<std::sync::Mutex<Option<Served>>>,
@@ -228,36 +233,24 @@ pub async fn start(cfg: ServerConfig) -> Result<Running, BoxError> {
             (Some(a), Some(pem))
         }
     };
-    // One listener per region (one unless --regions), on consecutive ports.
-    let mut listeners = Vec::new();
-    for i in 0..cfg.regions.names.len().max(1) {
-        let port = match cfg.port {
-            0 => 0,
-            p => u16::try_from(usize::from(p) + i)
-                .map_err(|_| format!("no port {p} + {i} for region {}", i + 1))?,
-        };
-        let listener = TcpListener::bind((cfg.host.as_str(), port))
-            .await
-            .map_err(|e| match e.kind() {
-                std::io::ErrorKind::AddrInUse => format!(
-                    "cannot listen on {}:{port}: the address is already in use (another strata or emulator?); stop it, or choose another --port",
-                    cfg.host
-                ),
-                _ => format!("cannot listen on {}:{port}: {e}", cfg.host),
-            })?;
-        listeners.push(listener);
-    }
+    let listeners = bind_regions(&cfg).await?;
     let addrs = listeners
         .iter()
         .map(|l| l.local_addr())
         .collect::<Result<Vec<_>, _>>()?;
     let addr = addrs[0];
     let tls = acceptor.is_some();
+    let management = bind_management(cfg.management_port).await?;
+    let management_addr = management
+        .as_ref()
+        .map(TcpListener::local_addr)
+        .transpose()?;
     let site = Site {
         cfg: cfg.clone(),
         addrs: addrs.clone(),
         cert_pem,
         served: Arc::default(),
+        management: Arc::new(std::sync::Mutex::new(management)),
     };
     let stop_waiting = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let store_cfg = cfg.store.clone();
@@ -332,11 +325,44 @@ pub async fn start(cfg: ServerConfig) -> Result<Running, BoxError> {
         addr,
         regions: addrs,
         tls,
+        management: management_addr,
         served: site.served,
         stop_waiting,
         stop_tx,
         task,
     })
+}
+
+/// One listener per region (one unless --regions), on consecutive ports from `cfg.port`.
+async fn bind_regions(cfg: &ServerConfig) -> Result<Vec<TcpListener>, BoxError> {
+    let mut listeners = Vec::new();
+    for i in 0..cfg.regions.names.len().max(1) {
+        let port = match cfg.port {
+            0 => 0,
+            p => u16::try_from(usize::from(p) + i)
+                .map_err(|_| format!("no port {p} + {i} for region {}", i + 1))?,
+        };
+        let listener = TcpListener::bind((cfg.host.as_str(), port))
+            .await
+            .map_err(|e| match e.kind() {
+                std::io::ErrorKind::AddrInUse => format!(
+                    "cannot listen on {}:{port}: the address is already in use (another strata or emulator?); stop it, or choose another --port",
+                    cfg.host
+                ),
+                _ => format!("cannot listen on {}:{port}: {e}", cfg.host),
+            })?;
+        listeners.push(listener);
+    }
+    Ok(listeners)
+}
+
+/// The management API's listener: on loopback only, since it takes no key.
+async fn bind_management(port: Option<u16>) -> Result<Option<TcpListener>, BoxError> {
+    let Some(port) = port else { return Ok(None) };
+    let listener = TcpListener::bind(("127.0.0.1", port)).await.map_err(|e| {
+        format!("cannot listen on 127.0.0.1:{port} for the management API (--management-port): {e}")
+    })?;
+    Ok(Some(listener))
 }
 
 /// What serving a store needs besides the store: the configuration, the bound addresses and
@@ -347,6 +373,8 @@ struct Site {
     addrs: Vec<SocketAddr>,
     cert_pem: Option<Vec<u8>>,
     served: Arc<std::sync::Mutex<Option<Served>>>,
+    /// The management API's listener, until the first store served takes it.
+    management: Arc<std::sync::Mutex<Option<TcpListener>>>,
 }
 
 impl Site {
@@ -366,9 +394,32 @@ impl Site {
         store.spawn_ttl_sweeper(Duration::from_secs(1));
         let queries = app.queries.clone();
         queries.spawn_flusher();
+        let scheme = if cfg.tls.is_some() { "https" } else { "http" };
+        if let Some(listener) = lock(&self.management).take() {
+            let endpoints = app
+                .regions
+                .view()
+                .into_iter()
+                .zip(&self.addrs)
+                .map(|(r, a)| (r.name, format!("{scheme}://{}/", loopback_of(*a))))
+                .collect();
+            let router =
+                crate::manage::Manage::new(store.clone(), app.regions.clone(), endpoints).router();
+            let mut stop = store.stop_signal();
+            tokio::spawn(async move {
+                let stopped = async move {
+                    let _ = stop.wait_for(|s| *s).await;
+                };
+                if let Err(e) = axum::serve(listener, router)
+                    .with_graceful_shutdown(stopped)
+                    .await
+                {
+                    tracing::error!(error = %e, "the management API stopped");
+                }
+            });
+        }
         let router = api::router(app);
         // Jobs reach this server over loopback, as any client would.
-        let scheme = if cfg.tls.is_some() { "https" } else { "http" };
         jobs.start(
             &format!("{scheme}://{}/", loopback_of(self.addrs[0])),
             &cfg.key,

@@ -14,7 +14,8 @@
 
 use crate::error::CosmosError;
 use serde::{Deserialize, Serialize};
-use std::sync::atomic::{AtomicU16, AtomicUsize, Ordering};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -23,6 +24,18 @@ pub const DEFAULT_REGION: &str = "South Central US";
 
 /// Sub-status of a write refused by a region that does not take writes.
 pub const WRITE_FORBIDDEN: u32 = 3;
+
+/// Sub-status of a 404 for a read whose session the region has not caught up with.
+pub const READ_SESSION_NOT_AVAILABLE: u32 = 1002;
+
+/// The highest LSN a session token (`range:version#lsn[#region=lsn...]`, comma-separated
+/// per range) asks for.
+fn session_lsn(token: &str) -> Option<u64> {
+    token
+        .split(',')
+        .filter_map(|part| part.split_once(':')?.1.split('#').nth(1)?.parse().ok())
+        .max()
+}
 
 /// The regions to serve, from the flags.
 #[derive(Debug, Clone, Default)]
@@ -126,6 +139,12 @@ struct Inner {
     /// The write region of a single-write account (an index into `names`).
     write: AtomicUsize,
     faults: Vec<Mutex<Fault>>,
+    /// Whether the account advertises per-partition automatic failover
+    /// (`enablePerPartitionFailoverBehavior`), which the SDKs act on.
+    per_partition_failover: AtomicBool,
+    /// Regions whose replication is paused: the LSN each container's log had reached then
+    /// (by container `_rid`).
+    paused: Vec<Mutex<Option<HashMap<String, u64>>>>,
 }
 
 /// A region as the account lists it.
@@ -166,6 +185,8 @@ impl Regions {
                 ports: names.iter().map(|_| AtomicU16::new(0)).collect(),
                 faults: names.iter().map(|_| Mutex::new(Fault::default())).collect(),
                 write: AtomicUsize::new(0),
+                per_partition_failover: AtomicBool::new(false),
+                paused: names.iter().map(|_| Mutex::new(None)).collect(),
                 names,
             }),
         }
@@ -288,6 +309,79 @@ impl Regions {
         Ok(())
     }
 
+    /// Turns the account's per-partition automatic failover on or off.
+    pub fn set_per_partition_failover(&self, on: bool) {
+        self.inner
+            .per_partition_failover
+            .store(on, Ordering::Relaxed);
+    }
+
+    pub fn per_partition_failover(&self) -> bool {
+        self.inner.per_partition_failover.load(Ordering::Relaxed)
+    }
+
+    /// Pauses replication into region `name`: from now on it has seen each container only up
+    /// to `seen` (the LSN of each container's log now; containers created later, nothing).
+    /// Returns the region's name as configured.
+    pub fn pause_replication(
+        &self,
+        name: &str,
+        seen: HashMap<String, u64>,
+    ) -> Result<String, CosmosError> {
+        let i = self.index(name)?;
+        if let Ok(mut p) = self.inner.paused[i].lock() {
+            // Pausing twice keeps the first point: the region has seen no more since.
+            p.get_or_insert(seen);
+        }
+        tracing::info!(region = %self.inner.names[i], "replication paused");
+        Ok(self.inner.names[i].clone())
+    }
+
+    /// Resumes replication into region `name`: it catches up at once.
+    pub fn resume_replication(&self, name: &str) -> Result<String, CosmosError> {
+        let i = self.index(name)?;
+        if let Ok(mut p) = self.inner.paused[i].lock() {
+            *p = None;
+        }
+        tracing::info!(region = %self.inner.names[i], "replication resumed");
+        Ok(self.inner.names[i].clone())
+    }
+
+    /// A read in region `i` of container `rid` with session token `token`: 404/1002
+    /// (ReadSessionNotAvailable) when the region's replication is paused behind the session,
+    /// as a lagging replica answers; the SDKs then retry in the write region. A region that
+    /// takes writes has seen its own writes, so its reads always pass.
+    pub fn check_session(
+        &self,
+        i: usize,
+        rid: &str,
+        token: Option<&str>,
+    ) -> Result<(), CosmosError> {
+        let Some(token) = token else { return Ok(()) };
+        if self.writable(i) {
+            return Ok(());
+        }
+        let Some(Ok(paused)) = self.inner.paused.get(i).map(|p| p.lock()) else {
+            return Ok(());
+        };
+        let Some(seen) = paused.as_ref() else {
+            return Ok(());
+        };
+        let seen = seen.get(rid).copied().unwrap_or(0);
+        match session_lsn(token) {
+            Some(lsn) if lsn > seen => Err(CosmosError::new(
+                axum::http::StatusCode::NOT_FOUND,
+                "NotFound",
+                format!(
+                    "The read session is not available in region '{}': its replication is paused at LSN {seen}, behind the session's {lsn}.",
+                    self.inner.names[i]
+                ),
+            )
+            .with_sub_status(READ_SESSION_NOT_AVAILABLE)),
+            _ => Ok(()),
+        }
+    }
+
     /// Applies region `i`'s fault and write role to a request before it is served.
     pub async fn gate(&self, i: usize, write: bool) -> Result<(), CosmosError> {
         let fault = self.fault(i);
@@ -358,6 +452,25 @@ mod tests {
         r.set_port(0, 9000);
         r.set_port(1, 9001);
         r
+    }
+
+    #[test]
+    fn a_paused_read_region_refuses_sessions_it_has_not_seen() {
+        let r = two();
+        let seen = HashMap::from([("c1".to_string(), 10)]);
+        assert_eq!(r.pause_replication("east us", seen).unwrap(), "East US");
+        assert_eq!(session_lsn("0:-1#12,3:-1#7"), Some(12));
+        assert!(r.check_session(1, "c1", Some("0:-1#10")).is_ok());
+        let e = r.check_session(1, "c1", Some("0:-1#11")).unwrap_err();
+        assert_eq!((e.status.as_u16(), e.sub_status), (404, Some(1002)));
+        // A container created since the pause: the region has seen none of it.
+        assert!(r.check_session(1, "c2", Some("0:-1#1")).is_err());
+        // The write region has seen its own writes; no token asks for nothing.
+        assert!(r.check_session(0, "c1", Some("0:-1#99")).is_ok());
+        assert!(r.check_session(1, "c1", None).is_ok());
+        r.resume_replication("East US").unwrap();
+        assert!(r.check_session(1, "c1", Some("0:-1#99")).is_ok());
+        assert!(r.pause_replication("Mars", HashMap::new()).is_err());
     }
 
     #[test]

@@ -41,7 +41,7 @@ pub fn read(app: &App, req: &Req) -> Result<Reply, CosmosError> {
         "writableLocations": locations.writable,
         "readableLocations": locations.readable,
         "enableMultipleWriteLocations": app.regions.multi_write(),
-        "enablePerPartitionFailoverBehavior": false,
+        "enablePerPartitionFailoverBehavior": app.regions.per_partition_failover(),
         "userReplicationPolicy": {"asyncReplication": false, "minReplicaSetSize": 1, "maxReplicasetSize": 4},
         "userConsistencyPolicy": {"defaultConsistencyLevel": "Session"},
         "systemReplicationPolicy": {"minReplicaSetSize": 1, "maxReplicasetSize": 4},

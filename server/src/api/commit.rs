@@ -35,6 +35,7 @@ impl<'a> Admission<'a> {
         estimate: f64,
     ) -> Result<Self, CosmosError> {
         let range = c.range_id_of(epk);
+        swap_wait(c, &[range])?;
         app.spend(c, &[range], Some(epk), estimate)?;
         Ok(Self {
             app,
@@ -53,6 +54,7 @@ impl<'a> Admission<'a> {
         ranges: Vec<u32>,
         estimate: f64,
     ) -> Result<Self, CosmosError> {
+        swap_wait(c, &ranges)?;
         app.spend(c, &ranges, None, estimate)?;
         Ok(Self {
             app,
@@ -186,5 +188,16 @@ impl<'a> Commit<'a> {
     /// Settles at the real charge of a write that happened.
     pub fn settle(self, charge: f64) {
         self.admission.settle(charge);
+    }
+}
+
+/// 410/1007 while one of `ranges` is being replaced by a split or merge asked for through the
+/// management API: the SDKs retry once the new ranges are in place.
+fn swap_wait(c: &Container, ranges: &[u32]) -> Result<(), CosmosError> {
+    match c.swapping_among(ranges) {
+        Some(id) => Err(CosmosError::completing_split(format!(
+            "The partition key range '{id}' is being split or merged; retry shortly."
+        ))),
+        None => Ok(()),
     }
 }

@@ -179,6 +179,8 @@ pub fn read(
 ) -> Result<Reply, CosmosError> {
     let (pk, epk) = point_key(c, req.partition_key()?, None)?;
     let id = item_id(c, db, &epk, id)?;
+    let session = req.header(header::SESSION_TOKEN);
+    app.regions.check_session(req.region, &c.rid, session)?;
     let admitted = Admission::point(app, c, &epk, charge::read(0))?;
     let Some((item, range_id)) = c.read_item(&epk, &id)? else {
         return Err(not_found(&id, &pk).with_session(&[c.range_id_of(&epk)], c.current_lsn()));

@@ -173,6 +173,8 @@ fn check_client_features(req: &Req, p: &PreparedQuery) -> Result<(), CosmosError
 /// `POST .../docs` (query).
 pub async fn query_items(app: &App, req: &Req, c: &Arc<Container>) -> Result<Reply, CosmosError> {
     let started = Instant::now();
+    let session = req.header(header::SESSION_TOKEN);
+    app.regions.check_session(req.region, &c.rid, session)?;
     let (text, params) = query_body(req)?;
     let _inputs = reserve_inputs(c, &text, &params).await?;
     let p = app.prepared.get(

@@ -69,7 +69,13 @@ pub fn request_scope(c: &Container, req: &Req) -> Result<RequestScope, CosmosErr
 
 /// The EPK range of a live physical partition; 410/1002 for one that split (or never was).
 pub fn range_by_id(c: &Container, id: &str) -> Result<EpkRange, CosmosError> {
-    let found = id.trim().parse::<u32>().ok().and_then(|n| c.range_of_id(n));
+    let n = id.trim().parse::<u32>().ok();
+    if let Some(swapping) = n.and_then(|n| c.swapping_among(&[n])) {
+        return Err(CosmosError::completing_split(format!(
+            "The partition key range '{swapping}' is being split or merged; retry shortly."
+        )));
+    }
+    let found = n.and_then(|n| c.range_of_id(n));
     found.ok_or_else(|| {
         CosmosError::gone(format!(
             "The partition key range '{id}' is gone (it was split or never existed); re-read /pkranges and retry."

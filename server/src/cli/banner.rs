@@ -93,11 +93,53 @@ pub(super) fn banner(
         };
         banner.push(format!("  regions            {} ({mode})", list.join(", ")));
     }
-    // The lines the Testcontainers modules wait for: Node's `Now listening on: `, and Java's
-    // and Python's `Started\s*$` (as the official emulators print them), last, once serving.
+    if let Some(m) = running.management {
+        banner.push(format!(
+            "  management API     http://{m}/ (the SDK test emulator's)"
+        ));
+    }
+    // The lines the Testcontainers modules wait for, last, once serving: Node's `Now listening
+    // on: `, Python's `Started\s*$` and Java's `.*Started\r\n$` — a line ending in CR LF, as
+    // the official Linux emulator prints it.
     banner.push(format!("Now listening on: {url}"));
-    banner.push("Started".into());
+    banner.push("Started\r".into());
     banner
+}
+
+/// The JSON `ready` record the SDK test emulator's harnesses read from the last line of
+/// stdout, when the management API is served (`--management-port`).
+pub(super) fn ready_record(args: &Args, running: &crate::net::Running) -> Option<String> {
+    let management = running.management?;
+    let scheme = if running.tls { "https" } else { "http" };
+    let names: Vec<String> = match &args.regions {
+        Some(list) => list
+            .split(',')
+            .map(|n| n.trim().to_string())
+            .filter(|n| !n.is_empty())
+            .collect(),
+        None => vec![crate::regions::DEFAULT_REGION.to_string()],
+    };
+    let regions: Vec<serde_json::Value> = names
+        .iter()
+        .zip(&running.regions)
+        .map(|(name, a)| {
+            let a = match a.ip().is_unspecified() {
+                true => std::net::SocketAddr::from(([127, 0, 0, 1], a.port())),
+                false => *a,
+            };
+            serde_json::json!({"name": name, "gatewayEndpoint": format!("{scheme}://{a}/")})
+        })
+        .collect();
+    let account = regions.first()?.get("gatewayEndpoint")?.clone();
+    Some(
+        serde_json::json!({
+            "event": "ready",
+            "managementEndpoint": format!("http://{management}/"),
+            "accountEndpoint": account,
+            "regions": regions,
+        })
+        .to_string(),
+    )
 }
 
 /// The environment the official Rust SDK (`azure_data_cosmos` 1.0) needs to reach `url`: it

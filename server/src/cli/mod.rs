@@ -12,7 +12,7 @@ use crate::store::StoreConfig;
 use crate::{ServerConfig, Tls};
 use clap::parser::ValueSource;
 use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser, Subcommand};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// A Cosmos DB for NoSQL compatible document store: hierarchical partition keys, automatic
 /// partition splits, Cosmos SQL. The official Cosmos SDKs work against it unchanged.
@@ -248,6 +248,17 @@ pub struct Args {
     /// With --regions: every region takes writes (multi-region writes).
     #[arg(long, env = "STRATA_MULTI_WRITE", requires = "regions")]
     multi_write: bool,
+    /// Serve the management API of Microsoft's SDK test emulator (split and merge partitions,
+    /// pause replication, per-partition failover) on this port of 127.0.0.1, without a key (0:
+    /// any free port); the last line printed is then its JSON `ready` record.
+    #[arg(long, env = "STRATA_MANAGEMENT_PORT", value_name = "PORT")]
+    management_port: Option<u16>,
+    /// Also write the certificate clients should trust (PEM) to this file once serving — the
+    /// image writes it where the official Linux emulator keeps its `emulator.pem`, which the
+    /// Testcontainers module for Python copies out of the container. Nothing is written over
+    /// plain HTTP, which has no certificate.
+    #[arg(long, env = "STRATA_CERT_COPY", value_name = "FILE")]
+    cert_copy: Option<PathBuf>,
 }
 
 /// Parses a byte size: a number with an optional KB/MB/GB/TB suffix (binary units).
@@ -378,7 +389,9 @@ fn emulator_env(
     if let Some(v) = take("ENABLE_EXPLORER", "no_explorer") {
         a.no_explorer = !boolean("ENABLE_EXPLORER", &v)?;
     }
-    if let Some(v) = take("AZURE_COSMOS_EMULATOR_PARTITION_COUNT", "max_partitions") {
+    // Testcontainers for Python passes `str(None)` when no partition count was asked for.
+    let unset = |v: &String| v != "None";
+    if let Some(v) = take("AZURE_COSMOS_EMULATOR_PARTITION_COUNT", "max_partitions").filter(unset) {
         a.max_partitions = v
             .parse()
             .ok()
@@ -394,6 +407,15 @@ fn emulator_env(
     }
     if let Some(v) = take("AZURE_COSMOS_EMULATOR_IP_ADDRESS_OVERRIDE", "public_host") {
         a.public_host = Some(v);
+    }
+    if let Some(v) = take("AZURE_COSMOS_EMULATOR_KEY", "key") {
+        a.key = v;
+    }
+    // The log names what was applied, never a key.
+    for line in applied.iter_mut() {
+        if line.starts_with("AZURE_COSMOS_EMULATOR_KEY=") {
+            *line = "AZURE_COSMOS_EMULATOR_KEY=(a key)".into();
+        }
     }
     Ok(applied)
 }
@@ -492,7 +514,16 @@ pub async fn run(args: Args, from_emulator_env: Vec<String>) {
             std::process::exit(1);
         }
     };
-    let banner = banner::banner(&args, &running, data_dir.as_deref(), cert_file.as_deref());
+    if let (Some(copy), Some(cert)) = (&args.cert_copy, &cert_file) {
+        if let Err(e) = copy_certificate(cert, copy) {
+            eprintln!("strata: {e}");
+            std::process::exit(1);
+        }
+    }
+    let mut banner = banner::banner(&args, &running, data_dir.as_deref(), cert_file.as_deref());
+    if let Some(record) = banner::ready_record(&args, &running) {
+        banner.push(record);
+    }
     // A closed stdout (a parent that read the first line and left) must not stop the server.
     {
         use std::io::Write as _;
@@ -579,8 +610,18 @@ fn server_config(
             Some(list) => crate::regions::RegionsConfig::parse(list, args.multi_write)?,
             None => Default::default(),
         },
+        management_port: args.management_port,
     };
     Ok((cfg, cert_file))
+}
+
+/// Writes the certificate clients trust to `to` as well (`--cert-copy`), creating its folder.
+fn copy_certificate(cert: &Path, to: &Path) -> Result<(), String> {
+    let fail = |e: std::io::Error| format!("cannot copy the certificate to {}: {e}", to.display());
+    if let Some(dir) = to.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(fail)?;
+    }
+    std::fs::copy(cert, to).map(|_| ()).map_err(fail)
 }
 
 async fn wait_for_signal() {
@@ -660,6 +701,27 @@ mod env_tests {
         assert_eq!(a.max_partitions, 25);
         assert_eq!(a.public_host.as_deref(), Some("10.1.2.3"));
         assert_eq!(applied.len(), 8);
+    }
+
+    /// What the Testcontainers module for Python sets, its defaults included: the partition
+    /// count as `str(None)`, persistence as `str(False)`, the key.
+    #[test]
+    fn the_python_testcontainers_modules_variables_are_taken() {
+        let key = "dGhlIGtleSBvZiBhIHRlc3QgYWNjb3VudA==";
+        let (a, applied) = parse(
+            &[],
+            &[
+                ("AZURE_COSMOS_EMULATOR_PARTITION_COUNT", "None"),
+                ("AZURE_COSMOS_EMULATOR_ENABLE_DATA_PERSISTENCE", "False"),
+                ("AZURE_COSMOS_EMULATOR_IP_ADDRESS_OVERRIDE", "172.17.0.1"),
+                ("AZURE_COSMOS_EMULATOR_KEY", key),
+            ],
+        )
+        .expect("parses");
+        assert_eq!(a.max_partitions, 1024, "None leaves the default");
+        assert!(a.in_memory);
+        assert_eq!(a.key, key);
+        assert!(applied.iter().all(|l| !l.contains(key)), "{applied:?}");
     }
 
     #[test]

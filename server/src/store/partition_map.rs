@@ -86,6 +86,8 @@ pub struct PartitionMap {
     pub generation: u64,
     /// Ids of ranges that were split away, with their children (for 410 and lineage).
     pub retired: HashMap<u32, Vec<u32>>,
+    /// Ids of ranges being replaced by a split or merge asked for by name (410/1007).
+    pub swapping: Vec<u32>,
 }
 
 impl PartitionMap {

@@ -22,6 +22,7 @@ mod indexing;
 pub mod lookup;
 mod policies;
 pub mod reindex;
+pub mod reshape;
 pub mod scripts;
 pub mod split;
 mod txn;
@@ -253,6 +254,7 @@ impl Container {
             next_range_id: rec.next_range_id,
             generation: rec.ranges_generation,
             retired: HashMap::new(),
+            swapping: Vec::new(),
         };
         let index = RwLock::new(IndexState::of(&rec));
         // Validated when set; a stored definition that no longer parses defines nothing.
