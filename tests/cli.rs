@@ -385,3 +385,87 @@ fn startup_failures_name_what_failed() {
     let _ = first.kill();
     let _ = first.wait();
 }
+
+/// `strata trust` writes the certificate a TLS strata serves, and a bundle of this machine's
+/// roots plus it, and prints the variables naming them; a client that trusts only what it
+/// wrote verifies the server under `localhost`, and one without it is refused.
+#[tokio::test]
+async fn trust_writes_the_certificate_clients_then_verify() {
+    let dir = TempDir::new("trust");
+    let s = TestServer::start_with(strata_tests::Options {
+        tls: true,
+        data_dir: Some(dir.0.join("data")),
+        ..Default::default()
+    })
+    .await;
+    let port = s
+        .url
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .trim_end_matches('/')
+        .to_string();
+    let out = dir.0.join("trust");
+    let endpoint = format!("https://127.0.0.1:{port}/");
+    let (ok, text) = strata_async(
+        owned(&[
+            "trust",
+            "--endpoint",
+            &endpoint,
+            "--dir",
+            out.to_str().unwrap(),
+            "--format",
+            "env",
+        ]),
+        vec![],
+    )
+    .await;
+    assert!(ok, "{text}");
+    let bundle = out.join("trust-bundle.pem");
+    assert!(
+        text.contains(&format!("SSL_CERT_FILE={}", bundle.display())),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("REQUESTS_CA_BUNDLE={}", bundle.display())),
+        "{text}"
+    );
+    let cert = std::fs::read(out.join("strata.pem")).unwrap();
+    assert!(std::fs::read_to_string(&bundle)
+        .unwrap()
+        .ends_with(std::str::from_utf8(&cert).unwrap()));
+    let url = format!("https://localhost:{port}/_strata/ready");
+    strata_tests::crypto();
+    let verifying = |roots: Option<&[u8]>| {
+        let only = roots.map(|pem| reqwest::Certificate::from_pem(pem).unwrap());
+        reqwest::Client::builder()
+            .tls_certs_only(only)
+            .build()
+            .unwrap()
+    };
+    let r = verifying(Some(&cert))
+        .get(&url)
+        .send()
+        .await
+        .expect("verified");
+    assert_eq!(r.status(), 200);
+    assert!(
+        verifying(None).get(&url).send().await.is_err(),
+        "unverifiable without it"
+    );
+    // Over plain HTTP there is nothing to trust, and it says so.
+    let (ok, text) = strata_async(
+        owned(&[
+            "trust",
+            "--endpoint",
+            &format!("http://127.0.0.1:{}/", closed_port()),
+        ]),
+        vec![],
+    )
+    .await;
+    assert!(
+        !ok && text.contains("no strata answers over HTTPS"),
+        "{text}"
+    );
+    s.stop().await;
+}

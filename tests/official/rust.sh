@@ -98,11 +98,11 @@ export AZURE_COSMOS_TEST_MODE=required
 export AZURE_COSMOS_ALLOW_INVALID_CERT=true
 # Most tests accept the self-signed certificate through that switch; a few build clients of
 # their own that verify it, so, as the official emulator's CI imports its certificate, the
-# SDK's TLS stack trusts strata's (rustls-native-certs reads SSL_CERT_FILE): the system's
-# roots plus strata's, in a file of our own, the system store untouched.
-cat /etc/ssl/certs/ca-certificates.crt > "$work/trust.pem" 2>/dev/null || : > "$work/trust.pem"
-cat "$work/cert/tls-cert.pem" >> "$work/trust.pem"
-export SSL_CERT_FILE=$work/trust.pem
+# SDK's TLS stack trusts strata's — set up by `strata trust`, as the README tells users: a
+# bundle of the system's roots plus strata's, and SSL_CERT_FILE naming it (which
+# rustls-native-certs reads), the system store untouched.
+"$STRATA_BIN" ready --endpoint https://127.0.0.1:8081/ --wait 30 > /dev/null
+eval "$("$STRATA_BIN" trust --endpoint https://127.0.0.1:8081/ --dir "$work/trust")"
 export RUST_LOG=${RUST_LOG:-off}
 
 status=0

@@ -4,6 +4,7 @@ mod advise;
 mod banner;
 mod partitions;
 mod regions;
+mod trust;
 
 use crate::advise::sample::Recording;
 use crate::api::auth::EMULATOR_KEY;
@@ -49,6 +50,11 @@ enum Command {
     /// Exit 0 once a strata server answers its readiness probe (for health checks and CI
     /// scripts); exit 1 if it does not within --wait seconds.
     Ready(ReadyArgs),
+    /// Trust the certificate of a strata started with --tls: write it with this machine's
+    /// roots to a bundle and print the variables that point each official SDK at it
+    /// (`eval "$(strata trust)"`; `--format env >> "$GITHUB_ENV"` in CI), or add it to the
+    /// system's store (`--system`, as root).
+    Trust(trust::TrustArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -327,6 +333,7 @@ pub fn main() {
         Some(Command::Advise(a)) => runtime.block_on(advise::advise(a)),
         Some(Command::Regions(a)) => runtime.block_on(regions::regions(a)),
         Some(Command::Ready(a)) => runtime.block_on(ready(a)),
+        Some(Command::Trust(a)) => runtime.block_on(trust::trust(a)),
     };
     match outcome {
         Ok(summary) => println!("{summary}"),
