@@ -86,7 +86,7 @@ async fn resource_tokens_scope_a_tenant() {
     s.stop().await;
 }
 
-/// The README's Entra ID example: a Data Reader identity reads and is denied a write.
+/// The Entra ID example of `docs/security.md`: a Data Reader identity reads and is denied a write.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reader_identity_is_denied_a_write() {
     // The SDKs send bearer tokens over HTTPS only.
@@ -111,7 +111,7 @@ async fn a_reader_identity_is_denied_a_write() {
     s.stop().await;
 }
 
-/// The README's failover example: reads leave a failed region, writes follow a failover.
+/// The failover example of `docs/regions.md`: reads leave a failed region, writes follow a failover.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_sdk_fails_over_between_regions() {
     let s = TestServer::start_with(Options {

@@ -1,5 +1,5 @@
 """A reader identity denied a write, through the official Python SDK with an Entra ID token
-credential (the README's "Entra ID and RBAC" example). The server's policy assigns the
+credential (the "Entra ID and RBAC" example of docs/security.md). The server's policy assigns the
 built-in Data Reader role to principal `reader-oid` (python_sdk.rs puts it, as `--rbac FILE`
 would); the account key sets up a container and an item."""
 import base64

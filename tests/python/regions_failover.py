@@ -1,5 +1,5 @@
 """An application failing over between regions, with the official Python SDK unchanged (the
-README's "Regions and failover" example). strata serves "West US" and "East US" on two ports
+"Regions and failover" example of docs/regions.md). strata serves "West US" and "East US" on two ports
 over one store (`--regions "West US,East US"`); STRATA_ENDPOINT is West US. The application
 prefers East US for reads. East US goes down: reads move to West US. Then the write region
 fails over to East US: the SDK's write to West US gets 403/3, it re-reads the account and

@@ -10,7 +10,7 @@
 //! for `--in-memory`, and [`postgres::PostgresKv`] for `--store postgres://…` (see
 //! `docs/postgres.md`). A distributed ordered store (FoundationDB, TiKV) fits the same shape: a
 //! space is a key prefix, a range scan is a range read, `apply` is one transaction, and `sync`
-//! is a no-op because its commits are durable when they return (see the README's "Storage").
+//! is a no-op because its commits are durable when they return (see `docs/storage.md`).
 
 #[doc(hidden)]
 pub mod contract;
