@@ -469,3 +469,54 @@ async fn trust_writes_the_certificate_clients_then_verify() {
     );
     s.stop().await;
 }
+
+/// The image's own environment (the `ENV` of the Dockerfile, its folders moved into a temporary
+/// one): strata starts over TLS on every interface, copies its certificate to the file the
+/// Python module copies out of the container, and prints the lines the modules wait for.
+#[tokio::test]
+async fn the_images_environment_meets_the_contracts() {
+    let dockerfile =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../Dockerfile")).unwrap();
+    let env_block: String = dockerfile
+        .split("\nENV ")
+        .nth(1)
+        .expect("an ENV instruction")
+        .lines()
+        .take_while(|l| l.trim_end().ends_with('\\') || !l.trim().is_empty())
+        .map(|l| l.trim().trim_end_matches('\\').trim().to_string())
+        .take_while(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let dir = TempDir::new("image-env");
+    let root = dir.0.to_str().unwrap().to_string();
+    let vars: Vec<(String, String)> = env_block
+        .split_whitespace()
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| {
+            let v = if v.starts_with('/') {
+                format!("{root}{v}")
+            } else {
+                v.to_string()
+            };
+            (k.to_string(), v)
+        })
+        .collect();
+    let get = |k: &str| vars.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+    assert_eq!(get("PROTOCOL").as_deref(), Some("https"), "{env_block}");
+    let copy = get("STRATA_CERT_COPY").expect("the image names where the certificate is copied");
+    assert!(copy.ends_with(
+        "/tmp/cosmos/appdata/.system/profiles/Client/AppData/Local/CosmosDBEmulator/emulator.pem"
+    ));
+    let mut env: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    env.push(("STRATA_PORT", "0"));
+    let (mut child, text) = banner_of(&["--log", "warn"], &env);
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        text.contains("Now listening on: https://127.0.0.1:"),
+        "{text}"
+    );
+    assert!(text.ends_with("Started\r\n"), "{text:?}");
+    let pem = std::fs::read_to_string(&copy).expect("the certificate's copy");
+    assert!(pem.starts_with("-----BEGIN CERTIFICATE-----"), "{pem}");
+}
