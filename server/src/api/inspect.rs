@@ -72,6 +72,8 @@ pub fn partitions(app: &App, db: &str, coll: &str) -> Result<Reply, CosmosError>
         "maxPartitions": c.limits().max_partitions,
         "generation": view.generation,
         "partitions": out,
+        // What each write maintains beside the documents, one line per index maintainer.
+        "indexes": c.maintainers().explain(),
         "warnings": warnings,
     });
     Ok(Reply::json(StatusCode::OK, &body))

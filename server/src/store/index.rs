@@ -267,23 +267,6 @@ impl IndexState {
             ready: rec.index_gen.is_some() && !rec.index_building,
         }
     }
-
-    /// The index entries of a document under this state's policy (full-text postings and
-    /// spatial cells included).
-    pub fn entries(&self, doc: &Value) -> Vec<Entry> {
-        let mut e = term::entries(doc, &self.policy);
-        if !self.policy.full_text.is_empty() || !self.policy.spatial.is_empty() {
-            e.extend(strata_query::index::fulltext::entries(
-                doc,
-                &self.policy.full_text,
-            ));
-            let spatial = self.policy.spatial.iter().map(|p| p.segs.as_slice());
-            e.extend(strata_query::index::spatial::entries(doc, spatial));
-            e.sort_unstable();
-            e.dedup();
-        }
-        e
-    }
 }
 
 #[cfg(test)]

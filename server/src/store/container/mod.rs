@@ -9,7 +9,7 @@
 
 use super::catalog::{self, ContainerRecord};
 use super::engine::{Durable, Engine, Log, Space, Tx};
-use super::index::{self, IndexState};
+use super::index::IndexState;
 use super::item::StoredItem;
 use super::keys;
 pub use super::partition_map::{PartitionMap, PartitionsView, RangeSnapshot, RangeState};
@@ -18,8 +18,9 @@ use history::Operation;
 
 pub mod changes;
 pub mod history;
-mod indexing;
+pub mod indexes;
 pub mod lookup;
+mod partitions;
 mod policies;
 pub mod reindex;
 pub mod reshape;
@@ -348,16 +349,6 @@ impl Container {
         *write(&self.computed) = Arc::new(computed);
     }
 
-    /// The index's current policy, unique keys and generation.
-    pub fn index_state(&self) -> IndexState {
-        read(&self.index).clone()
-    }
-
-    /// Replaces the index state (while writes are paused: see [`Container::with_writes_paused`]).
-    pub fn set_index_state(&self, state: IndexState) {
-        *write(&self.index) = state;
-    }
-
     pub fn current_lsn(&self) -> u64 {
         self.log.current()
     }
@@ -368,12 +359,6 @@ impl Container {
             .props
             .get("defaultTtl")
             .and_then(Value::as_i64)
-    }
-
-    /// Id of the physical partition holding `epk`.
-    pub fn range_id_of(&self, epk: &str) -> u32 {
-        let map = read(&self.map);
-        map.ranges[map.index_of(epk)].rec.id
     }
 
     /// Reads the live version of an item (expired items are absent).
@@ -579,10 +564,9 @@ impl Container {
         }
         let tx = self.engine.begin(&self.log);
         let mut txn = Txn {
-            vector_paths: self.vectors.paths(),
+            maintainers: self.maintainers(),
             vector_changes: Vec::new(),
             c: self,
-            index: self.index_state(),
             unique_staged: HashMap::new(),
             history: self.keeps_history(),
             expiring: false,
@@ -691,64 +675,6 @@ impl Container {
     /// script timeout, query memory).
     pub fn limits(&self) -> &Limits {
         &self.limits
-    }
-
-    /// How many physical partitions the container has now.
-    pub fn physical_partitions(&self) -> usize {
-        read(&self.map).ranges.len()
-    }
-
-    /// Splits `ranges` along physical partition boundaries: the units of parallel work of a
-    /// query.
-    pub fn split_by_partition(&self, ranges: &[EpkRange]) -> Vec<EpkRange> {
-        let map = read(&self.map);
-        let mut out = Vec::new();
-        for r in ranges {
-            for s in map.overlapping(r) {
-                if let Some(x) = s.epk_range().intersect(r) {
-                    out.push(x);
-                }
-            }
-        }
-        out
-    }
-
-    pub fn throughput_split_pending(&self) -> bool {
-        self.needs_split() && read(&self.map).ranges.len() < self.partitions_for_throughput()
-    }
-
-    /// A consistent view of the physical partitions, in EPK order, with the map's generation
-    /// (which changes with every split).
-    pub fn partitions(&self) -> PartitionsView {
-        let map = read(&self.map);
-        PartitionsView {
-            generation: map.generation,
-            ranges: map.ranges.iter().map(RangeState::snapshot).collect(),
-        }
-    }
-
-    /// The EPK range of a live physical partition; `None` once it split (or if it never was).
-    pub fn range_of_id(&self, id: u32) -> Option<EpkRange> {
-        read(&self.map).by_id(id).map(RangeState::epk_range)
-    }
-
-    /// Ids of the physical partitions overlapping `range`, in EPK order.
-    pub fn ranges_overlapping(&self, range: &EpkRange) -> Vec<u32> {
-        read(&self.map)
-            .overlapping(range)
-            .iter()
-            .map(|r| r.rec.id)
-            .collect()
-    }
-
-    /// Counts one query on each of these physical partitions (for the partitions view).
-    pub fn count_queries(&self, ids: &[u32]) {
-        let map = read(&self.map);
-        for id in ids {
-            if let Some(r) = map.by_id(*id) {
-                r.queries.fetch_add(1, Ordering::Relaxed);
-            }
-        }
     }
 
     pub fn record(&self) -> ContainerRecord {

@@ -87,21 +87,15 @@ impl Txn<'_> {
         let doc: serde_json::Value = serde_json::from_slice(&item.json).map_err(|e| {
             StoreError::Corrupt(format!("a stored document is not valid JSON: {e}"))
         })?;
-        let state = self.container().index_state();
-        let cid = self.container().cid;
-        let mut ops = Vec::new();
-        for e in state.entries(&doc) {
-            ops.push((
-                Space::Index,
-                index::entry_key(cid, gen, &e, &key[4..]),
-                Vec::new(),
-            ));
-        }
-        for row in state.unique.rows(cid, codec, &epk, &doc) {
-            ops.push((Space::Unique, row, id.as_bytes().to_vec()));
-        }
-        for (space, k, v) in ops {
-            self.put_raw(space, k, v);
+        let state = IndexState {
+            gen,
+            ..self.container().index_state()
+        };
+        // Vector sets are rebuilt from the documents at start, not here.
+        let maintainers = super::indexes::Maintainers::of(&state, &[]);
+        let doc_ref = super::indexes::DocRef { epk: &epk, id, key };
+        for m in maintainers.iter() {
+            m.backfill(self, doc_ref, &doc)?;
         }
         Ok(())
     }

@@ -17,8 +17,9 @@ pub(super) struct LpDelta {
 pub struct Txn<'a> {
     pub(super) c: &'a Container,
     pub(super) tx: Tx<'a>,
-    /// The index state at the start of the transaction (it changes only while writes pause).
-    pub(super) index: IndexState,
+    /// The index maintainers at the start of the transaction (the index state and the vector
+    /// paths change only while writes pause).
+    pub(super) maintainers: indexes::Maintainers,
     /// Unique-key rows written (owner id) or removed (`None`) in this transaction.
     pub(super) unique_staged: HashMap<Vec<u8>, Option<String>>,
     /// Whether changes are logged for the all-versions-and-deletes feed.
@@ -38,8 +39,6 @@ pub struct Txn<'a> {
     /// What the changes since the oldest open savepoint overwrote, so a failed operation can
     /// be undone while the transaction goes on (`None`: no savepoint, nothing recorded).
     pub(super) undo: Option<Vec<Undo>>,
-    /// The container's vector sets when the transaction began (writes pause while they change).
-    pub(super) vector_paths: Arc<Vec<Arc<vectors::PathIndex>>>,
     /// Vectors of the documents written, in order: applied to the sets after the commit.
     pub(super) vector_changes: Vec<vectors::Change>,
 }
@@ -208,7 +207,7 @@ impl Txn<'_> {
             self.tx.put(Space::Directory, key.clone(), Vec::new());
         }
         let old_doc = match previous {
-            Some(p) if self.indexes() => Some(parse_stored(p)?),
+            Some(p) if self.maintainers.need_old() => Some(parse_stored(p)?),
             _ => None,
         };
         self.maintain(epk, id, &key, old_doc.as_ref(), Some(&doc))?;
@@ -368,15 +367,11 @@ impl Txn<'_> {
         self.account(epk, -(previous.stored_size(key.len()) as i64), -1)?;
         self.tx.delete(Space::Feed, previous.feed_key(c.cid));
         self.tx.delete(Space::Directory, key.clone());
-        if self.indexes() {
-            let old_doc = parse_stored(previous)?;
-            self.maintain(epk, id, &key, Some(&old_doc), None)?;
-        } else {
-            for ix in self.vector_paths.iter() {
-                self.vector_changes
-                    .push((Arc::clone(ix), key.clone(), None));
-            }
-        }
+        let old_doc = match self.maintainers.need_old() {
+            true => Some(parse_stored(previous)?),
+            false => None,
+        };
+        self.maintain(epk, id, &key, old_doc.as_ref(), None)?;
         self.tx.delete(Space::Items, key);
         // A delete consumes an LSN too, so session tokens and range LSNs move forward.
         let at = self.tx.take_change();
@@ -391,6 +386,24 @@ impl Txn<'_> {
 }
 
 impl Txn<'_> {
+    /// Moves every index of the document at `key` from `old` to `new` (either absent for a
+    /// create or a delete): each maintainer the same way (see [`indexes`]).
+    fn maintain(
+        &mut self,
+        epk: &str,
+        id: &str,
+        key: &[u8],
+        old: Option<&Value>,
+        new: Option<&Value>,
+    ) -> Result<(), StoreError> {
+        let maintainers = self.maintainers.clone();
+        let doc = indexes::DocRef { epk, id, key };
+        for m in maintainers.iter() {
+            m.update(self, doc, old, new)?;
+        }
+        Ok(())
+    }
+
     /// Marks this transaction's deletes as TTL expiries (for the all-versions feed).
     pub fn expiring(&mut self) {
         self.expiring = true;

@@ -1,0 +1,227 @@
+//! One maintainer per kind of index, as FoundationDB's record layer has an `IndexMaintainer`
+//! per index type: each owns its key space or memory structure and is called the same way by
+//! every write ([`IndexMaintainer::update`], old version to new, in the write's transaction)
+//! and by a rebuild ([`IndexMaintainer::backfill`]). A new kind of index (a global secondary
+//! index, say) is one more file here, not one more branch in the write path.
+//!
+//! * [`range`]: the range/term index of the indexing policy (`Space::Index`);
+//! * [`fulltext`]: full-text postings and document lengths (`Space::Index`, paths of their own);
+//! * [`spatial`]: the cells covering each geometry (`Space::Index`, paths of their own);
+//! * [`unique`]: unique keys per logical partition (`Space::Unique`), checked as they change;
+//! * [`vector`]: a vector path's in-memory set, changed after the commit.
+
+pub mod fulltext;
+pub mod range;
+pub mod spatial;
+pub mod unique;
+pub mod vector;
+
+use super::vectors::PathIndex;
+use super::{read, write, Container, Txn};
+use crate::store::engine::Space;
+use crate::store::index::{self, IndexState};
+use crate::store::StoreError;
+use serde_json::Value;
+use std::sync::Arc;
+use strata_query::index::term::Entry;
+
+/// The document a maintainer works on: its logical partition, id and item key.
+#[derive(Debug, Clone, Copy)]
+pub struct DocRef<'a> {
+    pub epk: &'a str,
+    pub id: &'a str,
+    /// The item key (`cid | document`).
+    pub key: &'a [u8],
+}
+
+/// The kinds of index a container keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IndexKind {
+    Range,
+    FullText,
+    Spatial,
+    Unique,
+    Vector,
+}
+
+/// What every kind of index does for the documents it covers.
+pub trait IndexMaintainer: Send + Sync {
+    fn kind(&self) -> IndexKind;
+
+    /// Whether [`update`](Self::update) needs the replaced version as a document (parsed from
+    /// storage): kinds that only add what the new version holds do not.
+    fn needs_old(&self) -> bool {
+        true
+    }
+
+    /// Moves the index of `doc` from `old` to `new` (either absent for a create or a delete),
+    /// in the write's own transaction: the index never disagrees with the documents.
+    fn update(
+        &self,
+        t: &mut Txn<'_>,
+        doc: DocRef<'_>,
+        old: Option<&Value>,
+        new: Option<&Value>,
+    ) -> Result<(), StoreError>;
+
+    /// Writes the entries of stored document `d` for a rebuild (idempotent: a document a
+    /// write already indexed gets the same entries).
+    fn backfill(&self, t: &mut Txn<'_>, doc: DocRef<'_>, d: &Value) -> Result<(), StoreError>;
+
+    /// What it indexes, in one line.
+    fn explain(&self) -> String;
+}
+
+/// Every maintainer of a container at one index state: what writes and rebuilds call.
+#[derive(Clone, Default)]
+pub struct Maintainers(Arc<Vec<Box<dyn IndexMaintainer>>>);
+
+impl Maintainers {
+    /// The maintainers `state` and the container's vector paths call for.
+    pub fn of(state: &IndexState, vectors: &[Arc<PathIndex>]) -> Self {
+        let mut all: Vec<Box<dyn IndexMaintainer>> = Vec::new();
+        let policy = &state.policy;
+        if !policy.is_none() {
+            all.push(Box::new(range::RangeIndex::new(
+                Arc::clone(policy),
+                state.gen,
+            )));
+            if !policy.full_text.is_empty() {
+                all.push(Box::new(fulltext::FullTextIndex::new(
+                    policy.full_text.clone(),
+                    state.gen,
+                )));
+            }
+            if !policy.spatial.is_empty() {
+                let paths = policy.spatial.iter().map(|p| p.segs.clone()).collect();
+                all.push(Box::new(spatial::SpatialIndex::new(paths, state.gen)));
+            }
+        }
+        if !state.unique.is_empty() {
+            all.push(Box::new(unique::UniqueIndex::new(Arc::clone(
+                &state.unique,
+            ))));
+        }
+        for path in vectors {
+            all.push(Box::new(vector::VectorIndex::new(Arc::clone(path))));
+        }
+        Self(Arc::new(all))
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &dyn IndexMaintainer> {
+        self.0.iter().map(|m| m.as_ref())
+    }
+
+    /// Whether any maintainer needs the replaced version as a document.
+    pub fn need_old(&self) -> bool {
+        self.iter().any(|m| m.needs_old())
+    }
+
+    /// One line per maintainer.
+    pub fn explain(&self) -> Vec<String> {
+        self.iter().map(|m| m.explain()).collect()
+    }
+}
+
+impl Container {
+    /// The index's current policy, unique keys and generation.
+    pub fn index_state(&self) -> IndexState {
+        read(&self.index).clone()
+    }
+
+    /// Replaces the index state (while writes are paused: see [`Container::with_writes_paused`]).
+    pub fn set_index_state(&self, state: IndexState) {
+        *write(&self.index) = state;
+    }
+
+    /// The maintainers a write calls now: the index state's and one per vector path.
+    pub fn maintainers(&self) -> Maintainers {
+        Maintainers::of(&self.index_state(), &self.vectors.paths())
+    }
+}
+
+/// The entries of one kind in `Space::Index`: the old version's out, the new one's in (both
+/// sorted, without duplicates).
+fn move_entries(t: &mut Txn<'_>, gen: u16, doc: DocRef<'_>, before: &[Entry], after: &[Entry]) {
+    let cid = t.c.cid;
+    let (removed, added) = index::diff(before, after);
+    for e in removed {
+        t.tx.delete(Space::Index, index::entry_key(cid, gen, e, &doc.key[4..]));
+    }
+    for e in added {
+        t.tx.put(
+            Space::Index,
+            index::entry_key(cid, gen, e, &doc.key[4..]),
+            Vec::new(),
+        );
+    }
+}
+
+/// A stored document's entries of one kind, for a rebuild.
+fn put_entries(t: &mut Txn<'_>, gen: u16, doc: DocRef<'_>, entries: &[Entry]) {
+    let cid = t.c.cid;
+    for e in entries {
+        t.put_raw(
+            Space::Index,
+            index::entry_key(cid, gen, e, &doc.key[4..]),
+            Vec::new(),
+        );
+    }
+}
+
+/// `entries` sorted and without duplicates, as [`index::diff`] takes them.
+fn sorted(mut entries: Vec<Entry>) -> Vec<Entry> {
+    entries.sort_unstable();
+    entries.dedup();
+    entries
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::index::UniqueKeys;
+    use strata_query::index::IndexingPolicy;
+
+    fn kinds(m: &Maintainers) -> Vec<IndexKind> {
+        m.iter().map(|m| m.kind()).collect()
+    }
+
+    #[test]
+    fn each_kind_of_index_the_policy_names_gets_its_maintainer() {
+        let props = serde_json::json!({
+            "indexingPolicy": {
+                "includedPaths": [{"path": "/*"}],
+                "spatialIndexes": [{"path": "/loc/*", "types": ["Point"]}],
+                "fullTextIndexes": [{"path": "/text"}],
+            },
+            "fullTextPolicy": {"defaultLanguage": "en-US", "fullTextPaths": [{"path": "/text", "language": "en-US"}]},
+            "uniqueKeyPolicy": {"uniqueKeys": [{"paths": ["/email"]}]},
+        });
+        let props = props.as_object().unwrap();
+        let state = IndexState {
+            policy: Arc::new(crate::store::index::policy_of(props).unwrap()),
+            unique: Arc::new(UniqueKeys::from_props(props).unwrap()),
+            gen: 3,
+            ready: true,
+        };
+        let all = Maintainers::of(&state, &[]);
+        use IndexKind::*;
+        assert_eq!(kinds(&all), vec![Range, FullText, Spatial, Unique]);
+        assert!(all.need_old());
+        assert!(
+            all.explain()[0].contains("generation 3"),
+            "{:?}",
+            all.explain()
+        );
+        // No indexing: no entries of any kind, unique keys still kept.
+        let none = IndexState {
+            policy: Arc::new(IndexingPolicy {
+                mode: strata_query::index::policy::Mode::None,
+                ..Default::default()
+            }),
+            ..state
+        };
+        assert_eq!(kinds(&Maintainers::of(&none, &[])), vec![Unique]);
+        assert!(!Maintainers::default().need_old());
+    }
+}
