@@ -71,12 +71,10 @@ pub struct Access {
     pub unindexed: Vec<Vec<Seg>>,
     /// Computed properties the query reads: added to every document it reads.
     pub computed: Vec<crate::sql::computed::ComputedProperty>,
-    /// `ORDER BY VectorDistance` over this path with this distance function: ranked exactly,
-    /// from every candidate document (no vector index is built yet).
+    /// `ORDER BY VectorDistance` over this path with this distance function. Whether a
+    /// vector index hands out the candidates is the server's choice (its plan prints it);
+    /// without one the ranking is exact, over every candidate document.
     pub ranked: Option<(Vec<Seg>, String)>,
-    /// The vector index that hands out the ranked candidates (its kind and size, as the
-    /// server knows it), when one does.
-    pub ranked_by: Option<String>,
 }
 
 impl Access {
@@ -129,12 +127,8 @@ impl fmt::Display for Access {
         if let Some((path, func)) = &self.ranked {
             write!(
                 f,
-                "; ranked by VectorDistance over {} ({func}), {}",
+                "; ranked by VectorDistance over {} ({func})",
                 print_path(path),
-                match &self.ranked_by {
-                    Some(ix) => format!("candidates from {ix}"),
-                    None => "exact over every candidate".to_string(),
-                }
             )?;
         }
         if self.count_only {

@@ -9,7 +9,7 @@ use super::*;
 pub(super) async fn run_complete(
     c: Arc<Container>,
     p: Arc<PreparedQuery>,
-    access: Arc<Access>,
+    access: Arc<AccessPath>,
     ranges: Vec<EpkRange>,
     page_size: usize,
     token: Option<Continuation>,
@@ -107,7 +107,7 @@ fn summed<T>(parts: Vec<(T, Scanned)>, mut take: impl FnMut(T)) -> Scanned {
 async fn partial_aggregates(
     c: &Arc<Container>,
     p: &Arc<PreparedQuery>,
-    access: &Arc<Access>,
+    access: &Arc<AccessPath>,
     parts: Vec<EpkRange>,
     held: &Arc<memory::Held>,
 ) -> Result<(Groups, Scanned), ExecError> {
@@ -150,7 +150,7 @@ async fn partial_aggregates(
 async fn all_rows(
     c: &Arc<Container>,
     p: &Arc<PreparedQuery>,
-    access: &Arc<Access>,
+    access: &Arc<AccessPath>,
     parts: Vec<EpkRange>,
     held: &Arc<memory::Held>,
 ) -> Result<(Vec<Value>, Scanned), ExecError> {

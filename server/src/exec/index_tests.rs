@@ -71,7 +71,7 @@ const SHAPES: [&str; 4] = [
 fn plan_with(
     c: &Container,
     p: &Arc<PreparedQuery>,
-    a: Arc<Access>,
+    a: Arc<AccessPath>,
     page: usize,
     per_range: bool,
 ) -> Arc<Plan> {
@@ -84,7 +84,7 @@ fn plan_with(
 async fn answer(c: &Arc<Container>, sql: &str, k: &Value, scan: bool) -> Option<Vec<Value>> {
     let p = Arc::new(sql::prepare(sql, &[("k".into(), k.clone())], Some(&c.pk)).ok()?);
     let planned = access(c, &p, true).ok()?;
-    let a = Arc::new(if scan { Access::default() } else { planned });
+    let a = Arc::new(if scan { AccessPath::scan() } else { planned });
     let mut out = Vec::new();
     let mut token = None;
     for _ in 0..500 {

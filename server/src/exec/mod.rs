@@ -66,54 +66,6 @@ pub enum ExecError {
     InputsTooLarge(String),
 }
 
-/// How `p` reads each partition of `c` under the container's current indexing policy, or
-/// the service's refusal. `enable_scan` is `x-ms-documentdb-query-enable-scan`.
-pub fn access(c: &Container, p: &PreparedQuery, enable_scan: bool) -> Result<Access, ExecError> {
-    let state = c.index_state();
-    let mut a = strata_query::index::access::choose(&p.query, &state.policy, enable_scan)
-        .map_err(ExecError::Index)?;
-    let computed = c.computed();
-    let used: Vec<ComputedProperty> = if computed.is_empty() {
-        Vec::new()
-    } else {
-        strata_query::sql::computed::referenced(&computed, &p.parsed.to_string())
-            .into_iter()
-            .cloned()
-            .collect()
-    };
-    // Entries still being built, or values computed at read time (which the index does not
-    // hold): read documents.
-    if !state.ready || !used.is_empty() {
-        a.lookup = None;
-        a.order = None;
-        a.count_only = a.count_only && p.query.where_.is_none();
-        a.extreme = None;
-    }
-    a.computed = used;
-    if a.ranked.is_some() && a.computed.is_empty() {
-        a.ranked_by = sql::vector::search_of(&p.query).and_then(|vs| {
-            let ix = c.vector_index(&vs.path)?;
-            if !ix.measures(&vs.distance) {
-                return None;
-            }
-            let (live, _, unlinked, bytes) = ix.stats();
-            Some(format!(
-                "the {} index on {} ({live} vectors, {:.1} MB in memory{}{})",
-                ix.kind_name(),
-                vs.path,
-                bytes as f64 / 1048576.0,
-                if unlinked > 0 {
-                    format!(", {unlinked} not yet linked")
-                } else {
-                    String::new()
-                },
-                if vs.brute_force { ", brute force" } else { "" }
-            ))
-        });
-    }
-    Ok(a)
-}
-
 /// Runs one page of `plan`, resuming at `token`.
 pub async fn run(
     c: Arc<Container>,
@@ -278,6 +230,7 @@ async fn parallel<T: Send + 'static>(
     results.into_iter().collect()
 }
 
+pub mod access_path;
 mod complete;
 pub mod memory;
 mod ordered;
@@ -287,6 +240,7 @@ mod ranked;
 mod scan;
 mod streaming;
 
+pub use access_path::{access, AccessPath};
 use complete::run_complete;
 use ordered::run_ordered;
 pub use plan::{route, Paging, Plan};
@@ -296,5 +250,7 @@ use streaming::run_streaming;
 
 #[cfg(test)]
 mod index_tests;
+#[cfg(test)]
+mod plan_tests;
 #[cfg(test)]
 mod tests;

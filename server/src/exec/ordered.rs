@@ -1,7 +1,7 @@
 //! ORDER BY execution: each partition's best rows after the token position (in index order
 //! when the index serves the first sort item), merged k-way across partitions.
 use super::*;
-use crate::vector::SearchOpts;
+use crate::store::container::indexes::vector::VectorAccess;
 
 /// A candidate row of an ORDER BY query.
 pub(super) struct Ranked {
@@ -86,7 +86,7 @@ pub(super) struct PartBest {
 pub(super) fn partition_best(
     c: &Container,
     p: &PreparedQuery,
-    access: &Access,
+    access: &AccessPath,
     range: &EpkRange,
     last: Option<&Ranked>,
     want: usize,
@@ -94,8 +94,8 @@ pub(super) fn partition_best(
     held: &memory::Held,
 ) -> Result<PartBest, ExecError> {
     let mut index = IndexStats::default();
-    if access.ranked.is_some() && access.computed.is_empty() {
-        if let Some(part) = best_from_vectors(c, p, range, last, want, desc, held)? {
+    if let Some(vector) = &access.vector {
+        if let Some(part) = best_from_vectors(c, p, vector, range, last, want, desc, held)? {
             return Ok(part);
         }
     }
@@ -233,7 +233,7 @@ pub(super) fn best_in_index_order(
 pub(super) async fn run_ordered(
     c: Arc<Container>,
     p: Arc<PreparedQuery>,
-    access: Arc<Access>,
+    access: Arc<AccessPath>,
     ranges: Vec<EpkRange>,
     page_size: usize,
     token: Option<Continuation>,
@@ -339,25 +339,19 @@ pub(super) async fn run_ordered(
 /// rejects many candidates makes it ask the index for four times as many, again, rather than
 /// return fewer rows than asked for. `None` when the query or the container has no index to
 /// use, or when the index ran out of candidates before the partition had `want` rows
-/// (documents without a vector then decide, which only a scan finds).
+/// (documents without a vector then decide, which only a scan finds). The index and its
+/// search are the plan's ([`VectorAccess`]).
+#[allow(clippy::too_many_arguments)]
 pub(super) fn best_from_vectors(
     c: &Container,
     p: &PreparedQuery,
+    vector: &VectorAccess,
     range: &EpkRange,
     last: Option<&Ranked>,
     want: usize,
     desc: &[bool],
     held: &memory::Held,
 ) -> Result<Option<PartBest>, ExecError> {
-    let Some(vs) = sql::vector::search_of(&p.query) else {
-        return Ok(None);
-    };
-    let Some(ix) = c
-        .vector_index(&vs.path)
-        .filter(|ix| ix.measures(&vs.distance))
-    else {
-        return Ok(None);
-    };
     let cx = query_ctx(c, p);
     let mut need = want.max(1);
     let mut seen = std::collections::HashSet::new();
@@ -365,12 +359,7 @@ pub(super) fn best_from_vectors(
     let mut best: Vec<Ranked> = Vec::new();
     let (mut scanned, mut bytes) = (0u64, 0u64);
     loop {
-        let opts = SearchOpts {
-            brute_force: vs.brute_force,
-            rerank: vs.rerank_multiplier,
-            list: need.saturating_mul(vs.list_multiplier).max(ix.params.list),
-        };
-        let (docs, exhausted, _) = c.vector_search(&ix, &vs.vector, range, need, opts);
+        let (docs, exhausted) = vector.candidates(c, range, need);
         let complete = docs.len() < need;
         let farthest = docs.last().map_or(f32::INFINITY, |d| d.1);
         for (pos, d) in docs {

@@ -3,11 +3,10 @@
 //! index access path) and how the page is cut. One value, decided before anything is read:
 //! it is what `x-strata-query-plan` prints and what [`run`](super::run) executes.
 
-use super::{access, ExecError};
+use super::{access, AccessPath, ExecError};
 use crate::store::container::Container;
 use std::fmt;
 use std::sync::Arc;
-use strata_query::index::Access;
 use strata_query::sql::route_plan::{self, Partition, RequestScope, RoutePlan};
 use strata_query::sql::PreparedQuery;
 
@@ -26,7 +25,7 @@ pub struct Paging {
 pub struct Plan {
     pub query: Arc<PreparedQuery>,
     pub routing: RoutePlan,
-    pub access: Arc<Access>,
+    pub access: Arc<AccessPath>,
     pub paging: Paging,
 }
 

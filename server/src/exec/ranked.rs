@@ -5,6 +5,7 @@
 //! any ORDER BY (RRF's fusion over all rows is `ordered::fuse`). The SDKs run the same steps
 //! per partition when the gateway hands them the plan (`strata_query::sql::hybrid`).
 
+use super::access_path::PostingsAccess;
 use super::complete::run_complete;
 use super::*;
 use strata_query::sql::hybrid;
@@ -34,124 +35,6 @@ pub(super) async fn with_statistics(c: &Arc<Container>, plan: &Plan) -> Result<P
     Ok(out)
 }
 
-/// What a `FullTextScore` over a full-text index needs: its path's postings and lengths
-/// paths, and its terms' stems (one stem each: a phrase needs evaluation).
-struct IndexedScore {
-    postings: Vec<strata_query::index::Seg>,
-    lengths: Vec<strata_query::index::Seg>,
-    stems: Vec<String>,
-}
-
-/// The indexed form of `p`'s ranking, when `ORDER BY RANK FullTextScore(path, 'word', ...)`
-/// ranks over a path with a full-text index.
-fn indexed_score(c: &Container, p: &PreparedQuery, a: &Access) -> Option<IndexedScore> {
-    use strata_query::index::fulltext::{lengths_path, postings_path};
-    use strata_query::sql::ast::Expr;
-    use strata_query::sql::functions::{Func, SearchFn};
-    let rank = hybrid::rank_of(&p.query)?;
-    if rank.fused || !a.computed.is_empty() || p.mode != sql::Mode::Ordered {
-        return None;
-    }
-    let from = p.query.from.as_ref()?;
-    if !from.joins.is_empty() {
-        return None;
-    }
-    let Expr::Call(Func::Search(SearchFn::FullTextScore), args) = rank.components[0] else {
-        return None;
-    };
-    let (_, segs) = args.first()?.as_path()?;
-    let segs: Vec<strata_query::index::Seg> = segs
-        .iter()
-        .map(|s| strata_query::index::Seg::Name(s.to_string()))
-        .collect();
-    let state = c.index_state();
-    let lang = state.policy.full_text.iter().find(|(s, _)| *s == segs)?.1;
-    let mut stems = Vec::new();
-    for t in hybrid::terms(args) {
-        let mut words = strata_query::sql::fulltext::analyze(&t, lang);
-        if words.len() != 1 {
-            return None;
-        }
-        stems.push(words.remove(0));
-    }
-    Some(IndexedScore {
-        postings: postings_path(&segs),
-        lengths: lengths_path(&segs),
-        stems,
-    })
-}
-
-/// Total words of a path's texts in `range`, cached while no write lands in the range (the
-/// sum reads one entry per document).
-fn total_words(
-    c: &Container,
-    lengths: &[strata_query::index::Seg],
-    range: &EpkRange,
-    stats: &mut IndexStats,
-) -> Result<Option<u64>, ExecError> {
-    use std::collections::HashMap;
-    use std::sync::{Mutex, OnceLock};
-    type Cache = Mutex<HashMap<(String, String, String, String), (u64, u64)>>;
-    static CACHE: OnceLock<Cache> = OnceLock::new();
-    let version: u64 = c
-        .partitions()
-        .ranges
-        .iter()
-        .filter(|r| r.range.min < range.max && range.min < r.range.max)
-        .map(|r| r.lsn)
-        .max()
-        .unwrap_or(0);
-    let key = (
-        c.rid.clone(),
-        strata_query::index::policy::print_path(lengths),
-        range.min.clone(),
-        range.max.clone(),
-    );
-    let cache = CACHE.get_or_init(Default::default);
-    let gen = u64::from(c.index_state().gen) << 48;
-    let cached = || {
-        cache
-            .lock()
-            .ok()
-            .and_then(|m| m.get(&key).copied())
-            .filter(|(v, _)| *v == version ^ gen)
-            .map(|(_, n)| n)
-    };
-    if let Some(n) = cached() {
-        return Ok(Some(n));
-    }
-    // One query sums while the others wait for its answer (a burst of cold queries would
-    // otherwise each read every length entry at once).
-    static SUMMING: Mutex<()> = Mutex::new(());
-    let _one = SUMMING.lock();
-    if let Some(n) = cached() {
-        return Ok(Some(n));
-    }
-    let (lo, hi) = strata_query::index::term::type_bounds(strata_query::index::term::NUMBER);
-    let mut sum = 0u64;
-    let walked = c.index_walk(
-        lengths,
-        &strata_query::index::Span { lo, hi },
-        range,
-        false,
-        stats,
-        &mut |t, _| {
-            sum += strata_query::index::fulltext::parse_length(t).unwrap_or(0);
-            true
-        },
-    )?;
-    if walked.is_none() {
-        return Ok(None);
-    }
-    if let Ok(mut m) = cache.lock() {
-        if m.len() > 4096 {
-            m.clear();
-        }
-        m.insert(key, (version ^ gen, sum));
-    }
-    Ok(Some(sum))
-}
-
 /// `ORDER BY RANK FullTextScore` answered from a full-text index: statistics from the
 /// partitions' sizes, length entries and postings; every document with a posting scored from
 /// its postings alone (term frequency and length), best first; documents read only in that
@@ -165,7 +48,7 @@ pub(super) fn from_postings(
     token: &Option<Continuation>,
 ) -> Result<Option<Page>, ExecError> {
     let (p, a) = (&plan.query, &plan.access);
-    if token.is_some() || !c.index_state().ready {
+    if token.is_some() {
         return Ok(None);
     }
     let Some(want) = p.limit.map(|l| (l + p.offset) as usize) else {
@@ -174,12 +57,12 @@ pub(super) fn from_postings(
     if want > plan.paging.page_size.max(1) + p.offset as usize {
         return Ok(None);
     }
-    let Some(ix) = indexed_score(c, p, a) else {
+    let Some(ix) = &a.postings else {
         return Ok(None);
     };
     let mut index = IndexStats::default();
     let ranges = c.split_by_partition(&plan.routing.ranges);
-    let Some(mut ranked) = scored_postings(c, &ix, &ranges, &mut index)? else {
+    let Some(mut ranked) = scored_postings(c, ix, &ranges, &mut index)? else {
         return Ok(None);
     };
     // Best first, ties in document order; only the page's share is sorted up front (the
@@ -261,7 +144,7 @@ pub(super) fn from_postings(
 /// statistics of the same ranges, in no order. `None` while the index is rebuilt.
 fn scored_postings(
     c: &Container,
-    ix: &IndexedScore,
+    ix: &PostingsAccess,
     ranges: &[EpkRange],
     index: &mut IndexStats,
 ) -> Result<Option<Vec<(DocPos, f64)>>, ExecError> {
@@ -277,7 +160,7 @@ fn scored_postings(
             Some(p) => p.count,
             None => c.stored_count(r, index)?,
         };
-        let Some(w) = total_words(c, &ix.lengths, r, index)? else {
+        let Some(w) = c.total_words(&ix.lengths, r, index)? else {
             return Ok(None);
         };
         words += w;

@@ -178,6 +178,8 @@ pub struct Container {
     pub(in crate::store) lp_sizes: Mutex<LpSizes>,
     /// The vector indexes (see [`vectors`]).
     vectors: vectors::Vectors,
+    /// BM25's word totals per full-text path and range (see [`indexes::fulltext`]).
+    word_totals: indexes::fulltext::WordTotals,
 }
 
 type DefinedCache = std::sync::Mutex<HashMap<([u8; 8], u16, String, String), (u64, u64)>>;
@@ -296,6 +298,7 @@ impl Container {
             script_turns: tokio::sync::Semaphore::new(1),
             lp_sizes: Mutex::new(LpSizes::default()),
             vectors,
+            word_totals: Default::default(),
             engine,
             limits,
         };

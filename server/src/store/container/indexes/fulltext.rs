@@ -5,9 +5,15 @@
 //! them.
 
 use super::{move_entries, put_entries, sorted, DocRef, IndexKind, IndexMaintainer, Txn};
+use crate::store::container::{lock, read, Container};
+use crate::store::lookup::IndexStats;
 use crate::store::StoreError;
 use serde_json::Value;
-use strata_query::index::policy::Seg;
+use std::collections::HashMap;
+use std::sync::Mutex;
+use strata_query::index::policy::{print_path, Seg};
+use strata_query::index::{term, Span};
+use strata_query::pk::EpkRange;
 use strata_query::sql::fulltext::Language;
 
 pub struct FullTextIndex {
@@ -53,5 +59,76 @@ impl IndexMaintainer for FullTextIndex {
             self.paths.len(),
             self.gen
         )
+    }
+}
+
+/// A total's lengths path and EPK range (min, max).
+type SumKey = (String, String, String);
+
+/// Total words of a full-text path's texts per EPK range (BM25's average document length
+/// needs it), kept while no write lands in the range: the sum reads one length entry per
+/// document. The container's own, dropped with it.
+#[derive(Default)]
+pub struct WordTotals {
+    /// (lengths path, range min, range max) → (version counted at, total).
+    sums: Mutex<HashMap<SumKey, (u64, u64)>>,
+    /// One query sums while the others wait for its answer (a burst of cold queries would
+    /// otherwise each read every length entry at once).
+    summing: Mutex<()>,
+}
+
+impl Container {
+    /// The total words of the texts whose lengths are kept under `lengths`, in `range`;
+    /// `None` while the index is rebuilt.
+    pub fn total_words(
+        &self,
+        lengths: &[Seg],
+        range: &EpkRange,
+        stats: &mut IndexStats,
+    ) -> Result<Option<u64>, StoreError> {
+        let lsn = read(&self.map)
+            .overlapping(range)
+            .iter()
+            .map(|r| r.lsn)
+            .max()
+            .unwrap_or(0);
+        let version = lsn ^ (u64::from(self.index_state().gen) << 48);
+        let key = (print_path(lengths), range.min.clone(), range.max.clone());
+        let totals = &self.word_totals;
+        let cached = || {
+            lock(&totals.sums)
+                .get(&key)
+                .filter(|(v, _)| *v == version)
+                .map(|(_, n)| *n)
+        };
+        if let Some(n) = cached() {
+            return Ok(Some(n));
+        }
+        let _one = lock(&totals.summing);
+        if let Some(n) = cached() {
+            return Ok(Some(n));
+        }
+        let (lo, hi) = term::type_bounds(term::NUMBER);
+        let mut sum = 0u64;
+        let walked = self.index_walk(
+            lengths,
+            &Span { lo, hi },
+            range,
+            false,
+            stats,
+            &mut |t, _| {
+                sum += strata_query::index::fulltext::parse_length(t).unwrap_or(0);
+                true
+            },
+        )?;
+        if walked.is_none() {
+            return Ok(None);
+        }
+        let mut sums = lock(&totals.sums);
+        if sums.len() > 4096 {
+            sums.clear();
+        }
+        sums.insert(key, (version, sum));
+        Ok(Some(sum))
     }
 }

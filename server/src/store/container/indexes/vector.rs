@@ -4,7 +4,9 @@
 
 use super::{DocRef, IndexKind, IndexMaintainer, Txn};
 use crate::store::container::vectors::PathIndex;
+use crate::store::container::{Container, DocPos};
 use crate::store::StoreError;
+use crate::vector::SearchOpts;
 use serde_json::Value;
 use std::sync::Arc;
 
@@ -54,6 +56,67 @@ impl IndexMaintainer for VectorIndex {
             self.path.path,
             p.dims,
             p.metric
+        )
+    }
+}
+
+/// A vector index chosen for a query, with the query's search: decided once when the plan is
+/// made, printed from this value ([`VectorAccess::describe`]) and searched through it, so the
+/// executor neither looks the index up again nor reads its parameters.
+#[derive(Clone)]
+pub struct VectorAccess {
+    index: Arc<PathIndex>,
+    search: strata_query::sql::vector::VectorSearch,
+}
+
+impl VectorAccess {
+    /// The ready index over the search's path that measures its distance, if `c` has one.
+    pub fn choose(c: &Container, search: strata_query::sql::vector::VectorSearch) -> Option<Self> {
+        let index = c
+            .vector_index(&search.path)
+            .filter(|ix| ix.measures(&search.distance))?;
+        Some(Self { index, search })
+    }
+
+    /// The documents of `range` nearest the query's vector, nearest first, at least `need`
+    /// of them unless the index runs out (`true`: every vector of the range was handed out).
+    pub fn candidates(
+        &self,
+        c: &Container,
+        range: &strata_query::pk::EpkRange,
+        need: usize,
+    ) -> (Vec<(DocPos, f32)>, bool) {
+        let s = &self.search;
+        let opts = SearchOpts {
+            brute_force: s.brute_force,
+            rerank: s.rerank_multiplier,
+            list: need
+                .saturating_mul(s.list_multiplier)
+                .max(self.index.params.list),
+        };
+        let (docs, exhausted, _) = c.vector_search(&self.index, &s.vector, range, need, opts);
+        (docs, exhausted)
+    }
+
+    /// The index as the plan names it: kind, path, size, and how it is searched.
+    pub fn describe(&self) -> String {
+        let ix = &self.index;
+        let (live, _, unlinked, bytes) = ix.stats();
+        format!(
+            "the {} index on {} ({live} vectors, {:.1} MB in memory{}{})",
+            ix.kind_name(),
+            ix.path,
+            bytes as f64 / 1048576.0,
+            if unlinked > 0 {
+                format!(", {unlinked} not yet linked")
+            } else {
+                String::new()
+            },
+            if self.search.brute_force {
+                ", brute force"
+            } else {
+                ""
+            }
         )
     }
 }

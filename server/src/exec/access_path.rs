@@ -1,0 +1,170 @@
+//! How a plan reads each partition: the index facets `strata_query` chose for the query under
+//! the container's policy (lookup probes, index order, counts from the index, extremes) and
+//! the vector index that hands out ranked candidates. One value, chosen once when the plan is
+//! made ([`access`]), printed from itself and executed from itself: nothing at run time looks
+//! an index up again (DataFusion's rule: what `displayable()` prints is what `execute()` runs).
+
+use super::ExecError;
+use crate::store::container::indexes::vector::VectorAccess;
+use crate::store::container::Container;
+use std::fmt;
+use std::ops::Deref;
+use strata_query::index::Access;
+use strata_query::sql::computed::ComputedProperty;
+use strata_query::sql::{self, hybrid, PreparedQuery};
+
+/// The access path of a plan (see the module's doc).
+pub struct AccessPath {
+    /// The index facets: what every partition's read uses.
+    pub index: Access,
+    /// `ORDER BY VectorDistance` served by a vector index: the candidates come from it.
+    pub vector: Option<VectorAccess>,
+    /// `ORDER BY RANK FullTextScore` scored from a full-text index's postings.
+    pub postings: Option<PostingsAccess>,
+}
+
+impl AccessPath {
+    /// Every document of every partition, no index of any kind.
+    pub fn scan() -> Self {
+        Self {
+            index: Access::default(),
+            vector: None,
+            postings: None,
+        }
+    }
+}
+
+impl fmt::Debug for AccessPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AccessPath")
+            .field("index", &self.index)
+            .field("vector", &self.vector.as_ref().map(VectorAccess::describe))
+            .field("postings", &self.postings)
+            .finish()
+    }
+}
+
+impl Deref for AccessPath {
+    type Target = Access;
+
+    fn deref(&self) -> &Access {
+        &self.index
+    }
+}
+
+impl fmt::Display for AccessPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.index)?;
+        if self.index.ranked.is_some() {
+            match &self.vector {
+                Some(v) => write!(f, ", candidates from {}", v.describe())?,
+                None => f.write_str(", exact over every candidate")?,
+            }
+        }
+        if let Some(p) = &self.postings {
+            write!(
+                f,
+                "; ranked by BM25 from the full-text postings of {} ({} stem(s))",
+                p.path,
+                p.stems.len()
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// How `p` reads each partition of `c` under the container's current indexing policy, or
+/// the service's refusal. `enable_scan` is `x-ms-documentdb-query-enable-scan`.
+pub fn access(
+    c: &Container,
+    p: &PreparedQuery,
+    enable_scan: bool,
+) -> Result<AccessPath, ExecError> {
+    let state = c.index_state();
+    let mut a = strata_query::index::access::choose(&p.query, &state.policy, enable_scan)
+        .map_err(ExecError::Index)?;
+    let computed = c.computed();
+    let used: Vec<ComputedProperty> = if computed.is_empty() {
+        Vec::new()
+    } else {
+        strata_query::sql::computed::referenced(&computed, &p.parsed.to_string())
+            .into_iter()
+            .cloned()
+            .collect()
+    };
+    // Entries still being built, or values computed at read time (which the index does not
+    // hold): read documents.
+    if !state.ready || !used.is_empty() {
+        a.lookup = None;
+        a.order = None;
+        a.count_only = a.count_only && p.query.where_.is_none();
+        a.extreme = None;
+    }
+    a.computed = used;
+    let vector = match a.ranked.is_some() && a.computed.is_empty() {
+        true => sql::vector::search_of(&p.query).and_then(|vs| VectorAccess::choose(c, vs)),
+        false => None,
+    };
+    // Postings are read only once every document has its entries.
+    let postings = match state.ready {
+        true => postings_access(c, p, &a),
+        false => None,
+    };
+    Ok(AccessPath {
+        index: a,
+        vector,
+        postings,
+    })
+}
+
+/// `ORDER BY RANK FullTextScore` over a full-text index, scored from its postings: what it
+/// needs (chosen with the plan; see `ranked::from_postings`): its path's postings and lengths
+/// paths, and its terms' stems (one stem each: a phrase needs evaluation).
+#[derive(Debug, Clone)]
+pub struct PostingsAccess {
+    /// The ranked path, as the plan prints it.
+    pub path: String,
+    pub postings: Vec<strata_query::index::Seg>,
+    pub lengths: Vec<strata_query::index::Seg>,
+    pub stems: Vec<String>,
+}
+
+/// The indexed form of `p`'s ranking, when `ORDER BY RANK FullTextScore(path, 'word', ...)`
+/// ranks over a path with a full-text index.
+fn postings_access(c: &Container, p: &PreparedQuery, a: &Access) -> Option<PostingsAccess> {
+    use strata_query::index::fulltext::{lengths_path, postings_path};
+    use strata_query::sql::ast::Expr;
+    use strata_query::sql::functions::{Func, SearchFn};
+    let rank = hybrid::rank_of(&p.query)?;
+    if rank.fused || !a.computed.is_empty() || p.mode != sql::Mode::Ordered {
+        return None;
+    }
+    let from = p.query.from.as_ref()?;
+    if !from.joins.is_empty() {
+        return None;
+    }
+    let Expr::Call(Func::Search(SearchFn::FullTextScore), args) = rank.components[0] else {
+        return None;
+    };
+    let (_, segs) = args.first()?.as_path()?;
+    let segs: Vec<strata_query::index::Seg> = segs
+        .iter()
+        .map(|s| strata_query::index::Seg::Name(s.to_string()))
+        .collect();
+    let state = c.index_state();
+    let lang = state.policy.full_text.iter().find(|(s, _)| *s == segs)?.1;
+    let mut stems = Vec::new();
+    for t in hybrid::terms(args) {
+        let mut words = strata_query::sql::fulltext::analyze(&t, lang);
+        if words.len() != 1 {
+            return None;
+        }
+        stems.push(words.remove(0));
+    }
+    Some(PostingsAccess {
+        path: strata_query::index::policy::print_path(&segs),
+        postings: postings_path(&segs),
+        lengths: lengths_path(&segs),
+        stems,
+    })
+}

@@ -1,0 +1,185 @@
+//! One test per kind of access path: the plan prints its access path, and the run follows that
+//! same value — taking the facet out of the plan (not out of the container) changes what is
+//! read, never the answer. A run that re-derived its access path at run time would read the
+//! same either way.
+
+use super::*;
+use crate::store::container::Limits;
+use crate::store::{Store, StoreConfig};
+use serde_json::json;
+use strata_query::pk::epk::effective_partition_key;
+use strata_query::pk::{PartitionKey, PartitionKeyDefinition};
+
+/// A container indexed every way strata indexes: range, full-text, spatial and a flat vector
+/// index, with 60 documents.
+async fn indexed() -> (Store, Arc<Container>) {
+    let s = Store::open(StoreConfig {
+        data_dir: None,
+        postgres: None,
+        limits: Limits::default(),
+    })
+    .expect("store");
+    s.create_database("d", None).await.expect("database");
+    let props = json!({
+        "indexingPolicy": {
+            "includedPaths": [{"path": "/*"}],
+            "spatialIndexes": [{"path": "/loc/*", "types": ["Point"]}],
+            "fullTextIndexes": [{"path": "/text"}],
+            "vectorIndexes": [{"path": "/v", "type": "flat"}],
+        },
+        "fullTextPolicy": {"defaultLanguage": "en-US", "fullTextPaths": [{"path": "/text", "language": "en-US"}]},
+        "vectorEmbeddingPolicy": {"vectorEmbeddings": [{"path": "/v", "dataType": "float32", "distanceFunction": "euclidean", "dimensions": 2}]},
+    });
+    let Value::Object(props) = props else {
+        unreachable!()
+    };
+    let c = s
+        .create_container(
+            "d",
+            "c",
+            PartitionKeyDefinition::hash_v2("/pk"),
+            props,
+            None,
+        )
+        .await
+        .expect("container");
+    for n in 0..60u64 {
+        let pk = format!("p{}", n % 6);
+        let key = PartitionKey::from_header(&json!([pk]).to_string()).expect("key");
+        let epk = effective_partition_key(&c.pk, &key).expect("epk");
+        let text = if n % 10 == 0 {
+            "an apple a day"
+        } else {
+            "pears and plums"
+        };
+        let doc = json!({"id": format!("i{n}"), "pk": pk, "n": n, "text": text,
+            "loc": {"type": "Point", "coordinates": [n as f64 / 10.0, 0.0]},
+            "v": [n as f64, 1.0]});
+        let Value::Object(doc) = doc else {
+            unreachable!()
+        };
+        let (_, token) = c
+            .write(|t| crate::items::ops::put(t, &epk, &format!("i{n}"), doc, None))
+            .expect("write");
+        c.durable(token).await.expect("durable");
+    }
+    for _ in 0..500 {
+        if c.vector_index("/v").is_some() {
+            return (s, c);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    panic!("the vector index never became ready")
+}
+
+/// Every row of `plan` and the documents it read.
+async fn drain(c: &Arc<Container>, plan: Arc<Plan>) -> (Vec<Value>, u64) {
+    let (mut rows, mut scanned, mut token) = (Vec::new(), 0, None);
+    for _ in 0..100 {
+        let page = run(Arc::clone(c), Arc::clone(&plan), token)
+            .await
+            .expect("page");
+        rows.extend(
+            page.docs
+                .iter()
+                .map(|d| serde_json::from_slice::<Value>(d).expect("json")),
+        );
+        scanned += page.scanned;
+        token = page.continuation;
+        if token.is_none() {
+            return (rows, scanned);
+        }
+    }
+    panic!("never finished")
+}
+
+/// Plans `sql`, checks the plan prints `printed`, runs it, and runs it again with `without`
+/// applied to its access path: the same rows, and the planned run reads fewer documents.
+async fn follows(c: &Arc<Container>, sql: &str, printed: &str, without: impl Fn(&mut AccessPath)) {
+    let p = Arc::new(sql::prepare(sql, &[], Some(&c.pk)).expect("prepare"));
+    let plan = super::tests::whole(c, &p, 100, false);
+    let text = plan.to_string();
+    assert!(text.contains(printed), "{sql}: {text}");
+    let planned = access(c, &p, true).expect("access");
+    let mut other = planned;
+    without(&mut other);
+    let mut tampered = (*plan).clone();
+    tampered.access = Arc::new(other);
+    let less = tampered.to_string();
+    assert!(
+        !less.contains(printed),
+        "{sql}: the tampered plan still prints it: {less}"
+    );
+    let (rows, read) = drain(c, plan).await;
+    let (same, read_without) = drain(c, Arc::new(tampered)).await;
+    assert_eq!(rows, same, "{sql}");
+    assert!(!rows.is_empty(), "{sql}");
+    assert!(
+        read < read_without,
+        "{sql}: read {read} documents with it, {read_without} without"
+    );
+}
+
+#[tokio::test]
+async fn each_access_path_the_plan_prints_is_the_one_that_runs() {
+    let (_s, c) = indexed().await;
+    follows(
+        &c,
+        "SELECT VALUE c.id FROM c WHERE c.n = 7",
+        "index lookup /n",
+        |a| a.index.lookup = None,
+    )
+    .await;
+    follows(
+        &c,
+        "SELECT TOP 3 VALUE c.id FROM c ORDER BY c.n DESC",
+        "order from index /n desc",
+        |a| a.index.order = None,
+    )
+    .await;
+    follows(
+        &c,
+        "SELECT VALUE COUNT(1) FROM c WHERE c.n = 7",
+        "count from index",
+        |a| {
+            a.index.count_only = false;
+            a.index.lookup = None;
+        },
+    )
+    .await;
+    follows(
+        &c,
+        "SELECT VALUE MAX(c.n) FROM c",
+        "max from index /n",
+        |a| a.index.extreme = None,
+    )
+    .await;
+    follows(
+        &c,
+        "SELECT VALUE c.id FROM c WHERE FullTextContains(c.text, 'apple')",
+        "full-text postings of /text",
+        |a| a.index.lookup = None,
+    )
+    .await;
+    follows(
+        &c,
+        r#"SELECT VALUE c.id FROM c WHERE ST_DISTANCE(c.loc, {"type": "Point", "coordinates": [0, 0]}) < 30000"#,
+        "spatial index of /loc",
+        |a| a.index.lookup = None,
+    )
+    .await;
+    follows(
+        &c,
+        r#"SELECT TOP 3 VALUE c.id FROM c ORDER BY VectorDistance(c.v, [2, 1], false, {"distanceFunction": "euclidean"})"#,
+        "candidates from the flat index on /v",
+        |a| a.vector = None,
+    )
+    .await;
+    follows(
+        &c,
+        "SELECT TOP 3 VALUE c.id FROM c ORDER BY RANK FullTextScore(c.text, 'apple')",
+        "ranked by BM25 from the full-text postings of /text",
+        |a| a.postings = None,
+    )
+    .await;
+}
