@@ -2,8 +2,10 @@
 """Checks the shape of the workspace's crates the way issue 31 asks for it: files over 800
 lines, functions over 120 lines, `x-ms-*` / `x-strata-*` header names spelled out instead of
 taken from `strata_query::protocol::header`, and cycles between a crate's modules — file by file and
-between its top-level folders (from `use crate::…`, `super::…` and `self::…` paths; tests
-excluded). Prints what it finds; exits 1 if anything is over.
+between its top-level folders (from `use crate::…`, `super::…` and `self::…` paths, followed
+through `pub use` re-exports to the module that defines the item, so that a child reaching a
+sibling through its parent's re-export counts; tests excluded). Prints what it finds; exits 1
+if anything is over.
 
     python3 tools/layout_check.py [--crate server/src --crate query/src ...] [--max-file 800] [--max-fn 120]
 """
@@ -43,7 +45,10 @@ def strip_tests(text):
     out.append(text[i:])
     return ''.join(out)
 
-def resolve(cur, path, mods):
+def resolve(cur, path, mods, reexports=None, depth=0):
+    """The module `path` (as written in module `cur`) lands in: the longest module prefix,
+    followed through `pub use` re-exports to the module that defines the item, so that
+    `super::Span` names the sibling that defines `Span`, not the parent that re-exports it."""
     parts = path.split('::')
     if parts[0] == 'crate':
         base = []
@@ -56,16 +61,59 @@ def resolve(cur, path, mods):
             parts = parts[1:]
     else:
         return None
-    best = None
     for n in range(len(parts), -1, -1):
         cand = '::'.join(base + parts[:n]) or 'crate'
         if cand in mods:
-            best = cand
-            break
-    return best
+            rest = parts[n:]
+            target = (reexports or {}).get(cand, {}).get(rest[0]) if rest else None
+            if target and depth < 8:
+                again = resolve(cand, target + ('::' + '::'.join(rest[1:]) if rest[1:] else ''),
+                                mods, reexports, depth + 1)
+                return again or cand
+            return cand
+    return None
+
+def reexports_of(mods):
+    """Each module's `pub use` items: name (or alias) -> the path it re-exports, written as
+    from that module (`self::`-prefixed when relative). Globs are left out."""
+    out = {}
+    stmt = re.compile(r'\bpub(?:\([^)]*\))?\s+use\s+([^;]+);')
+    for m, path in mods.items():
+        text = re.sub(r'//[^\n]*', '', strip_tests(open(path).read()))
+        names = {}
+        for body in stmt.findall(text):
+            body = re.sub(r'\s+', '', re.sub(r'\s+as\s+', ' as ', body).replace(' as ', '@'))
+            for item in expand(body):
+                target, _, alias = item.partition('@')
+                last = target.split('::')[-1]
+                if last in ('*', 'self'):
+                    continue
+                if target.split('::')[0] not in ('crate', 'super', 'self'):
+                    target = 'self::' + target
+                names[alias or last] = target
+        if names:
+            out[m] = names
+    return out
+
+def expand(body):
+    """`a::{b, c::{d, e}}` -> ['a::b', 'a::c::d', 'a::c::e'] (an alias stays as `@alias`)."""
+    i = body.find('{')
+    if i < 0:
+        return [body]
+    prefix, inner = body[:i], body[i + 1:body.rfind('}')]
+    parts, depth, cur = [], 0, ''
+    for ch in inner:
+        if ch == ',' and depth == 0:
+            parts.append(cur); cur = ''
+            continue
+        depth += {'{': 1, '}': -1}.get(ch, 0)
+        cur += ch
+    parts.append(cur)
+    return [x for part in parts if part for x in expand(prefix + part)]
 
 def edges(mods):
     g = {m: set() for m in mods}
+    reexports = reexports_of(mods)
     ref = re.compile(r'\b((?:crate|super|self)(?:::[A-Za-z_][A-Za-z0-9_]*)+)')
     group = re.compile(r'\b((?:crate|super|self)(?:::[A-Za-z_][A-Za-z0-9_]*)*)::\{([^}]*)\}')
     for m, path in mods.items():
@@ -82,7 +130,7 @@ def edges(mods):
                 elif item == 'self':
                     found.add(prefix)
         for p in found:
-            t = resolve(m, p, mods)
+            t = resolve(m, p, mods, reexports)
             if t and t != m and not m.startswith(t + '::') and not t.startswith(m + '::'):
                 if not is_test(t, mods[t]):
                     g[m].add(t)

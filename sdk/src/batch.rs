@@ -1,9 +1,11 @@
 //! Transactional batches.
 
-use crate::client::RawResponse;
+use crate::client::{RawResponse, Request};
 use crate::{Error, PartitionKey, PatchOperations};
+use reqwest::Method;
 use serde::Serialize;
 use serde_json::{Value, json};
+use strata_query::protocol::header;
 
 /// Up to 100 operations on one logical partition, applied all or nothing.
 ///
@@ -248,4 +250,35 @@ pub(crate) fn response(r: RawResponse) -> Result<BatchResponse, Error> {
         results,
         request_charge: r.charge(),
     })
+}
+
+/// Transactional batches on a container.
+impl crate::ContainerClient {
+    /// Executes a transactional batch: all operations on one logical partition, all or
+    /// nothing.
+    ///
+    /// ```no_run
+    /// # async fn f(c: strata_sdk::ContainerClient) -> Result<(), strata_sdk::Error> {
+    /// use strata_sdk::TransactionalBatch;
+    /// let batch = TransactionalBatch::new("tenant1")
+    ///     .create_item(&serde_json::json!({"id": "a", "pk": "tenant1"}))
+    ///     .delete_item("old");
+    /// let r = c.execute_batch(batch).await?;
+    /// assert!(r.is_success());
+    /// # Ok(()) }
+    /// ```
+    pub async fn execute_batch(
+        &self,
+        batch: TransactionalBatch,
+    ) -> Result<crate::BatchResponse, Error> {
+        self.full_key(&batch.partition_key).await?;
+        let (pk, body) = batch.into_parts()?;
+        let req = Request::new(Method::POST, self.docs())
+            .json(&body)
+            .header(header::PARTITION_KEY, pk.to_header())
+            .header(header::IS_BATCH_REQUEST, "True")
+            .header(header::BATCH_ATOMIC, "True");
+        let r = self.client.send(req).await?;
+        crate::batch::response(r)
+    }
 }

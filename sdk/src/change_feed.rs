@@ -529,3 +529,28 @@ impl<T> std::fmt::Debug for ChangeFeedReader<T> {
             .finish_non_exhaustive()
     }
 }
+
+/// A container's change feed.
+impl crate::ContainerClient {
+    /// Reads the change feed (latest version of each changed item), following every physical
+    /// partition through splits.
+    ///
+    /// ```no_run
+    /// # async fn f(c: strata_sdk::ContainerClient) -> Result<(), strata_sdk::Error> {
+    /// use strata_sdk::{ChangeFeedOptions, ChangeFeedStart};
+    /// let mut feed = c.change_feed::<serde_json::Value>(ChangeFeedOptions { start: ChangeFeedStart::Beginning, ..Default::default() });
+    /// loop {
+    ///     let page = feed.next_page().await?;
+    ///     if page.items.is_empty() { break; }
+    ///     for doc in page.items { println!("{doc}"); }
+    /// }
+    /// let resume_later = feed.continuation();
+    /// # let _ = resume_later; Ok(()) }
+    /// ```
+    pub fn change_feed<T: DeserializeOwned>(
+        &self,
+        options: ChangeFeedOptions,
+    ) -> ChangeFeedReader<T> {
+        ChangeFeedReader::new(self.clone(), options)
+    }
+}

@@ -4,7 +4,6 @@
 use crate::auth::Signer;
 use crate::error::Error;
 use crate::retry::RetryOptions;
-use crate::{DatabaseClient, DatabaseProperties};
 use reqwest::Method;
 use serde_json::Value;
 use std::collections::HashMap;
@@ -504,44 +503,6 @@ impl CosmosClient {
         &self.inner.endpoint
     }
 
-    /// A handle to a database (no request is made).
-    ///
-    /// ```
-    /// # let client = strata_sdk::CosmosClient::new("http://127.0.0.1:8081/", strata_sdk::EMULATOR_KEY).unwrap();
-    /// let db = client.database("app");
-    /// assert_eq!(db.id(), "app");
-    /// ```
-    pub fn database(&self, id: &str) -> DatabaseClient {
-        DatabaseClient::new(self.clone(), id)
-    }
-
-    /// Creates a database (409 if it exists).
-    ///
-    /// ```no_run
-    /// # async fn f(client: strata_sdk::CosmosClient) -> Result<(), strata_sdk::Error> {
-    /// let db = client.create_database("app").await?;
-    /// # let _ = db; Ok(()) }
-    /// ```
-    pub async fn create_database(&self, id: &str) -> Result<DatabaseClient, Error> {
-        self.send(Request::new(Method::POST, "/dbs").json(&serde_json::json!({ "id": id })))
-            .await?;
-        Ok(self.database(id))
-    }
-
-    /// Creates a database unless it exists.
-    ///
-    /// ```no_run
-    /// # async fn f(client: strata_sdk::CosmosClient) -> Result<(), strata_sdk::Error> {
-    /// let db = client.create_database_if_not_exists("app").await?;
-    /// # let _ = db; Ok(()) }
-    /// ```
-    pub async fn create_database_if_not_exists(&self, id: &str) -> Result<DatabaseClient, Error> {
-        match self.create_database(id).await {
-            Err(e) if e.is_conflict() => Ok(self.database(id)),
-            other => other,
-        }
-    }
-
     /// Whether a strata server answers its readiness probe (`/_strata/ready`, strata only):
     /// for scripts and tests that start strata and wait for it.
     ///
@@ -557,19 +518,6 @@ impl CosmosClient {
         self.send(Request::new(Method::GET, "/_strata/ready"))
             .await?
             .json()
-    }
-
-    /// Lists the databases of the account.
-    ///
-    /// ```no_run
-    /// # async fn f(client: strata_sdk::CosmosClient) -> Result<(), strata_sdk::Error> {
-    /// for db in client.list_databases().await? { println!("{}", db.id); }
-    /// # Ok(()) }
-    /// ```
-    pub async fn list_databases(&self) -> Result<Vec<DatabaseProperties>, Error> {
-        let r = self.send(Request::new(Method::GET, "/dbs")).await?;
-        let v = r.json()?;
-        serde_json::from_value(v["Databases"].clone()).map_err(Error::serde)
     }
 
     /// Sends a request through the pipeline: sign, send, map errors, retry.

@@ -1,12 +1,11 @@
-//! Items in a container: point operations, queries, batches, patch, change feed, throughput.
+//! Items in a container: point operations, patch, partition key ranges, throughput. Queries,
+//! batches, the change feed and scripts add their methods in their own modules.
 
 use crate::client::{RawResponse, Request, Wire, seg};
 use crate::{
-    ChangeFeedOptions, ChangeFeedReader, ContainerProperties, CosmosClient, Error, ItemResponse,
-    PartitionKey, PartitionKeyDefinition, PartitionKeyRange, PatchOperations, Query, QueryOptions,
-    QueryPage, Throughput, TransactionalBatch,
+    ContainerProperties, CosmosClient, Error, ItemResponse, PartitionKey, PartitionKeyDefinition,
+    PartitionKeyRange, PatchOperations, Throughput,
 };
-use futures::Stream;
 use reqwest::Method;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -191,7 +190,7 @@ impl ContainerClient {
             .map(|_| ())
     }
 
-    fn docs(&self) -> String {
+    pub(crate) fn docs(&self) -> String {
         format!("{}/docs", self.link)
     }
 
@@ -200,7 +199,7 @@ impl ContainerClient {
     }
 
     /// Checks that a key addresses one logical partition (point operations).
-    async fn full_key(&self, pk: &PartitionKey) -> Result<(), Error> {
+    pub(crate) async fn full_key(&self, pk: &PartitionKey) -> Result<(), Error> {
         let def = self.partition_key_definition().await?;
         let levels = def.paths().len();
         if pk.len() != levels && !(def.0.system_key && pk.is_empty()) {
@@ -426,96 +425,6 @@ impl ContainerClient {
         item_response(self.client.send(req).await?)
     }
 
-    /// Runs a query; returns a stream of pages. With `partition_key` set (a full key or a
-    /// hierarchical prefix) the query is scoped to it; otherwise it runs across partitions.
-    ///
-    /// ```no_run
-    /// # async fn f(c: strata_sdk::ContainerClient) -> Result<(), strata_sdk::Error> {
-    /// use futures::TryStreamExt;
-    /// use strata_sdk::{PartitionKeyBuilder, Query, QueryOptions};
-    /// let q = Query::new("SELECT * FROM c WHERE c.n > @n").param("@n", 10);
-    /// let opts = QueryOptions { partition_key: Some(PartitionKeyBuilder::new().add("t1").build()), ..Default::default() };
-    /// let mut pages = std::pin::pin!(c.query_items::<serde_json::Value>(q, opts));
-    /// while let Some(page) = pages.try_next().await? {
-    ///     println!("{} items, route {:?}, {} RU", page.items.len(), page.route, page.request_charge);
-    /// }
-    /// # Ok(()) }
-    /// ```
-    pub fn query_items<T: DeserializeOwned + Send + 'static>(
-        &self,
-        query: impl Into<Query>,
-        options: QueryOptions,
-    ) -> impl Stream<Item = Result<QueryPage<T>, Error>> + Send + 'static {
-        crate::query::pages(self.clone(), query.into(), options)
-    }
-
-    /// Runs a query to the end and collects every item.
-    ///
-    /// ```no_run
-    /// # async fn f(c: strata_sdk::ContainerClient) -> Result<(), strata_sdk::Error> {
-    /// let ids: Vec<String> = c.query_all("SELECT VALUE c.id FROM c", Default::default()).await?;
-    /// # let _ = ids; Ok(()) }
-    /// ```
-    pub async fn query_all<T: DeserializeOwned + Send + 'static>(
-        &self,
-        query: impl Into<Query>,
-        options: QueryOptions,
-    ) -> Result<Vec<T>, Error> {
-        use futures::TryStreamExt;
-        let pages: Vec<QueryPage<T>> = self.query_items(query, options).try_collect().await?;
-        Ok(pages.into_iter().flat_map(|p| p.items).collect())
-    }
-
-    /// Executes a transactional batch: all operations on one logical partition, all or
-    /// nothing.
-    ///
-    /// ```no_run
-    /// # async fn f(c: strata_sdk::ContainerClient) -> Result<(), strata_sdk::Error> {
-    /// use strata_sdk::TransactionalBatch;
-    /// let batch = TransactionalBatch::new("tenant1")
-    ///     .create_item(&serde_json::json!({"id": "a", "pk": "tenant1"}))
-    ///     .delete_item("old");
-    /// let r = c.execute_batch(batch).await?;
-    /// assert!(r.is_success());
-    /// # Ok(()) }
-    /// ```
-    pub async fn execute_batch(
-        &self,
-        batch: TransactionalBatch,
-    ) -> Result<crate::BatchResponse, Error> {
-        self.full_key(&batch.partition_key).await?;
-        let (pk, body) = batch.into_parts()?;
-        let req = Request::new(Method::POST, self.docs())
-            .json(&body)
-            .header(header::PARTITION_KEY, pk.to_header())
-            .header(header::IS_BATCH_REQUEST, "True")
-            .header(header::BATCH_ATOMIC, "True");
-        let r = self.client.send(req).await?;
-        crate::batch::response(r)
-    }
-
-    /// Reads the change feed (latest version of each changed item), following every physical
-    /// partition through splits.
-    ///
-    /// ```no_run
-    /// # async fn f(c: strata_sdk::ContainerClient) -> Result<(), strata_sdk::Error> {
-    /// use strata_sdk::{ChangeFeedOptions, ChangeFeedStart};
-    /// let mut feed = c.change_feed::<serde_json::Value>(ChangeFeedOptions { start: ChangeFeedStart::Beginning, ..Default::default() });
-    /// loop {
-    ///     let page = feed.next_page().await?;
-    ///     if page.items.is_empty() { break; }
-    ///     for doc in page.items { println!("{doc}"); }
-    /// }
-    /// let resume_later = feed.continuation();
-    /// # let _ = resume_later; Ok(()) }
-    /// ```
-    pub fn change_feed<T: DeserializeOwned>(
-        &self,
-        options: ChangeFeedOptions,
-    ) -> ChangeFeedReader<T> {
-        ChangeFeedReader::new(self.clone(), options)
-    }
-
     /// The session token this client would send with a read of this container (every
     /// partition key range's newest), after the writes and reads it has made.
     ///
@@ -527,17 +436,6 @@ impl ContainerClient {
     /// ```
     pub fn session_token(&self) -> Option<String> {
         self.client.inner.sessions.header_for(&self.link)
-    }
-
-    /// The container's stored procedures, triggers and user-defined functions.
-    ///
-    /// ```
-    /// # let c = strata_sdk::CosmosClient::new("http://127.0.0.1:8081/", strata_sdk::EMULATOR_KEY).unwrap();
-    /// let scripts = c.database("d").container("events").scripts();
-    /// # let _ = scripts;
-    /// ```
-    pub fn scripts(&self) -> crate::ScriptsClient {
-        crate::ScriptsClient::new(self.clone())
     }
 
     /// The container's physical partitions.
@@ -715,5 +613,116 @@ impl std::fmt::Debug for ContainerClient {
             .field("database", &self.db)
             .field("id", &self.id)
             .finish_non_exhaustive()
+    }
+}
+
+/// The containers of a database.
+impl crate::DatabaseClient {
+    async fn create(
+        &self,
+        props: ContainerProperties,
+        t: Option<Throughput>,
+    ) -> Result<ContainerClient, Error> {
+        let mut req =
+            Request::new(Method::POST, format!("{}/colls", self.link())).json(&props.to_json());
+        match t {
+            Some(Throughput::Manual(n)) => {
+                req = req.header(header::OFFER_THROUGHPUT, n.to_string())
+            }
+            Some(Throughput::Autoscale { max }) => {
+                req = req.header(
+                    header::OFFER_AUTOPILOT_SETTINGS,
+                    format!("{{\"maxThroughput\":{max}}}"),
+                )
+            }
+            None => {}
+        }
+        self.client.send(req).await?;
+        let c = self.container(&props.id);
+        c.remember_definition(props.partition_key.clone());
+        Ok(c)
+    }
+
+    /// A handle to a container (no request is made).
+    ///
+    /// ```
+    /// # let c = strata_sdk::CosmosClient::new("http://127.0.0.1:8081/", strata_sdk::EMULATOR_KEY).unwrap();
+    /// let events = c.database("app").container("events");
+    /// assert_eq!(events.id(), "events");
+    /// ```
+    pub fn container(&self, id: &str) -> ContainerClient {
+        ContainerClient::new(self.client.clone(), &self.id, id)
+    }
+
+    /// Creates a container (409 if it exists).
+    ///
+    /// ```no_run
+    /// # async fn f(db: strata_sdk::DatabaseClient) -> Result<(), strata_sdk::Error> {
+    /// use strata_sdk::{ContainerProperties, PartitionKeyDefinition};
+    /// let c = db.create_container(ContainerProperties::new("orders", PartitionKeyDefinition::new("/customerId"))).await?;
+    /// # let _ = c; Ok(()) }
+    /// ```
+    pub async fn create_container(
+        &self,
+        props: ContainerProperties,
+    ) -> Result<ContainerClient, Error> {
+        self.create(props, None).await
+    }
+
+    /// Creates a container with provisioned throughput (one physical partition per
+    /// 10,000 RU/s).
+    ///
+    /// ```no_run
+    /// # async fn f(db: strata_sdk::DatabaseClient) -> Result<(), strata_sdk::Error> {
+    /// use strata_sdk::{ContainerProperties, PartitionKeyDefinition, Throughput};
+    /// let c = db
+    ///     .create_container_with_throughput(ContainerProperties::new("big", PartitionKeyDefinition::new("/pk")), Throughput::Manual(30_000))
+    ///     .await?;
+    /// # let _ = c; Ok(()) }
+    /// ```
+    pub async fn create_container_with_throughput(
+        &self,
+        props: ContainerProperties,
+        throughput: Throughput,
+    ) -> Result<ContainerClient, Error> {
+        self.create(props, Some(throughput)).await
+    }
+
+    /// Creates a container unless it exists.
+    ///
+    /// ```no_run
+    /// # async fn f(db: strata_sdk::DatabaseClient) -> Result<(), strata_sdk::Error> {
+    /// use strata_sdk::{ContainerProperties, PartitionKeyDefinition};
+    /// let c = db.create_container_if_not_exists(ContainerProperties::new("c", PartitionKeyDefinition::new("/pk"))).await?;
+    /// # let _ = c; Ok(()) }
+    /// ```
+    pub async fn create_container_if_not_exists(
+        &self,
+        props: ContainerProperties,
+    ) -> Result<ContainerClient, Error> {
+        let id = props.id.clone();
+        match self.create(props, None).await {
+            Err(e) if e.is_conflict() => Ok(self.container(&id)),
+            other => other,
+        }
+    }
+
+    /// Lists the containers of the database.
+    ///
+    /// ```no_run
+    /// # async fn f(db: strata_sdk::DatabaseClient) -> Result<(), strata_sdk::Error> {
+    /// for c in db.list_containers().await? { println!("{} {:?}", c.id, c.partition_key.paths()); }
+    /// # Ok(()) }
+    /// ```
+    pub async fn list_containers(&self) -> Result<Vec<ContainerProperties>, Error> {
+        let r = self
+            .client
+            .send(Request::new(Method::GET, format!("{}/colls", self.link())))
+            .await?;
+        let v = r.json()?;
+        v["DocumentCollections"]
+            .as_array()
+            .map(|a| a.iter().map(ContainerProperties::from_json).collect())
+            .unwrap_or_else(|| Ok(Vec::new()))
     }
 }

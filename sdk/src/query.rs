@@ -273,3 +273,46 @@ pub(crate) fn pages<T: DeserializeOwned + Send + 'static>(
         Ok(Some((page, st)))
     })
 }
+
+/// Queries on a container (the paging and merging above live in this module).
+impl crate::ContainerClient {
+    /// Runs a query; returns a stream of pages. With `partition_key` set (a full key or a
+    /// hierarchical prefix) the query is scoped to it; otherwise it runs across partitions.
+    ///
+    /// ```no_run
+    /// # async fn f(c: strata_sdk::ContainerClient) -> Result<(), strata_sdk::Error> {
+    /// use futures::TryStreamExt;
+    /// use strata_sdk::{PartitionKeyBuilder, Query, QueryOptions};
+    /// let q = Query::new("SELECT * FROM c WHERE c.n > @n").param("@n", 10);
+    /// let opts = QueryOptions { partition_key: Some(PartitionKeyBuilder::new().add("t1").build()), ..Default::default() };
+    /// let mut pages = std::pin::pin!(c.query_items::<serde_json::Value>(q, opts));
+    /// while let Some(page) = pages.try_next().await? {
+    ///     println!("{} items, route {:?}, {} RU", page.items.len(), page.route, page.request_charge);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn query_items<T: DeserializeOwned + Send + 'static>(
+        &self,
+        query: impl Into<Query>,
+        options: QueryOptions,
+    ) -> impl Stream<Item = Result<QueryPage<T>, Error>> + Send + 'static {
+        crate::query::pages(self.clone(), query.into(), options)
+    }
+
+    /// Runs a query to the end and collects every item.
+    ///
+    /// ```no_run
+    /// # async fn f(c: strata_sdk::ContainerClient) -> Result<(), strata_sdk::Error> {
+    /// let ids: Vec<String> = c.query_all("SELECT VALUE c.id FROM c", Default::default()).await?;
+    /// # let _ = ids; Ok(()) }
+    /// ```
+    pub async fn query_all<T: DeserializeOwned + Send + 'static>(
+        &self,
+        query: impl Into<Query>,
+        options: QueryOptions,
+    ) -> Result<Vec<T>, Error> {
+        use futures::TryStreamExt;
+        let pages: Vec<QueryPage<T>> = self.query_items(query, options).try_collect().await?;
+        Ok(pages.into_iter().flat_map(|p| p.items).collect())
+    }
+}

@@ -472,3 +472,17 @@ impl ScriptsClient {
         self.list(Kind::Udf).await
     }
 }
+
+/// A container's scripts.
+impl crate::ContainerClient {
+    /// The container's stored procedures, triggers and user-defined functions.
+    ///
+    /// ```
+    /// # let c = strata_sdk::CosmosClient::new("http://127.0.0.1:8081/", strata_sdk::EMULATOR_KEY).unwrap();
+    /// let scripts = c.database("d").container("events").scripts();
+    /// # let _ = scripts;
+    /// ```
+    pub fn scripts(&self) -> crate::ScriptsClient {
+        crate::ScriptsClient::new(self.clone())
+    }
+}

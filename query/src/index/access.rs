@@ -9,27 +9,11 @@
 //! without loading documents.
 
 use super::policy::{print_path, IndexingPolicy, Seg};
-use super::term::{self, encode, is_exact, string_prefix_bounds};
+use super::term::{self, encode, is_exact, string_prefix_bounds, Span};
 use crate::sql::ast::*;
 use crate::sql::functions::{ArrayFn, Func, SearchFn, SpatialFn, StrFn, TypeFn};
 use serde_json::Value;
 use std::fmt;
-
-/// Term bounds inside one path: keys `lo <= k < hi` (each key is term, then document key).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Span {
-    pub lo: Vec<u8>,
-    pub hi: Vec<u8>,
-}
-
-impl Span {
-    /// Exactly the entries of one term.
-    pub fn point(t: Vec<u8>) -> Self {
-        let mut hi = t.clone();
-        hi.push(0xFF);
-        Span { lo: t, hi }
-    }
-}
 
 /// One index lookup: the entries of `path` within `spans`.
 #[derive(Debug, Clone, PartialEq)]

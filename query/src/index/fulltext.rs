@@ -11,8 +11,7 @@
 //! one entry per document with its length (the total words BM25 averages).
 
 use super::policy::Seg;
-use super::term::{self, Entry};
-use super::Span;
+use super::term::{self, Entry, Span};
 use crate::sql::ctx::TextLanguages;
 use crate::sql::fulltext::{analyze, Language, LANGUAGES};
 use serde_json::{Map, Value};

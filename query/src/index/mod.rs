@@ -11,5 +11,6 @@ pub mod spatial;
 pub mod term;
 pub mod vector;
 
-pub use access::{Access, AccessError, OrderPath, Probe, Span};
+pub use access::{Access, AccessError, OrderPath, Probe};
 pub use policy::{IndexingPolicy, Mode, Seg};
+pub use term::Span;

@@ -21,8 +21,7 @@
 //! absolute latitude `φ`. A band reaching a pole covers every longitude.
 
 use super::policy::Seg;
-use super::term::{self, Entry};
-use super::Span;
+use super::term::{self, Entry, Span};
 use serde_json::Value;
 
 /// Cell sizes, coarsest first (degrees).

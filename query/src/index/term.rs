@@ -165,6 +165,22 @@ fn push_name(s: &mut String, n: &str) {
     }
 }
 
+/// Term bounds inside one path: keys `lo <= k < hi` (each key is term, then document key).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Span {
+    pub lo: Vec<u8>,
+    pub hi: Vec<u8>,
+}
+
+impl Span {
+    /// Exactly the entries of one term.
+    pub fn point(t: Vec<u8>) -> Self {
+        let mut hi = t.clone();
+        hi.push(0xFF);
+        Span { lo: t, hi }
+    }
+}
+
 /// Every index entry of `doc` under `policy`: one per indexed scalar (array elements under
 /// `[]`) and one type marker per indexed non-root array or object, sorted and without
 /// duplicates.

@@ -27,6 +27,7 @@ pub mod offers;
 pub mod pkranges;
 pub mod query;
 pub mod rbac;
+mod rbac_admin;
 pub mod regions;
 pub mod request;
 pub mod response;
@@ -326,8 +327,8 @@ async fn route(app: &App, req: &Req, ep: Endpoint) -> Result<Reply, CosmosError>
         E::ReadRegions => regions::read(app),
         E::SetRegionFault { region } => regions::set_fault(app, req, &region),
         E::FailOver { region } => regions::fail_over(app, &region),
-        E::ReadRbac => rbac::read(app),
-        E::ReplaceRbac => rbac::replace(app, req),
+        E::ReadRbac => rbac_admin::read(app),
+        E::ReplaceRbac => rbac_admin::replace(app, req),
         E::ListJobs => jobs::list(app),
         E::CreateJob => jobs::create(app, req),
         E::ReadJob { id } => jobs::read(app, &id),

@@ -73,7 +73,7 @@ pub struct Policy {
 }
 
 /// The built-in roles, made once.
-fn built_in() -> &'static [RoleDefinition] {
+pub(super) fn built_in() -> &'static [RoleDefinition] {
     static ROLES: std::sync::OnceLock<Vec<RoleDefinition>> = std::sync::OnceLock::new();
     ROLES.get_or_init(make_built_in)
 }
@@ -268,28 +268,6 @@ impl Rbac {
         }
         Ok(())
     }
-}
-
-/// `GET /_strata/rbac`: the policy, built-in roles included.
-pub fn read(app: &super::App) -> Result<super::response::Reply, CosmosError> {
-    let mut p = app.rbac.get();
-    p.role_definitions.splice(0..0, built_in().iter().cloned());
-    let v = serde_json::to_value(&p).map_err(|e| CosmosError::internal(e.to_string()))?;
-    Ok(super::response::Reply::json(axum::http::StatusCode::OK, &v))
-}
-
-/// `PUT /_strata/rbac`: replaces the custom roles and the assignments (built-in roles sent
-/// back are ignored).
-pub fn replace(app: &super::App, req: &Req) -> Result<super::response::Reply, CosmosError> {
-    let mut p: Policy = serde_json::from_value(req.json()?).map_err(|e| {
-        CosmosError::bad_request(format!(
-            "The RBAC policy must be {{\"roleDefinitions\": [...], \"roleAssignments\": [...]}}: {e}"
-        ))
-    })?;
-    p.role_definitions
-        .retain(|d| built_in().iter().all(|b| b.id != d.id));
-    app.rbac.set(p)?;
-    read(app)
 }
 
 fn is_read(action: &str) -> bool {
