@@ -15,7 +15,7 @@
 //! section, so readers of the log never see LSN `n+1` before LSN `n`, and concurrent writers
 //! of one log are serialized (read-modify-write is safe) while other logs proceed.
 
-use super::kv::{fjall::FjallKv, memory::MemoryKv, Kv};
+use super::kv::{memory::MemoryKv, Kv};
 pub use super::kv::{prefix_end, KvError, Op, Space};
 use bytes::Bytes;
 use std::ops::Bound;
@@ -65,7 +65,7 @@ impl Durable {
 impl Engine {
     /// Opens (or creates) the on-disk store in `dir`.
     pub fn open(dir: &Path) -> Result<Self, KvError> {
-        Ok(Self::new(Box::new(FjallKv::open(dir)?)))
+        Ok(Self::new(super::kv::open(None, Some(dir))?))
     }
 
     /// A store that lives only in memory (for tests and throwaway runs).

@@ -94,11 +94,7 @@ struct Catalog {
 impl Store {
     /// Opens the store: recovers the catalog and resumes unfinished purges.
     pub fn open(cfg: StoreConfig) -> Result<Self, StoreError> {
-        let engine = match (&cfg.postgres, &cfg.data_dir) {
-            (Some(url), _) => Engine::new(Box::new(kv::postgres::PostgresKv::open(url)?)),
-            (None, Some(dir)) => Engine::open(dir)?,
-            (None, None) => Engine::memory(),
-        };
+        let engine = Engine::new(kv::open(cfg.postgres.as_deref(), cfg.data_dir.as_deref())?);
         Self::open_on(engine, cfg)
     }
 

@@ -26,6 +26,13 @@ pub struct FjallKv {
     journal: JournalSync,
 }
 
+/// fjall's failures, as the seam names a backend's: `?` on fjall's results gives them.
+impl From<fjall::Error> for KvError {
+    fn from(e: fjall::Error) -> Self {
+        KvError::backend("fjall", e)
+    }
+}
+
 impl FjallKv {
     /// Opens (or creates) the store in `dir`.
     pub fn open(dir: &Path) -> Result<Self, KvError> {

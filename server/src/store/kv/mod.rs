@@ -73,17 +73,40 @@ pub enum Op {
 /// the store refuses writes).
 #[derive(Debug, thiserror::Error)]
 pub enum KvError {
-    #[error("storage engine failure: {0}")]
-    Fjall(#[from] ::fjall::Error),
+    /// A backend's own failure, named by the backend ("fjall", "PostgreSQL"): nothing above
+    /// this seam matches on which backend failed, as Garage's `db::Error` keeps its engines out.
+    #[error("{backend} store: {message}")]
+    Backend {
+        backend: &'static str,
+        message: String,
+    },
     #[error("storage is unavailable after an earlier flush failure; restart the server")]
     Poisoned,
     #[error("storage I/O failure: {0}")]
     Io(#[from] std::io::Error),
-    #[error("PostgreSQL store: {0}")]
-    Postgres(String),
     /// Another process holds the store's lock (see `postgres::PostgresKv::open`).
     #[error("another strata process serves this store (it holds the store's lock in PostgreSQL)")]
     Held,
+}
+
+impl KvError {
+    /// A backend's failure, with its message.
+    pub fn backend(backend: &'static str, message: impl std::fmt::Display) -> Self {
+        KvError::Backend {
+            backend,
+            message: message.to_string(),
+        }
+    }
+}
+
+/// Opens the backend a store's configuration names — the one place one is picked: PostgreSQL
+/// when a URL is given, fjall in a data folder, else memory.
+pub fn open(postgres: Option<&str>, dir: Option<&std::path::Path>) -> Result<Box<dyn Kv>, KvError> {
+    Ok(match (postgres, dir) {
+        (Some(url), _) => Box::new(postgres::PostgresKv::open(url)?),
+        (None, Some(dir)) => Box::new(fjall::FjallKv::open(dir)?),
+        (None, None) => Box::new(memory::MemoryKv::new()),
+    })
 }
 
 /// An ordered iterator over `(key, value)` pairs of one range.

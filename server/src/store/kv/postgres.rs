@@ -33,7 +33,7 @@ const PAGE: i64 = 512;
 const READERS: usize = 16;
 
 fn pg(e: impl std::fmt::Display) -> KvError {
-    KvError::Postgres(e.to_string())
+    KvError::backend("PostgreSQL", e.to_string())
 }
 
 /// A connection, opened on first use and again after it was lost (except the writer's: it
@@ -79,14 +79,15 @@ impl Conn {
     /// can commit after another process may have taken the store.
     fn lock_holder(&mut self) -> Result<&Client, KvError> {
         if self.released {
-            return Err(KvError::Postgres(
-                "this process gave up the store's lock (it is shutting down)".into(),
+            return Err(KvError::backend(
+                "PostgreSQL",
+                "this process gave up the store's lock (it is shutting down)",
             ));
         }
         match &self.client {
             Some(c) if !c.is_closed() => Ok(c),
-            _ => Err(KvError::Postgres(
-                "the session holding the store's lock ended; restart strata to serve this store again".into(),
+            _ => Err(KvError::backend("PostgreSQL", 
+                "the session holding the store's lock ended; restart strata to serve this store again",
             )),
         }
     }
@@ -107,7 +108,7 @@ impl Conn {
         let client = self
             .client
             .as_ref()
-            .ok_or_else(|| KvError::Postgres("no connection".into()))?;
+            .ok_or_else(|| KvError::backend("PostgreSQL", "no connection"))?;
         let st = match self.statements.get(sql) {
             Some(s) => s.clone(),
             None => {
@@ -238,7 +239,7 @@ impl PostgresKv {
         let runtime = self
             .runtime
             .as_ref()
-            .ok_or_else(|| KvError::Postgres("the store is closed".into()))?;
+            .ok_or_else(|| KvError::backend("PostgreSQL", "the store is closed"))?;
         wait(runtime, f(Arc::clone(&self.shared)))
     }
 }
@@ -255,8 +256,9 @@ fn wait<T: Send + 'static>(
     runtime.spawn(async move {
         let _ = tx.send(fut.await);
     });
-    rx.recv()
-        .map_err(|_| KvError::Postgres("the PostgreSQL task ended without an answer".into()))?
+    rx.recv().map_err(|_| {
+        KvError::backend("PostgreSQL", "the PostgreSQL task ended without an answer")
+    })?
 }
 
 /// The connection settings of `url`, with bounds on waiting: a server that stops answering
@@ -264,7 +266,10 @@ fn wait<T: Send + 'static>(
 /// bounded, TCP keepalives end dead connections, and statements time out (see [`connect`]).
 fn config(url: &str) -> Result<tokio_postgres::Config, KvError> {
     let mut config: tokio_postgres::Config = url.parse().map_err(|e| {
-        KvError::Postgres(format!("'{}' is not a PostgreSQL URL: {e}", redact(url)))
+        KvError::backend(
+            "PostgreSQL",
+            format!("'{}' is not a PostgreSQL URL: {e}", redact(url)),
+        )
     })?;
     if config.get_connect_timeout().is_none() {
         config.connect_timeout(std::time::Duration::from_secs(5));
@@ -365,7 +370,7 @@ async fn create_schema(c: &Client) -> Result<(), KvError> {
         .map_err(pg)?
         .get(0);
     if v != SCHEMA_VERSION {
-        return Err(KvError::Postgres(format!(
+        return Err(KvError::backend("PostgreSQL", format!(
             "the store's schema is version {v}; this strata writes version {SCHEMA_VERSION}: use the strata that wrote it, or a newer one"
         )));
     }
