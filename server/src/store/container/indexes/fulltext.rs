@@ -4,7 +4,7 @@
 //! `strata_query::index::fulltext`). `FullTextContains*` and `ORDER BY RANK FullTextScore` read
 //! them.
 
-use super::{move_entries, put_entries, sorted, DocRef, IndexKind, IndexMaintainer, Txn};
+use super::{sorted, EntryIndex, IndexKind};
 use crate::store::container::{lock, read, Container};
 use crate::store::lookup::IndexStats;
 use crate::store::StoreError;
@@ -25,32 +25,19 @@ impl FullTextIndex {
     pub fn new(paths: Vec<(Vec<Seg>, Language)>, gen: u16) -> Self {
         Self { paths, gen }
     }
-
-    fn entries(&self, d: Option<&Value>) -> Vec<strata_query::index::term::Entry> {
-        d.map(|d| sorted(strata_query::index::fulltext::entries(d, &self.paths)))
-            .unwrap_or_default()
-    }
 }
 
-impl IndexMaintainer for FullTextIndex {
+impl EntryIndex for FullTextIndex {
     fn kind(&self) -> IndexKind {
         IndexKind::FullText
     }
 
-    fn update(
-        &self,
-        t: &mut Txn<'_>,
-        doc: DocRef<'_>,
-        old: Option<&Value>,
-        new: Option<&Value>,
-    ) -> Result<(), StoreError> {
-        move_entries(t, self.gen, doc, &self.entries(old), &self.entries(new));
-        Ok(())
+    fn gen(&self) -> u16 {
+        self.gen
     }
 
-    fn backfill(&self, t: &mut Txn<'_>, doc: DocRef<'_>, d: &Value) -> Result<(), StoreError> {
-        put_entries(t, self.gen, doc, &self.entries(Some(d)));
-        Ok(())
+    fn entries(&self, d: &Value) -> Vec<term::Entry> {
+        sorted(strata_query::index::fulltext::entries(d, &self.paths))
     }
 
     fn explain(&self) -> String {

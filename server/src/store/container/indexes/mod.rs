@@ -72,6 +72,44 @@ pub trait IndexMaintainer: Send + Sync {
     fn explain(&self) -> String;
 }
 
+/// The kinds kept as entries in `Space::Index` (range, full-text, spatial) differ only in which
+/// entries a document has: each says that, and this moves them for writes and rebuilds.
+pub trait EntryIndex: Send + Sync {
+    fn kind(&self) -> IndexKind;
+    /// The index generation its entries are written under.
+    fn gen(&self) -> u16;
+    /// The document's entries of this kind, sorted and without duplicates.
+    fn entries(&self, d: &Value) -> Vec<Entry>;
+    fn explain(&self) -> String;
+}
+
+impl<T: EntryIndex> IndexMaintainer for T {
+    fn kind(&self) -> IndexKind {
+        EntryIndex::kind(self)
+    }
+
+    fn update(
+        &self,
+        t: &mut Txn<'_>,
+        doc: DocRef<'_>,
+        old: Option<&Value>,
+        new: Option<&Value>,
+    ) -> Result<(), StoreError> {
+        let entries = |d: Option<&Value>| d.map(|d| self.entries(d)).unwrap_or_default();
+        move_entries(t, self.gen(), doc, &entries(old), &entries(new));
+        Ok(())
+    }
+
+    fn backfill(&self, t: &mut Txn<'_>, doc: DocRef<'_>, d: &Value) -> Result<(), StoreError> {
+        put_entries(t, self.gen(), doc, &self.entries(d));
+        Ok(())
+    }
+
+    fn explain(&self) -> String {
+        EntryIndex::explain(self)
+    }
+}
+
 /// Every maintainer of a container at one index state: what writes and rebuilds call.
 #[derive(Clone, Default)]
 pub struct Maintainers(Arc<Vec<Box<dyn IndexMaintainer>>>);

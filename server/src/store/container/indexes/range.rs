@@ -2,11 +2,11 @@
 //! `[]`) and one type marker per indexed array or object, keyed by path and term (see
 //! [`crate::store::index`]). Equality, range, `ORDER BY` and composite lookups read it.
 
-use super::{move_entries, put_entries, DocRef, IndexKind, IndexMaintainer, Txn};
-use crate::store::StoreError;
+use super::{EntryIndex, IndexKind};
 use serde_json::Value;
 use std::sync::Arc;
-use strata_query::index::{term, IndexingPolicy};
+use strata_query::index::term::{self, Entry};
+use strata_query::index::IndexingPolicy;
 
 pub struct RangeIndex {
     policy: Arc<IndexingPolicy>,
@@ -19,29 +19,17 @@ impl RangeIndex {
     }
 }
 
-impl IndexMaintainer for RangeIndex {
+impl EntryIndex for RangeIndex {
     fn kind(&self) -> IndexKind {
         IndexKind::Range
     }
 
-    fn update(
-        &self,
-        t: &mut Txn<'_>,
-        doc: DocRef<'_>,
-        old: Option<&Value>,
-        new: Option<&Value>,
-    ) -> Result<(), StoreError> {
-        let entries = |d: Option<&Value>| {
-            d.map(|d| term::entries(d, &self.policy))
-                .unwrap_or_default()
-        };
-        move_entries(t, self.gen, doc, &entries(old), &entries(new));
-        Ok(())
+    fn gen(&self) -> u16 {
+        self.gen
     }
 
-    fn backfill(&self, t: &mut Txn<'_>, doc: DocRef<'_>, d: &Value) -> Result<(), StoreError> {
-        put_entries(t, self.gen, doc, &term::entries(d, &self.policy));
-        Ok(())
+    fn entries(&self, d: &Value) -> Vec<Entry> {
+        term::entries(d, &self.policy)
     }
 
     fn explain(&self) -> String {
