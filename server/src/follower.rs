@@ -13,7 +13,7 @@
 use crate::api::{self, response::error_response, RegionId, MAX_BODY};
 use crate::error::CosmosError;
 use crate::store::engine::Engine;
-use crate::store::kv::postgres::{self, PostgresKv};
+use crate::store::kv;
 use crate::store::{Store, StoreConfig};
 use axum::body::Body;
 use axum::extract::{DefaultBodyLimit, State};
@@ -101,7 +101,8 @@ impl Front {
                 "No strata process serves this store right now ({why}); one takes over within seconds of the last one stopping. Retry."
             ))
         };
-        let read = postgres::read_meta(&self.store_url, LEADER)
+        let read = kv::shared(&self.store_url)
+            .read_meta(LEADER)
             .await
             .map_err(|e| unavailable(e.to_string()))?
             .ok_or_else(|| unavailable("none has started".into()))?;
@@ -117,7 +118,8 @@ impl Front {
 /// to. Called by the process that took the store's lock, once it listens.
 pub async fn register(store_url: &str, endpoints: &[String]) -> Result<(), String> {
     let value = serde_json::to_string(endpoints).map_err(|e| e.to_string())?;
-    postgres::write_meta(store_url, LEADER, &value)
+    kv::shared(store_url)
+        .write_meta(LEADER, &value)
         .await
         .map_err(|e| format!("could not record this process's address in the store: {e}"))
 }
@@ -138,7 +140,7 @@ pub async fn take_over<F, Fut>(
     loop {
         let (u, s) = (url.clone(), Arc::clone(&stop));
         let kv = tokio::task::spawn_blocking(move || {
-            PostgresKv::open_when_free(&u, move || !s.load(Ordering::Acquire))
+            kv::shared(&u).open_when_free(Box::new(move || !s.load(Ordering::Acquire)))
         })
         .await;
         if stop.load(Ordering::Acquire) {
@@ -146,12 +148,10 @@ pub async fn take_over<F, Fut>(
         }
         let cfg = store_cfg.clone();
         let opened = match kv {
-            Ok(Ok(kv)) => {
-                tokio::task::spawn_blocking(move || Store::open_on(Engine::new(Box::new(kv)), cfg))
-                    .await
-                    .map_err(|e| e.to_string())
-                    .and_then(|r| r.map_err(|e| e.to_string()))
-            }
+            Ok(Ok(kv)) => tokio::task::spawn_blocking(move || Store::open_on(Engine::new(kv), cfg))
+                .await
+                .map_err(|e| e.to_string())
+                .and_then(|r| r.map_err(|e| e.to_string())),
             Ok(Err(e)) => Err(e.to_string()),
             Err(e) => Err(e.to_string()),
         };

@@ -108,13 +108,13 @@ fn token_key(dir: Option<&Path>) -> Result<strata_query::sql::token::TokenKey, B
 /// jobs' sealed keys) handed out by one process stay valid in every other and after a
 /// takeover. The first process to start writes it; a concurrent first start keeps one.
 async fn shared_token_key(url: &str) -> Result<strata_query::sql::token::TokenKey, BoxError> {
-    use crate::store::kv::postgres::{read_meta, write_meta_once};
     use strata_query::sql::token::TokenKey;
+    let shared = crate::store::kv::shared(url);
     let mut k = [0u8; 32];
     getrandom::fill(&mut k).map_err(|e| format!("no randomness for the token key: {e}"))?;
     let hex: String = k.iter().map(|b| format!("{b:02x}")).collect();
-    write_meta_once(url, "token_key", &hex).await?;
-    let stored = read_meta(url, "token_key").await?.unwrap_or_default();
+    shared.write_meta_once("token_key", &hex).await?;
+    let stored = shared.read_meta("token_key").await?.unwrap_or_default();
     let bytes: Vec<u8> = (0..stored.len() / 2)
         .filter_map(|i| u8::from_str_radix(stored.get(2 * i..2 * i + 2)?, 16).ok())
         .collect();

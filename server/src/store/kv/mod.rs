@@ -17,6 +17,9 @@ pub mod contract;
 pub mod fjall;
 pub mod memory;
 pub mod postgres;
+mod shared;
+
+pub use shared::Shared;
 
 use bytes::Bytes;
 use std::ops::Bound;
@@ -106,6 +109,14 @@ pub fn open(postgres: Option<&str>, dir: Option<&std::path::Path>) -> Result<Box
         (Some(url), _) => Box::new(postgres::PostgresKv::open(url)?),
         (None, Some(dir)) => Box::new(fjall::FjallKv::open(dir)?),
         (None, None) => Box::new(memory::MemoryKv::new()),
+    })
+}
+
+/// The shared store `url` names, as the processes sharing it coordinate (PostgreSQL is the
+/// backend several processes can share).
+pub fn shared(url: &str) -> Box<dyn Shared> {
+    Box::new(postgres::SharedPostgres {
+        url: url.to_string(),
     })
 }
 

@@ -320,6 +320,46 @@ pub async fn write_meta_once(url: &str, name: &str, value: &str) -> Result<(), K
     Ok(())
 }
 
+/// A PostgreSQL store as several processes share it (see [`super::Shared`]).
+pub struct SharedPostgres {
+    pub(super) url: String,
+}
+
+impl super::Shared for SharedPostgres {
+    fn open_when_free(
+        &self,
+        keep_waiting: Box<dyn Fn() -> bool + Send + 'static>,
+    ) -> Result<Box<dyn Kv>, KvError> {
+        Ok(Box::new(PostgresKv::open_when_free(
+            &self.url,
+            keep_waiting,
+        )?))
+    }
+
+    fn read_meta<'a>(
+        &'a self,
+        name: &'a str,
+    ) -> futures::future::BoxFuture<'a, Result<Option<String>, KvError>> {
+        Box::pin(read_meta(&self.url, name))
+    }
+
+    fn write_meta<'a>(
+        &'a self,
+        name: &'a str,
+        value: &'a str,
+    ) -> futures::future::BoxFuture<'a, Result<(), KvError>> {
+        Box::pin(write_meta(&self.url, name, value))
+    }
+
+    fn write_meta_once<'a>(
+        &'a self,
+        name: &'a str,
+        value: &'a str,
+    ) -> futures::future::BoxFuture<'a, Result<(), KvError>> {
+        Box::pin(write_meta_once(&self.url, name, value))
+    }
+}
+
 /// The URL with its password hidden, for messages.
 fn redact(url: &str) -> String {
     match (url.find("://"), url.rfind('@')) {
