@@ -19,13 +19,9 @@ pub enum DataType {
     Uint8,
 }
 
-/// How two vectors' distance is measured.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Distance {
-    Cosine,
-    DotProduct,
-    Euclidean,
-}
+/// How two vectors' distance is measured: one type for the policy, the evaluator and the
+/// server's vector indexes, kept with the evaluator's `VectorDistance`.
+pub use crate::sql::distance::Distance;
 
 /// One `vectorEmbeddings` entry.
 #[derive(Debug, Clone, PartialEq)]
@@ -182,14 +178,9 @@ fn embeddings(policy: &Value) -> Result<Vec<Embedding>, String> {
         };
         let distance = match obj.get("distanceFunction").and_then(Value::as_str) {
             None => Distance::Cosine,
-            Some(f) => match f.to_ascii_lowercase().as_str() {
-                "cosine" => Distance::Cosine,
-                "dotproduct" => Distance::DotProduct,
-                "euclidean" => Distance::Euclidean,
-                _ => return Err(format!(
-                    "The Vector Embedding Policy has an invalid DistanceFunction:{f}. Supported functions are cosine, dotproduct and euclidean."
-                )),
-            },
+            Some(f) => Distance::parse(f).ok_or_else(|| format!(
+                "The Vector Embedding Policy has an invalid DistanceFunction:{f}. Supported functions are cosine, dotproduct and euclidean."
+            ))?,
         };
         if let Some(source) = obj.get("embeddingSource") {
             embedding_source(source)?;
@@ -371,11 +362,7 @@ pub fn check_replace(old: &VectorPolicy, new: &VectorPolicy) -> Result<(), Strin
 
 /// The name the service spells a distance function with.
 pub fn distance_name(d: Distance) -> &'static str {
-    match d {
-        Distance::Cosine => "cosine",
-        Distance::DotProduct => "dotproduct",
-        Distance::Euclidean => "euclidean",
-    }
+    d.name()
 }
 
 #[cfg(test)]

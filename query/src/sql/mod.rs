@@ -12,6 +12,7 @@ pub mod bind;
 pub mod computed;
 pub mod ctx;
 pub mod datetime;
+pub mod distance;
 pub mod error;
 pub mod eval;
 pub mod fields;

@@ -10,28 +10,19 @@ pub mod set;
 
 pub use set::{Found, SearchOpts, VectorSet};
 
-/// How distance is measured (the embedding's `distanceFunction`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Metric {
-    Cosine,
-    DotProduct,
-    Euclidean,
-}
+/// How distance is measured (the embedding's `distanceFunction`): the query crate's one type,
+/// which the evaluator scores with too.
+pub use strata_query::index::vector::Distance;
 
-/// The index kind (the `vectorIndexes` entry's `type`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    Flat,
-    QuantizedFlat,
-    DiskAnn,
-}
+/// The index kind (the `vectorIndexes` entry's `type`): the query crate's one type.
+pub use strata_query::index::vector::IndexKind;
 
 /// What shapes a set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Params {
-    pub kind: Kind,
+    pub kind: IndexKind,
     pub dims: usize,
-    pub metric: Metric,
+    pub metric: Distance,
     /// Beam length while linking (`indexingSearchListSize`, the service's default 100).
     pub list: usize,
     /// Most edges per node.

@@ -6,7 +6,7 @@
 use super::graph::Graph;
 use super::kernels::{dot, l2sq, normalize};
 use super::quant::{Quantizer, QueryCode};
-use super::{Kind, Metric, Params};
+use super::{Distance, IndexKind, Params};
 use std::collections::HashMap;
 
 /// Vectors trained on before codes exist: fewer are scanned exactly.
@@ -130,7 +130,7 @@ impl VectorSet {
             return;
         };
         let mut row = v.to_vec();
-        if self.params.metric == Metric::Cosine {
+        if self.params.metric == Distance::Cosine {
             normalize(&mut row);
         }
         let slot = self.keys.len() as u32;
@@ -157,7 +157,7 @@ impl VectorSet {
         {
             Some(i) => i,
             None => {
-                let graph = (self.params.kind == Kind::DiskAnn)
+                let graph = (self.params.kind == IndexKind::DiskAnn)
                     .then(|| Graph::new(self.params.degree, self.params.list));
                 self.shards.push(Shard {
                     lo: shard.0.to_vec(),
@@ -169,7 +169,7 @@ impl VectorSet {
             }
         };
         self.shards[i].members.push(slot);
-        if self.quant.is_none() && self.params.kind != Kind::Flat && self.len() >= TRAIN_AT {
+        if self.quant.is_none() && self.params.kind != IndexKind::Flat && self.len() >= TRAIN_AT {
             self.train();
         }
     }
@@ -243,7 +243,7 @@ impl VectorSet {
 
     fn prepare(&self, q: &[f32]) -> Query {
         let mut v = q.to_vec();
-        if self.params.metric == Metric::Cosine {
+        if self.params.metric == Distance::Cosine {
             normalize(&mut v);
         }
         let code = self.quant.as_ref().map(|qz| qz.query(&v));
@@ -254,8 +254,8 @@ impl VectorSet {
     /// Exact distance of a slot (smaller is closer).
     fn exact(&self, q: &Query, slot: u32) -> f32 {
         match self.params.metric {
-            Metric::Euclidean => l2sq(&q.v, self.row(slot)),
-            Metric::Cosine | Metric::DotProduct => -dot(&q.v, self.row(slot)),
+            Distance::Euclidean => l2sq(&q.v, self.row(slot)),
+            Distance::Cosine | Distance::DotProduct => -dot(&q.v, self.row(slot)),
         }
     }
 
@@ -266,8 +266,8 @@ impl VectorSet {
         };
         let d = code.dot(self.code(slot));
         match self.params.metric {
-            Metric::Euclidean => q.norm + self.norms[slot as usize] - 2.0 * d,
-            Metric::Cosine | Metric::DotProduct => -d,
+            Distance::Euclidean => q.norm + self.norms[slot as usize] - 2.0 * d,
+            Distance::Cosine | Distance::DotProduct => -d,
         }
     }
 
@@ -413,9 +413,9 @@ mod tests {
             .map(|_| (0..dims).map(|_| rnd()).collect())
             .collect();
         let mut set = VectorSet::new(Params {
-            kind: Kind::DiskAnn,
+            kind: IndexKind::DiskAnn,
             dims,
-            metric: Metric::Euclidean,
+            metric: Distance::Euclidean,
             list: 50,
             degree: 16,
         });

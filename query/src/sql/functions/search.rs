@@ -1,6 +1,7 @@
 //! Full-text and vector search functions.
 
 use super::*;
+use crate::sql::distance::Distance;
 use crate::sql::fulltext::{self, Language};
 use std::rc::Rc;
 
@@ -110,32 +111,17 @@ pub(super) fn call<'a>(f: SearchFn, args: Vec<Val<'a>>, lang: Language) -> R<Val
             if xs.len() != ys.len() || xs.is_empty() {
                 return Ok(Val::Undef);
             }
+            // An unknown function name measures as the default, cosine.
             let func = match get(3) {
                 Some(Value::Object(o)) => o
                     .get("distanceFunction")
                     .and_then(Value::as_str)
-                    .unwrap_or("cosine")
-                    .to_ascii_lowercase(),
-                _ => "cosine".into(),
+                    .and_then(Distance::parse),
+                _ => None,
             };
-            let dot: f64 = xs.iter().zip(&ys).map(|(p, q)| p * q).sum();
-            match func.as_str() {
-                "dotproduct" => n(dot),
-                "euclidean" => n(xs
-                    .iter()
-                    .zip(&ys)
-                    .map(|(p, q)| (p - q) * (p - q))
-                    .sum::<f64>()
-                    .sqrt()),
-                _ => {
-                    let nx = xs.iter().map(|p| p * p).sum::<f64>().sqrt();
-                    let ny = ys.iter().map(|p| p * p).sum::<f64>().sqrt();
-                    if nx == 0.0 || ny == 0.0 {
-                        Val::Undef
-                    } else {
-                        n(dot / (nx * ny))
-                    }
-                }
+            match func.unwrap_or(Distance::Cosine).score(&xs, &ys) {
+                Some(s) => n(s),
+                None => Val::Undef,
             }
         }
     })

@@ -10,7 +10,7 @@
 //! is written, so a crash loses nothing — the next start rebuilds them.
 
 use super::*;
-use crate::vector::{Found, Kind, Metric, Params, SearchOpts, VectorSet};
+use crate::vector::{Found, Params, SearchOpts, VectorSet};
 use strata_query::index::vector::{Distance, IndexKind, VectorPolicy};
 
 /// One indexed path.
@@ -58,17 +58,9 @@ impl Vectors {
             .filter_map(|ix| {
                 let e = policy.embedding(&ix.path)?;
                 let params = Params {
-                    kind: match ix.kind {
-                        IndexKind::Flat => Kind::Flat,
-                        IndexKind::QuantizedFlat => Kind::QuantizedFlat,
-                        IndexKind::DiskAnn => Kind::DiskAnn,
-                    },
+                    kind: ix.kind,
                     dims: e.dimensions,
-                    metric: match e.distance {
-                        Distance::Cosine => Metric::Cosine,
-                        Distance::DotProduct => Metric::DotProduct,
-                        Distance::Euclidean => Metric::Euclidean,
-                    },
+                    metric: e.distance,
                     list: ix.indexing_search_list_size.unwrap_or(100) as usize,
                     degree: 32,
                 };
@@ -130,20 +122,15 @@ impl PathIndex {
     /// The kind's name as the policy spells it.
     pub fn kind_name(&self) -> &'static str {
         match self.params.kind {
-            Kind::Flat => "flat",
-            Kind::QuantizedFlat => "quantizedFlat",
-            Kind::DiskAnn => "diskANN",
+            IndexKind::Flat => "flat",
+            IndexKind::QuantizedFlat => "quantizedFlat",
+            IndexKind::DiskAnn => "diskANN",
         }
     }
 
     /// Whether a query measuring with `distance` (lower case) may rank by this set.
     pub fn measures(&self, distance: &str) -> bool {
-        matches!(
-            (self.params.metric, distance),
-            (Metric::Cosine, "cosine")
-                | (Metric::DotProduct, "dotproduct")
-                | (Metric::Euclidean, "euclidean")
-        )
+        Distance::parse(distance) == Some(self.params.metric)
     }
 
     /// Live vectors, tombstones, slots not yet linked and bytes held.
@@ -156,7 +143,7 @@ impl PathIndex {
     /// search for its edges under a read lock (queries go on), the linking under a short
     /// write lock.
     fn link_in_background(self: &Arc<Self>) {
-        if self.params.kind != Kind::DiskAnn || read(&self.set).unlinked() == 0 {
+        if self.params.kind != IndexKind::DiskAnn || read(&self.set).unlinked() == 0 {
             return;
         }
         if self.linking.swap(true, Ordering::AcqRel) {
