@@ -60,15 +60,24 @@ impl Kv for MemoryKv {
         if empty_bounds(start, end) {
             return Box::new(std::iter::empty());
         }
-        Box::new(Chunked {
-            kv: self,
-            space,
-            start: start.map(<[u8]>::to_vec),
-            end: end.map(<[u8]>::to_vec),
+        super::pager::paged(
+            start,
+            end,
             reverse,
-            buf: std::collections::VecDeque::new(),
-            done: false,
-        })
+            CHUNK,
+            Box::new(move |start, end, reverse| {
+                let map = self.read(space);
+                let range = map.range::<[u8], _>((
+                    start.as_ref().map(Vec::as_slice),
+                    end.as_ref().map(Vec::as_slice),
+                ));
+                let take = |(k, v): (&Vec<u8>, &Bytes)| (k.clone(), v.clone());
+                Ok(match reverse {
+                    true => range.rev().take(CHUNK).map(take).collect(),
+                    false => range.take(CHUNK).map(take).collect(),
+                })
+            }),
+        )
     }
 
     fn apply(&self, ops: Vec<Op>) -> Result<(), KvError> {
@@ -114,55 +123,5 @@ impl Kv for MemoryKv {
 
     fn disk_space(&self) -> u64 {
         0
-    }
-}
-
-/// A range iterator that refills from the map a chunk at a time.
-struct Chunked<'a> {
-    kv: &'a MemoryKv,
-    space: Space,
-    /// The remaining range: it shrinks from the front (or the back, in reverse) per chunk.
-    start: Bound<Vec<u8>>,
-    end: Bound<Vec<u8>>,
-    reverse: bool,
-    buf: std::collections::VecDeque<(Vec<u8>, Bytes)>,
-    done: bool,
-}
-
-impl Chunked<'_> {
-    fn refill(&mut self) {
-        let map = self.kv.read(self.space);
-        let range = map.range::<[u8], _>((
-            self.start.as_ref().map(Vec::as_slice),
-            self.end.as_ref().map(Vec::as_slice),
-        ));
-        let take = |(k, v): (&Vec<u8>, &Bytes)| (k.clone(), v.clone());
-        if self.reverse {
-            self.buf.extend(range.rev().take(CHUNK).map(take));
-        } else {
-            self.buf.extend(range.take(CHUNK).map(take));
-        }
-        drop(map);
-        if self.buf.len() < CHUNK {
-            self.done = true;
-        }
-        if let Some((last, _)) = self.buf.back() {
-            if self.reverse {
-                self.end = Bound::Excluded(last.clone());
-            } else {
-                self.start = Bound::Excluded(last.clone());
-            }
-        }
-    }
-}
-
-impl Iterator for Chunked<'_> {
-    type Item = Result<(Vec<u8>, Bytes), KvError>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        if self.buf.is_empty() && !self.done {
-            self.refill();
-        }
-        self.buf.pop_front().map(Ok)
     }
 }

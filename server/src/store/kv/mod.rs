@@ -16,6 +16,7 @@
 pub mod contract;
 pub mod fjall;
 pub mod memory;
+mod pager;
 pub mod postgres;
 mod shared;
 

@@ -12,7 +12,7 @@
 
 use super::{empty_bounds, Kv, KvError, KvIter, Op, Space, SPACES};
 use bytes::Bytes;
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::future::Future;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -561,15 +561,13 @@ impl Kv for PostgresKv {
         if empty_bounds(start, end) {
             return Box::new(std::iter::empty());
         }
-        Box::new(Paged {
-            kv: self,
-            space,
-            start: start.map(<[u8]>::to_vec),
-            end: end.map(<[u8]>::to_vec),
+        super::pager::paged(
+            start,
+            end,
             reverse,
-            buf: VecDeque::new(),
-            done: false,
-        })
+            PAGE as usize,
+            Box::new(move |start, end, reverse| self.page(space, start, end, reverse)),
+        )
     }
 
     fn apply(&self, ops: Vec<Op>) -> Result<(), KvError> {
@@ -665,29 +663,25 @@ impl Drop for PostgresKv {
     }
 }
 
-/// A range scan in pages: each page is one query after the last key returned, so nothing is
-/// held between pages (no cursor, no open transaction).
-struct Paged<'a> {
-    kv: &'a PostgresKv,
-    space: Space,
-    start: Bound<Vec<u8>>,
-    end: Bound<Vec<u8>>,
-    reverse: bool,
-    buf: VecDeque<(Vec<u8>, Bytes)>,
-    done: bool,
-}
-
-impl Paged<'_> {
-    fn fetch(&mut self) -> Result<(), KvError> {
-        let sql = page_sql(self.space, &self.start, &self.end, self.reverse);
-        let params: Vec<Vec<u8>> = [&self.start, &self.end]
+impl PostgresKv {
+    /// One page of a range scan: one query for the rows after the bounds (no cursor, no open
+    /// transaction between pages).
+    fn page(
+        &self,
+        space: Space,
+        start: &Bound<Vec<u8>>,
+        end: &Bound<Vec<u8>>,
+        reverse: bool,
+    ) -> Result<Vec<(Vec<u8>, Bytes)>, KvError> {
+        let sql = page_sql(space, start, end, reverse);
+        let params: Vec<Vec<u8>> = [start, end]
             .into_iter()
             .filter_map(|b| match b {
                 Bound::Included(k) | Bound::Excluded(k) => Some(k.clone()),
                 Bound::Unbounded => None,
             })
             .collect();
-        let rows = self.kv.run(move |sh| {
+        self.run(move |sh| {
             Box::pin(async move {
                 let mut conn = sh.reader().await;
                 let (client, st) = conn.statement(&sh.config, &sql).await?;
@@ -699,33 +693,7 @@ impl Paged<'_> {
                     .map(|r| (r.get::<_, Vec<u8>>(0), Bytes::from(r.get::<_, Vec<u8>>(1))))
                     .collect::<Vec<_>>())
             })
-        })?;
-        if (rows.len() as i64) < PAGE {
-            self.done = true;
-        }
-        if let Some((last, _)) = rows.last() {
-            if self.reverse {
-                self.end = Bound::Excluded(last.clone());
-            } else {
-                self.start = Bound::Excluded(last.clone());
-            }
-        }
-        self.buf.extend(rows);
-        Ok(())
-    }
-}
-
-impl Iterator for Paged<'_> {
-    type Item = Result<(Vec<u8>, Bytes), KvError>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        if self.buf.is_empty() && !self.done {
-            if let Err(e) = self.fetch() {
-                self.done = true;
-                return Some(Err(e));
-            }
-        }
-        self.buf.pop_front().map(Ok)
+        })
     }
 }
 
