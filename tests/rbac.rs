@@ -9,7 +9,7 @@
 use reqwest::Method;
 use serde_json::{json, Value};
 use strata_query::protocol::EMULATOR_KEY;
-use strata_server::api::aad::{emulator_token, entra_token, Jwks};
+use strata_server::api::security::aad::{emulator_token, entra_token, Jwks};
 use strata_tests::{Options, TestServer};
 
 /// `authorization` for principal `oid`, as the SDKs' emulator credential builds it.

@@ -1,7 +1,7 @@
 //! Listening: one accept loop for plain HTTP and HTTPS (rustls), HTTP/1.1 and HTTP/2, with
 //! graceful shutdown (stop accepting, let in-flight requests finish, flush storage).
 
-use crate::api::{self, auth::MasterKey, ApiOptions, App};
+use crate::api::{self, security::auth::MasterKey, ApiOptions, App};
 use crate::store::{kv::KvError, Store, StoreConfig, StoreError};
 use hyper_util::server::graceful::GracefulShutdown;
 use std::net::SocketAddr;
@@ -51,7 +51,7 @@ pub struct ServerConfig {
     /// Where the RBAC policy is kept (default: `rbac.json` in the data folder, if any).
     pub rbac: Option<PathBuf>,
     /// An Entra ID tenant's signing keys: its real tokens are accepted (`--entra-jwks`).
-    pub entra: Option<api::aad::Jwks>,
+    pub entra: Option<api::security::aad::Jwks>,
     /// The account's regions, each served on its own port from `port` up (one by default).
     pub regions: crate::regions::RegionsConfig,
     /// Serve the SDK test emulator's management API on this loopback port (0: any free one).
@@ -63,7 +63,7 @@ impl Default for ServerConfig {
         Self {
             host: "127.0.0.1".into(),
             port: 8081,
-            key: api::auth::EMULATOR_KEY.into(),
+            key: api::security::auth::EMULATOR_KEY.into(),
             read_only_key: None,
             store: StoreConfig::default(),
             tls: None,
@@ -548,7 +548,7 @@ async fn build_app(
     store: Store,
     cert_pem: Option<Vec<u8>>,
 ) -> Result<(App, crate::transfer::jobs::Jobs), BoxError> {
-    let keys = api::auth::Keys {
+    let keys = api::security::auth::Keys {
         disable_local_auth: cfg.disable_local_auth,
         entra: cfg.entra.clone().map(Arc::new),
         read_write: MasterKey::from_base64(&cfg.key)?,
@@ -594,7 +594,7 @@ async fn build_app(
             jobs: jobs.clone(),
             explorer,
             queries: crate::advise::sample::QuerySample::open(cfg.queries.clone())?,
-            rbac: api::rbac::Rbac::open(
+            rbac: api::security::rbac::Rbac::open(
                 cfg.rbac
                     .clone()
                     .or_else(|| cfg.store.data_dir.as_ref().map(|d| d.join("rbac.json"))),

@@ -40,7 +40,7 @@ pub struct Options {
     /// `--regions`: each region on its own ephemeral port.
     pub regions: Option<strata_server::regions::RegionsConfig>,
     /// `--entra-jwks`/`--entra-tenant`: real Entra ID tokens of that tenant verify.
-    pub entra: Option<strata_server::api::aad::Jwks>,
+    pub entra: Option<strata_server::api::security::aad::Jwks>,
 }
 
 /// A strata server running inside the test process on an ephemeral port.

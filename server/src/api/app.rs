@@ -2,8 +2,8 @@
 //! the throughput governor, prepared queries, copy jobs and the explorer, behind one cheap
 //! handle every handler receives.
 
-use super::auth::Keys;
-use super::explorer;
+use crate::api::explorer;
+use crate::api::security::auth::Keys;
 use crate::error::CosmosError;
 use crate::store::container::Container;
 use crate::store::Store;
@@ -45,7 +45,7 @@ pub struct AppInner {
     /// The queries served, per container, for the partition-key advisor.
     pub queries: crate::advise::sample::QuerySample,
     /// Role definitions and assignments for Entra ID principals.
-    pub rbac: super::rbac::Rbac,
+    pub rbac: crate::api::security::rbac::Rbac,
     /// The account's regions, their ports and injected faults.
     pub regions: crate::regions::Regions,
 }
@@ -63,7 +63,7 @@ pub struct Services {
     pub jobs: crate::transfer::jobs::Jobs,
     pub explorer: explorer::Explorer,
     pub queries: crate::advise::sample::QuerySample,
-    pub rbac: super::rbac::Rbac,
+    pub rbac: crate::api::security::rbac::Rbac,
     pub regions: crate::regions::Regions,
 }
 

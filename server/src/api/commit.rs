@@ -5,7 +5,7 @@
 //! transaction, a failed durable wait, an early `?` — settles the same way: the real charge
 //! on success, 1 RU otherwise (as the service charges a failed write).
 
-use super::App;
+use crate::api::App;
 use crate::error::CosmosError;
 use crate::store::container::{Container, Txn};
 use crate::store::engine::Durable;

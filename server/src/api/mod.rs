@@ -4,51 +4,35 @@
 //! [`Endpoint`], and calls the one handler for that endpoint. Handlers return a [`Reply`] or an
 //! [`CosmosError`]; both become responses with the headers the SDKs expect.
 
-pub mod aad;
-pub mod access;
-pub mod account;
-pub mod advise;
+pub mod admin;
 pub mod app;
-pub mod auth;
-pub mod batch;
-pub mod changefeed;
 pub mod commit;
-pub mod conflicts;
-pub mod containers;
-pub mod databases;
+pub mod cosmos;
 pub mod endpoint;
 pub mod explorer;
-pub mod feed;
-pub mod history;
-pub mod inspect;
-pub mod items;
-pub mod jobs;
-pub mod offers;
-pub mod pkranges;
-pub mod query;
-pub mod rbac;
-mod rbac_admin;
-pub mod regions;
 pub mod request;
 pub mod response;
 pub mod scope;
-pub mod scripts;
-pub mod sprocs;
-pub mod tokens;
-pub mod users;
+pub mod security;
 pub mod wire;
 
 use crate::error::CosmosError;
+use admin::{advise, inspect, jobs, rbac_admin, regions};
 pub use app::{ApiOptions, App, AppInner};
 use axum::body::Body;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::Request;
 use axum::response::Response;
 use axum::Router;
+use cosmos::{
+    account, batch, changefeed, conflicts, containers, databases, feed, items, offers, pkranges,
+    query, scripts, sprocs, users,
+};
 use endpoint::Endpoint;
 use futures::FutureExt as _;
 use request::Req;
 use response::Reply;
+use security::{access, auth};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 use strata_query::protocol::header;

@@ -19,7 +19,7 @@ pub struct Req {
     /// `scheme://host/` as the client reached us, for the account's advertised endpoint.
     pub endpoint: String,
     /// The keys a resource token scoped to a partition key (or prefix) may reach: feeds and
-    /// queries are narrowed to it (see [`super::access`]).
+    /// queries are narrowed to it (see [`crate::api::security::access`]).
     pub epk_limit: Option<strata_query::pk::EpkRange>,
     /// The region whose port the request reached (see [`crate::regions`]).
     pub region: usize,

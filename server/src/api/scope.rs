@@ -7,7 +7,7 @@
 //! * `x-ms-start-epk` / `x-ms-end-epk`: an EPK sub-range (Python prefix queries, change feed by
 //!   partition key, feed ranges).
 
-use super::request::Req;
+use crate::api::request::Req;
 use crate::error::CosmosError;
 use crate::store::container::Container;
 use strata_query::pk::{EpkRange, PartitionKey, PkComponent};

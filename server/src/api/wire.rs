@@ -6,9 +6,9 @@
 //! `x-ms-cosmos-supported-serialization-formats`, as the service does. Everything in between
 //! (handlers, triggers, stored procedures, size limits and charges) works on text only.
 
-use super::endpoint::Endpoint;
-use super::response::Reply;
-use super::MAX_BODY;
+use crate::api::endpoint::Endpoint;
+use crate::api::response::Reply;
+use crate::api::MAX_BODY;
 use crate::error::CosmosError;
 use axum::http::HeaderMap;
 use bytes::Bytes;

@@ -2,7 +2,7 @@
 //! what the official SDKs need to be told, and the lines test frameworks wait for.
 
 use super::Args;
-use crate::api::auth::EMULATOR_KEY;
+use crate::api::security::auth::EMULATOR_KEY;
 
 /// The banner: the first line is what scripts wait for; the rest is for people.
 pub(super) fn banner(

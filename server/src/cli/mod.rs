@@ -7,7 +7,7 @@ mod regions;
 mod trust;
 
 use crate::advise::sample::Recording;
-use crate::api::auth::EMULATOR_KEY;
+use crate::api::security::auth::EMULATOR_KEY;
 use crate::store::container::Limits;
 use crate::store::StoreConfig;
 use crate::{ServerConfig, Tls};
@@ -610,7 +610,9 @@ fn server_config(
         disable_local_auth: args.disable_local_auth,
         rbac: args.rbac.clone(),
         entra: match (&args.entra_jwks, &args.entra_tenant) {
-            (Some(file), Some(tenant)) => Some(crate::api::aad::Jwks::load(file, tenant)?),
+            (Some(file), Some(tenant)) => {
+                Some(crate::api::security::aad::Jwks::load(file, tenant)?)
+            }
             _ => None,
         },
         regions: match &args.regions {

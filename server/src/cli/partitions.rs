@@ -115,7 +115,7 @@ pub fn render(v: &Value) -> String {
             let _ = writeln!(out, "  {k:<40} {:>10} {n:>9} items", bytes(*b));
         }
     }
-    let mut hot: Vec<(Value, f64)> = crate::api::inspect::hottest_logical_partitions(&parts)
+    let mut hot: Vec<(Value, f64)> = crate::api::admin::inspect::hottest_logical_partitions(&parts)
         .into_iter()
         .map(|lp| (lp["partitionKey"].clone(), num(&lp["requestUnits"])))
         .collect();

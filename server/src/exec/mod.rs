@@ -1,7 +1,7 @@
 //! The query executor: runs a planned query over the physical partitions its plan names and
 //! produces one page — streaming in EPK order, a k-way merge for ORDER BY, or complete results
 //! (aggregates, GROUP BY, DISTINCT) — with the continuation that resumes it. Nothing here
-//! knows HTTP: `api/query.rs` decodes the request, asks `strata_query` for the plan, calls
+//! knows HTTP: `api/cosmos/query.rs` decodes the request, asks `strata_query` for the plan, calls
 //! [`run`] and encodes the page.
 
 use crate::store::container::{Container, DocPos};

@@ -4,8 +4,8 @@
 //! request the page makes is then the token's principal's, under its role assignments, as
 //! the same token sent by an SDK would be — and the session ends when the token expires.
 
-use crate::api::aad::{self, Identity};
-use crate::api::auth::Keys;
+use crate::api::security::aad::{self, Identity};
+use crate::api::security::auth::Keys;
 use crate::error::CosmosError;
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -36,7 +36,7 @@ impl Sessions {
         };
         let identity = aad::verify(&account, jwt, now)?;
         let exp = aad::expiry(jwt).unwrap_or(now);
-        let secret = super::random_secret();
+        let secret = crate::api::explorer::random_secret();
         if secret.is_empty() {
             return Err(CosmosError::unauthorized(
                 "The Data Explorer cannot open a session: no randomness for its secret.",

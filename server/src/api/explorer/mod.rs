@@ -23,8 +23,8 @@
 
 mod entra;
 
-use crate::api::auth::{Keys, Principal};
 use crate::api::response::Reply;
+use crate::api::security::auth::{Keys, Principal};
 use crate::error::CosmosError;
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use serde_json::json;
@@ -472,7 +472,7 @@ mod tests {
             Some(401)
         );
         let now = now_secs();
-        let jwt = crate::api::aad::emulator_token("a2V5", "alice", now + 3600);
+        let jwt = crate::api::security::aad::emulator_token("a2V5", "alice", now + 3600);
         let ok = post(&serde_json::json!({"token": jwt}).to_string()).expect("signed in");
         let v: serde_json::Value = serde_json::from_slice(&ok.body).expect("json");
         assert_eq!(v["principal"], "alice");
@@ -489,11 +489,11 @@ mod tests {
             "{who:?}"
         );
         // A token for another audience, or one expired, opens nothing.
-        let stale = crate::api::aad::emulator_token("a2V5", "alice", now - 3600);
+        let stale = crate::api::security::aad::emulator_token("a2V5", "alice", now - 3600);
         let e401 = post(&serde_json::json!({"token": stale}).to_string()).err();
         assert_eq!(e401.map(|e| e.status.as_u16()), Some(401));
         // A session ends with its token.
-        let soon = crate::api::aad::emulator_token("a2V5", "bob", now + 1);
+        let soon = crate::api::security::aad::emulator_token("a2V5", "bob", now + 1);
         let (secret, _, _) = e.sessions.sign_in(&e.keys, &soon, now).expect("signed in");
         assert!(e.sessions.get(&secret, now).is_some_and(|r| r.is_ok()));
         assert!(e.sessions.get(&secret, now + 2).is_some_and(|r| r.is_err()));

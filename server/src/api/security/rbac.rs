@@ -1,5 +1,5 @@
 //! Data-plane role-based access control, as the service models it, for Entra ID principals
-//! ([`super::aad`]): role definitions (the built-in Data Reader and Data Contributor, and
+//! ([`crate::api::security::aad`]): role definitions (the built-in Data Reader and Data Contributor, and
 //! custom ones) list data actions; role assignments give a role to a principal (or a group)
 //! at a scope — the account (`/`), a database (`/dbs/{db}`) or a container
 //! (`/dbs/{db}/colls/{c}`). A request needs one assignment whose role allows its action at a
@@ -11,9 +11,9 @@
 //! official emulator checks no roles. The set is loaded from `--rbac FILE` (or `rbac.json` in
 //! the data folder) and managed through `GET`/`PUT /_strata/rbac` with the account key.
 
-use super::aad::Identity;
-use super::endpoint::Endpoint;
-use super::request::Req;
+use crate::api::endpoint::Endpoint;
+use crate::api::request::Req;
+use crate::api::security::aad::Identity;
 use crate::error::CosmosError;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -73,7 +73,7 @@ pub struct Policy {
 }
 
 /// The built-in roles, made once.
-pub(super) fn built_in() -> &'static [RoleDefinition] {
+pub(crate) fn built_in() -> &'static [RoleDefinition] {
     static ROLES: std::sync::OnceLock<Vec<RoleDefinition>> = std::sync::OnceLock::new();
     ROLES.get_or_init(make_built_in)
 }

@@ -5,8 +5,8 @@
 //! answer 304. After a split a client holding an older etag gets every live range; each child
 //! lists all its ancestors in `parents`, so the client drops every range that no longer exists.
 
-use super::request::Req;
-use super::response::Reply;
+use crate::api::request::Req;
+use crate::api::response::Reply;
 use crate::error::CosmosError;
 use crate::store::catalog;
 use crate::store::container::Container;

@@ -1,5 +1,5 @@
 //! Change feed (latest-version mode): `GET .../docs` with `A-IM: Incremental Feed`. The
-//! all-versions-and-deletes mode (`A-IM: Full-Fidelity Feed`) is in [`super::history`].
+//! all-versions-and-deletes mode (`A-IM: Full-Fidelity Feed`) is in [`crate::api::cosmos::history`].
 //!
 //! Every write takes the next LSN of its container and moves the item's entry in the feed
 //! index to that LSN, so the feed yields each item once, in its latest version, in
@@ -7,10 +7,10 @@
 //! a container, so a position taken before a split continues on the children: nothing is
 //! skipped, nothing repeated.
 
-use super::feed::Feed;
-use super::request::Req;
-use super::response::Reply;
-use super::App;
+use crate::api::cosmos::feed::Feed;
+use crate::api::request::Req;
+use crate::api::response::Reply;
+use crate::api::App;
 use crate::error::CosmosError;
 use crate::store::container::Container;
 use bytes::Bytes;
@@ -65,7 +65,7 @@ pub fn read(app: &App, req: &Req, c: &Arc<Container>) -> Result<Reply, CosmosErr
     match req.header("a-im") {
         Some(v) if v.eq_ignore_ascii_case("incremental feed") => {}
         Some(v) if v.eq_ignore_ascii_case("full-fidelity feed") => {
-            return super::history::read(app, req, c)
+            return crate::api::cosmos::history::read(app, req, c)
         }
         Some(v) => {
             return Err(CosmosError::bad_request(format!(

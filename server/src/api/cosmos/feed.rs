@@ -1,10 +1,10 @@
 //! `GET .../docs` without `A-IM`: the read feed (every item, in key order, paged).
 
-use super::commit::Admission;
-use super::request::Req;
-use super::response::{feed_body, Reply};
-use super::scope::{ranges_touched, request_scope};
-use super::App;
+use crate::api::commit::Admission;
+use crate::api::request::Req;
+use crate::api::response::{feed_body, Reply};
+use crate::api::scope::{ranges_touched, request_scope};
+use crate::api::App;
 use crate::error::CosmosError;
 use crate::store::container::{Container, DocPos};
 use crate::throughput::charge;

@@ -5,8 +5,8 @@
 //! with HMAC-SHA256 over the base64-decoded account key. We recompute and compare in constant
 //! time — against the read-write key, then the read-only one — and check that the date is
 //! within 15 minutes of ours (replay protection, as the service does). A resource token
-//! (`type=resource`) is verified by [`super::tokens`]; what it may do is
-//! [`super::access`]'s question.
+//! (`type=resource`) is verified by [`crate::api::security::tokens`]; what it may do is
+//! [`crate::api::security::access`]'s question.
 
 use crate::error::CosmosError;
 use axum::http::{HeaderMap, Method};
@@ -31,9 +31,9 @@ pub enum Principal {
     /// Signed with the read-only key: every read, no write.
     ReadOnly,
     /// A resource token: what its permission grants.
-    Resource(super::tokens::Claims),
-    /// An Entra ID token: what its roles grant ([`super::rbac`]).
-    Aad(super::aad::Identity),
+    Resource(crate::api::security::tokens::Claims),
+    /// An Entra ID token: what its roles grant ([`crate::api::security::rbac`]).
+    Aad(crate::api::security::aad::Identity),
 }
 
 /// The account's keys.
@@ -45,7 +45,7 @@ pub struct Keys {
     /// account with `disableLocalAuth`.
     pub disable_local_auth: bool,
     /// An Entra ID tenant's signing keys (`--entra-jwks`): real tokens of that tenant verify.
-    pub entra: Option<std::sync::Arc<super::aad::Jwks>>,
+    pub entra: Option<std::sync::Arc<crate::api::security::aad::Jwks>>,
 }
 
 /// Authenticates the request's `authorization` header.
@@ -91,17 +91,17 @@ pub fn verify(
         Some("master") => {}
         Some("aad") => {
             let now = crate::store::catalog::now_secs() as i64;
-            let account = super::aad::AccountKeys {
+            let account = crate::api::security::aad::AccountKeys {
                 read_write: &keys.read_write,
                 read_only: keys.read_only.as_ref(),
                 jwks: keys.entra.as_deref(),
-                skew: super::aad::TOKEN_CLOCK_SKEW,
+                skew: crate::api::security::aad::TOKEN_CLOCK_SKEW,
             };
-            return Ok(Principal::Aad(super::aad::verify(&account, sig, now)?));
+            return Ok(Principal::Aad(crate::api::security::aad::verify(&account, sig, now)?));
         }
         Some("resource") => {
             let now = crate::store::catalog::now_secs();
-            return Ok(Principal::Resource(super::tokens::open(token_key, sig, now)?));
+            return Ok(Principal::Resource(crate::api::security::tokens::open(token_key, sig, now)?));
         }
         Some(other) => {
             return Err(CosmosError::unauthorized(format!(

@@ -3,8 +3,8 @@
 //! named conflict is never found. The SDKs' conflict calls therefore behave as they do on a
 //! single-region account instead of failing as unsupported.
 
-use super::response::Reply;
-use super::{query, App, Req};
+use crate::api::response::Reply;
+use crate::api::{query, App, Req};
 use crate::error::CosmosError;
 use axum::http::StatusCode;
 use serde_json::json;

@@ -5,9 +5,9 @@
 //! shows one with its progress (phase, items, bytes, rate, ETA, lag); `DELETE` stops and
 //! forgets one.
 
-use super::request::Req;
-use super::response::Reply;
-use super::App;
+use crate::api::request::Req;
+use crate::api::response::Reply;
+use crate::api::App;
 use crate::error::CosmosError;
 use crate::transfer::jobs::JobError;
 use axum::http::StatusCode;

@@ -1,9 +1,9 @@
 //! Throughput (offers): how containers and databases declare RU/s, read and replaced through
 //! `/offers` with the `_rid` linkage the SDKs use (`resource` = the container's `_self`).
 
-use super::request::Req;
-use super::response::Reply;
-use super::App;
+use crate::api::request::Req;
+use crate::api::response::Reply;
+use crate::api::App;
 use crate::error::CosmosError;
 use crate::store::catalog::{self, Throughput, ThroughputRequest};
 use axum::http::StatusCode;
@@ -204,7 +204,7 @@ pub fn list(app: &App) -> Result<Reply, CosmosError> {
 
 pub fn query(app: &App, req: &Req) -> Result<Reply, CosmosError> {
     let offers: Vec<Value> = all(app).into_iter().map(|(o, _)| o).collect();
-    super::query::query_resources(req, "", "Offers", offers)
+    crate::api::cosmos::query::query_resources(req, "", "Offers", offers)
 }
 
 pub fn read_offer(app: &App, id: &str) -> Result<Reply, CosmosError> {

@@ -1,9 +1,9 @@
 //! Containers: create, read, list, query, replace, delete.
 
-use super::offers::throughput_from_headers;
-use super::request::Req;
-use super::response::Reply;
-use super::App;
+use crate::api::cosmos::offers::throughput_from_headers;
+use crate::api::request::Req;
+use crate::api::response::Reply;
+use crate::api::App;
 use crate::error::CosmosError;
 use crate::items::document::validate_id;
 use crate::store::catalog::{self, ContainerRecord};

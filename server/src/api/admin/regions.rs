@@ -4,9 +4,9 @@
 //! "holdMs": N}`; `{}` clears it); `POST /_strata/regions/{name}/failover` makes a region the
 //! write region of a single-write account.
 
-use super::request::Req;
-use super::response::Reply;
-use super::App;
+use crate::api::request::Req;
+use crate::api::response::Reply;
+use crate::api::App;
 use crate::error::CosmosError;
 use crate::regions::Fault;
 use axum::http::StatusCode;

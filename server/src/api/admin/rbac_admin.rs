@@ -1,10 +1,10 @@
 //! `/_strata/rbac`: reading and replacing the account's data-plane RBAC policy with the
-//! account key. The policy itself, and the authorization it decides, is [`super::rbac`].
+//! account key. The policy itself, and the authorization it decides, is [`crate::api::security::rbac`].
 
-use super::rbac::{built_in, Policy};
-use super::request::Req;
-use super::response::Reply;
-use super::App;
+use crate::api::request::Req;
+use crate::api::response::Reply;
+use crate::api::security::rbac::{built_in, Policy};
+use crate::api::App;
 use crate::error::CosmosError;
 
 /// `GET /_strata/rbac`: the policy, built-in roles included.

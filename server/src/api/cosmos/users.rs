@@ -3,10 +3,12 @@
 //! listing it) returns its resource token in `_token`, valid for
 //! `x-ms-documentdb-expiry-seconds` (default one hour, at most five).
 
-use super::request::Req;
-use super::response::{feed_body, Reply};
-use super::tokens::{self, Claims, DEFAULT_VALIDITY_SECS, MAX_VALIDITY_SECS, MIN_VALIDITY_SECS};
-use super::App;
+use crate::api::request::Req;
+use crate::api::response::{feed_body, Reply};
+use crate::api::security::tokens::{
+    self, Claims, DEFAULT_VALIDITY_SECS, MAX_VALIDITY_SECS, MIN_VALIDITY_SECS,
+};
+use crate::api::App;
 use crate::error::CosmosError;
 use crate::exec::to_bytes;
 use crate::items::document::{json_kind, validate_id};
@@ -172,7 +174,7 @@ pub fn list_users(app: &App, db: &str) -> Result<Reply, CosmosError> {
 
 pub fn query_users(app: &App, req: &Req, db: &str) -> Result<Reply, CosmosError> {
     let (d, docs) = all_users(app, db)?;
-    super::query::query_resources(req, &catalog::db_rid(d.seq), "Users", docs)
+    crate::api::cosmos::query::query_resources(req, &catalog::db_rid(d.seq), "Users", docs)
 }
 
 // ---- permissions --------------------------------------------------------------------------
@@ -375,5 +377,5 @@ pub fn list_permissions(app: &App, req: &Req, db: &str, user: &str) -> Result<Re
 
 pub fn query_permissions(app: &App, req: &Req, db: &str, user: &str) -> Result<Reply, CosmosError> {
     let (rid, docs) = all_permissions(app, req, db, user)?;
-    super::query::query_resources(req, &rid, "Permissions", docs)
+    crate::api::cosmos::query::query_resources(req, &rid, "Permissions", docs)
 }

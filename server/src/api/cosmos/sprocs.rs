@@ -1,10 +1,10 @@
 //! `POST .../sprocs/{id}`: runs a stored procedure inside one logical partition as one
 //! transaction; its data operations are served by the item layer's [`Host`].
 
-use super::commit::Commit;
-use super::request::Req;
-use super::response::Reply;
-use super::App;
+use crate::api::commit::Commit;
+use crate::api::request::Req;
+use crate::api::response::Reply;
+use crate::api::App;
 use crate::error::CosmosError;
 use crate::items::document::point_key;
 use crate::items::host::{failure, Host};

@@ -3,9 +3,9 @@
 //! named by its address, as the official emulator does), one per region (see
 //! [`crate::regions`]).
 
-use super::request::Req;
-use super::response::Reply;
-use super::App;
+use crate::api::request::Req;
+use crate::api::response::Reply;
+use crate::api::App;
 use crate::error::CosmosError;
 use axum::http::StatusCode;
 use serde_json::json;

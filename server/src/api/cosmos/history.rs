@@ -10,10 +10,10 @@
 //! etags shared with the latest-version feed; the feed starts from now (`If-None-Match: *`) or
 //! a continuation, as the service allows, and needs the container to keep history.
 
-use super::feed::Feed;
-use super::request::Req;
-use super::response::Reply;
-use super::App;
+use crate::api::cosmos::feed::Feed;
+use crate::api::request::Req;
+use crate::api::response::Reply;
+use crate::api::App;
 use crate::error::CosmosError;
 use crate::store::container::Container;
 use crate::store::history::{Change, Operation};

@@ -12,10 +12,10 @@ use crate::items::{
 };
 use strata_query::protocol::header;
 
-use super::commit::{Admission, Commit};
-use super::request::Req;
-use super::response::Reply;
-use super::App;
+use crate::api::commit::{Admission, Commit};
+use crate::api::request::Req;
+use crate::api::response::Reply;
+use crate::api::App;
 use crate::error::{substatus, CosmosError};
 use crate::store::catalog;
 use crate::store::container::Container;
@@ -265,7 +265,7 @@ pub async fn delete_partition(
     let range = strata_query::pk::epk::epk_range(&c.pk, &pk)?;
     let exact = (pk.len() == c.pk.levels()).then(|| range.min.clone());
     let started = std::time::Instant::now();
-    let touched = super::scope::ranges_touched(c, &range);
+    let touched = crate::api::scope::ranges_touched(c, &range);
     let mut commit = Commit::admit_ranges(app, c, touched.clone(), charge::write(0))?;
     let mut deleted = 0u64;
     loop {

@@ -10,10 +10,10 @@
 //! token may also read the account and the database and container its resource lives in:
 //! the SDKs read them before anything else.
 
-use super::auth::Principal;
-use super::endpoint::Endpoint;
-use super::request::Req;
-use super::App;
+use crate::api::endpoint::Endpoint;
+use crate::api::request::Req;
+use crate::api::security::auth::Principal;
+use crate::api::App;
 use crate::error::CosmosError;
 use crate::store::container::Container;
 use crate::store::scripts::ScriptKind;

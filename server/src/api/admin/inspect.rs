@@ -2,8 +2,8 @@
 //! or oversized partition. For each physical partition: its range and lineage, item count,
 //! bytes, LSN, largest logical partitions (with their key values) and request counts.
 
-use super::response::Reply;
-use super::App;
+use crate::api::response::Reply;
+use crate::api::App;
 use crate::error::CosmosError;
 use crate::store::split;
 use axum::http::StatusCode;

@@ -1,10 +1,10 @@
 //! Stored procedures, triggers and UDFs as resources: create, upsert, read, replace, delete,
 //! list and query (`.../colls/{coll}/sprocs|triggers|udfs[/{id}]`). Executing a stored
-//! procedure is [`super::sprocs`]; triggers run from item writes ([`crate::items::triggers`]).
+//! procedure is [`crate::api::cosmos::sprocs`]; triggers run from item writes ([`crate::items::triggers`]).
 
-use super::request::Req;
-use super::response::{feed_body, Reply};
-use super::App;
+use crate::api::request::Req;
+use crate::api::response::{feed_body, Reply};
+use crate::api::App;
 use crate::error::CosmosError;
 use crate::exec::to_bytes;
 use crate::items::document::{json_kind, validate_id};
@@ -209,5 +209,5 @@ pub fn list(c: &Arc<Container>, kind: ScriptKind) -> Result<Reply, CosmosError> 
 
 /// `POST .../{kind}` with a query.
 pub fn query(req: &Req, c: &Arc<Container>, kind: ScriptKind) -> Result<Reply, CosmosError> {
-    super::query::query_resources(req, &c.rid, kind.feed_key(), all(c, kind))
+    crate::api::cosmos::query::query_resources(req, &c.rid, kind.feed_key(), all(c, kind))
 }

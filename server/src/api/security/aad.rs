@@ -4,7 +4,7 @@
 //! part is the account key itself (base64url). The checks: a well-formed JWT, the key, the
 //! expiry and not-before times (with the clock skew allowed for signed requests), an audience
 //! naming Cosmos DB or this emulator, and a principal (`oid`). What the principal may do is
-//! [`super::rbac`]'s question.
+//! [`crate::api::security::rbac`]'s question.
 //!
 //! Real Entra ID tokens verify too when strata is given the tenant's signing keys
 //! (`--entra-jwks FILE --entra-tenant ID`, a [`Jwks`]): an RS256 token whose `kid` is in the
@@ -448,7 +448,7 @@ mod tests {
     }
 
     fn signed(claims: Value, kid: &str) -> String {
-        let key = include_bytes!("../../../tests/data/entra/test-signing-key.pk8");
+        let key = include_bytes!("../../../../tests/data/entra/test-signing-key.pk8");
         entra_token(key, kid, &claims).unwrap()
     }
 

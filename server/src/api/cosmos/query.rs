@@ -8,11 +8,11 @@
 //! hands the plan to the executor ([`crate::exec`]) and encodes the page, its charge, route,
 //! metrics and continuation.
 
-use super::commit::Admission;
-use super::request::Req;
-use super::response::Reply;
-use super::scope::request_scope;
-use super::App;
+use crate::api::commit::Admission;
+use crate::api::request::Req;
+use crate::api::response::Reply;
+use crate::api::scope::request_scope;
+use crate::api::App;
 use crate::error::{substatus, CosmosError};
 use crate::exec::{self, now_millis, to_bytes, Paging, Plan};
 use crate::store::container::Container;
@@ -203,7 +203,7 @@ pub async fn query_items(app: &App, req: &Req, c: &Arc<Container>) -> Result<Rep
     // (test_aggregate.py expects a non-VALUE aggregate to fail for the Python SDK).
     // strata's own explorer wants the server's evaluation whatever the gateway would do.
     let gateway_compat =
-        app.options.gateway_compat && req.header(super::explorer::TOKEN_HEADER).is_none();
+        app.options.gateway_compat && req.header(crate::api::explorer::TOKEN_HEADER).is_none();
     if !scoped && gateway_compat && needs_client_merge(&p) {
         check_client_features(req, &p)?;
         return Err(client_merge_refusal(&p, &target.ranges));
@@ -248,7 +248,7 @@ pub async fn query_items(app: &App, req: &Req, c: &Arc<Container>) -> Result<Rep
     }
     let mut reply = Reply::new(
         StatusCode::OK,
-        super::response::feed_body(&c.rid, "Documents", &page.docs),
+        crate::api::response::feed_body(&c.rid, "Documents", &page.docs),
     )
     .header(header::ITEM_COUNT, page.docs.len().to_string())
     .header(header::QUERY_ROUTE, route_header)
@@ -517,8 +517,9 @@ pub fn query_resources(
     let p = sql::prepare(&text, &params, None)?;
     let rows = p.run_over(&docs, &Ctx::new(now_millis()))?;
     let bytes: Vec<Bytes> = rows.iter().map(to_bytes).collect();
-    Ok(
-        Reply::new(StatusCode::OK, super::response::feed_body(rid, key, &bytes))
-            .header(header::ITEM_COUNT, rows.len().to_string()),
+    Ok(Reply::new(
+        StatusCode::OK,
+        crate::api::response::feed_body(rid, key, &bytes),
     )
+    .header(header::ITEM_COUNT, rows.len().to_string()))
 }

@@ -7,10 +7,10 @@
 //! operation fails, nothing is applied and the response is 207 Multi-Status with the failing
 //! operation's real status and 424 (Failed Dependency) for every other one.
 
-use super::commit::{Admission, Commit};
-use super::request::Req;
-use super::response::Reply;
-use super::App;
+use crate::api::commit::{Admission, Commit};
+use crate::api::request::Req;
+use crate::api::response::Reply;
+use crate::api::App;
 use crate::error::{substatus, CosmosError};
 use crate::items::MAX_ITEM_BYTES;
 use crate::items::{apply, check_doc_key, document, point_key, Conditions, Op, Outcome};
@@ -331,7 +331,7 @@ async fn bulk(
 ) -> Result<Reply, CosmosError> {
     let range = req
         .header(header::PARTITION_KEY_RANGE_ID)
-        .map(|id| super::scope::range_by_id(c, id))
+        .map(|id| crate::api::scope::range_by_id(c, id))
         .transpose()?;
     let continue_on_error = req
         .header(header::BATCH_CONTINUE_ON_ERROR)

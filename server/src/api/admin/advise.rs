@@ -10,11 +10,11 @@
 //!   held to a sample of [`READ_ONLY_SAMPLE`] items, the work of a query, not of a full read
 //!   per candidate.
 
-use super::request::Req;
-use super::response::Reply;
-use super::App;
 use crate::advise::advice::{definition, parse_key, share, Advisor, Source};
 use crate::advise::model::Settings;
+use crate::api::request::Req;
+use crate::api::response::Reply;
+use crate::api::App;
 use crate::error::CosmosError;
 use crate::store::container::Container;
 use axum::http::StatusCode;

@@ -1,0 +1,8 @@
+//! strata's own routes under `/_strata`: the partitions view, the query sample and the
+//! advisor, regions and their faults, copy jobs, the RBAC policy.
+
+pub mod advise;
+pub mod inspect;
+pub mod jobs;
+pub mod rbac_admin;
+pub mod regions;
