@@ -485,3 +485,39 @@ async fn a_paused_region_refuses_sessions_it_has_not_seen() {
         .await;
     assert_eq!(s, StatusCode::NOT_FOUND, "{err}");
 }
+
+/// Operations left running (a manual one waits for its advances indefinitely) are bounded:
+/// past the limit a new one is refused with 429, and finishing one makes room.
+#[tokio::test]
+async fn running_operations_are_bounded() {
+    let e = Emulator::start(&[]);
+    let c = e.cosmos(0);
+    letters(&c).await;
+    let split = "/databases/app/containers/c/partitions/0/split";
+    let manual = json!({"progressionMode": "manual"});
+    for n in 0..1000 {
+        let (s, op) = e.call(Method::POST, split, Some(manual.clone())).await;
+        assert_eq!(s, StatusCode::ACCEPTED, "operation {n}: {op}");
+    }
+    let (s, err) = e.call(Method::POST, split, Some(manual.clone())).await;
+    assert_eq!(s, StatusCode::TOO_MANY_REQUESTS, "{err}");
+    assert!(
+        err["error"]
+            .as_str()
+            .unwrap()
+            .contains("1000 operations are running"),
+        "{err}"
+    );
+    // The first one, advanced to its end, leaves room.
+    for _ in 0..2 {
+        let (s, _) = e
+            .call(Method::POST, "/operations/op-split-1/advance", None)
+            .await;
+        assert_eq!(s, StatusCode::OK);
+    }
+    assert_eq!(e.settle("op-split-1").await["status"], "Succeeded");
+    // Its partition is gone; its child takes the room it left.
+    let child = "/databases/app/containers/c/partitions/1/split";
+    let (s, op) = e.call(Method::POST, child, Some(manual)).await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{op}");
+}

@@ -237,7 +237,10 @@ async fn split(
             cut,
         },
     };
-    let view = m.operations.start(&m.store, "split", op, automatic);
+    let view = m
+        .operations
+        .start(&m.store, "split", op, automatic)
+        .map_err(|e| ApiError(StatusCode::TOO_MANY_REQUESTS, e))?;
     Ok((StatusCode::ACCEPTED, Json(view)))
 }
 
@@ -268,7 +271,10 @@ async fn merge(
         container: c,
         change: Change::Merge { ids: [a, b] },
     };
-    let view = m.operations.start(&m.store, "merge", op, automatic);
+    let view = m
+        .operations
+        .start(&m.store, "merge", op, automatic)
+        .map_err(|e| ApiError(StatusCode::TOO_MANY_REQUESTS, e))?;
     Ok((StatusCode::ACCEPTED, Json(view)))
 }
 

@@ -17,6 +17,9 @@ use std::time::Duration;
 
 /// Terminal records kept before the oldest are dropped.
 const KEEP_TERMINAL: usize = 1_000;
+/// The most operations running at once: each holds its container, and a manual one waits for
+/// its advances indefinitely.
+pub const MAX_RUNNING: usize = 1_000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum Status {
@@ -141,7 +144,7 @@ impl Registry {
         kind: &str,
         op: Operation,
         automatic: Option<Duration>,
-    ) -> Value {
+    ) -> Result<Value, String> {
         let id = format!(
             "op-{kind}-{}",
             self.next.fetch_add(1, Ordering::Relaxed) + 1
@@ -159,6 +162,11 @@ impl Registry {
             if records.len() >= KEEP_TERMINAL {
                 records.retain(|_, r| !r.terminal());
             }
+            if records.len() >= MAX_RUNNING {
+                return Err(format!(
+                    "{MAX_RUNNING} operations are running; finish or advance some first"
+                ));
+            }
             records.insert(id.clone(), record);
         }
         if let Some(hold) = automatic {
@@ -171,7 +179,7 @@ impl Registry {
                 this.finish(&store, &id, &op).await;
             });
         }
-        view
+        Ok(view)
     }
 
     /// The operation's view; `None` if there is none by that id.
