@@ -219,18 +219,30 @@ async fn an_import_refuses_a_container_keyed_otherwise() {
     s.stop().await;
 }
 
+/// A strata process, killed when dropped (also when a test fails half way).
+struct Running(std::process::Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// Starts strata with `args` (and `env`) and reads its stdout up to the `Started` line, as a
 /// container's log would show it; the process is returned running.
-fn banner_of(args: &[&str], env: &[(&str, &str)]) -> (std::process::Child, String) {
+fn banner_of(args: &[&str], env: &[(&str, &str)]) -> (Running, String) {
     use std::io::{BufRead, BufReader};
-    let mut child = Command::new(env!("CARGO_BIN_EXE_strata-test-server"))
-        .args(args)
-        .envs(env.iter().copied())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = Running(
+        Command::new(env!("CARGO_BIN_EXE_strata-test-server"))
+            .args(args)
+            .envs(env.iter().copied())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
     let mut text = String::new();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut out = BufReader::new(child.0.stdout.take().unwrap());
     loop {
         let mut line = String::new();
         if out.read_line(&mut line).unwrap() == 0 {
@@ -259,9 +271,8 @@ fn the_banner_meets_the_testcontainers_wait_strategies() {
         "--log",
         "warn",
     ];
-    let (mut child, text) = banner_of(&args, &[]);
-    let _ = child.kill();
-    let _ = child.wait();
+    let (child, text) = banner_of(&args, &[]);
+    drop(child);
     let lines: Vec<&str> = text.split_inclusive('\n').collect();
     // Java: some line, line ending included, is `.*Started\r\n`.
     assert!(lines.iter().any(|l| l.ends_with("Started\r\n")), "{text:?}");
@@ -305,7 +316,7 @@ async fn the_tls_contracts_of_the_testcontainers_modules() {
         ("AZURE_COSMOS_EMULATOR_ENABLE_DATA_PERSISTENCE", "True"),
         ("AZURE_COSMOS_EMULATOR_IP_ADDRESS_OVERRIDE", "127.0.0.2"),
     ];
-    let (mut child, text) = banner_of(&args, &env);
+    let (_child, text) = banner_of(&args, &env);
     let url = text
         .lines()
         .find_map(|l| l.strip_prefix("Now listening on: "))
@@ -343,8 +354,6 @@ async fn the_tls_contracts_of_the_testcontainers_modules() {
     );
     let copied = std::fs::read_to_string(&copy).expect("the certificate's copy");
     assert_eq!(copied, pem, "the copy is the certificate served");
-    let _ = child.kill();
-    let _ = child.wait();
 }
 
 /// Startup failures say what failed: the address in use, the path that is not a folder, the
@@ -509,9 +518,8 @@ async fn the_images_environment_meets_the_contracts() {
     ));
     let mut env: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     env.push(("STRATA_PORT", "0"));
-    let (mut child, text) = banner_of(&["--log", "warn"], &env);
-    let _ = child.kill();
-    let _ = child.wait();
+    let (child, text) = banner_of(&["--log", "warn"], &env);
+    drop(child);
     assert!(
         text.contains("Now listening on: https://127.0.0.1:"),
         "{text}"

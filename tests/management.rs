@@ -27,16 +27,22 @@ impl Emulator {
     /// Starts strata and reads stdout up to its `ready` record, which must be the last line.
     fn start(extra: &[&str]) -> Self {
         strata_tests::crypto();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_strata-test-server"))
+        let child = Command::new(env!("CARGO_BIN_EXE_strata-test-server"))
             .args(["--in-memory", "--port", "0", "--management-port", "0"])
             .args(["--log", "warn"])
             .args(extra)
             .stdout(Stdio::piped())
             .spawn()
             .expect("start strata");
-        let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+        // Owned at once, so a failure below still stops the process.
+        let mut e = Self {
+            child,
+            ready: Value::Null,
+            http: reqwest::Client::new(),
+        };
+        let mut out = BufReader::new(e.child.stdout.take().expect("stdout"));
         let mut lines = Vec::new();
-        let ready = loop {
+        e.ready = loop {
             let mut line = String::new();
             assert!(
                 out.read_line(&mut line).expect("read") > 0,
@@ -47,12 +53,8 @@ impl Emulator {
             }
             lines.push(line);
         };
-        assert_eq!(ready["event"], "ready", "{ready}");
-        Self {
-            child,
-            ready,
-            http: reqwest::Client::new(),
-        }
+        assert_eq!(e.ready["event"], "ready", "{}", e.ready);
+        e
     }
 
     fn cosmos(&self, region: usize) -> Client {
