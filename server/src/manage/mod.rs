@@ -164,10 +164,8 @@ fn json_body<T: DeserializeOwned>(headers: &HeaderMap, body: &[u8]) -> ApiResult
         .map_err(|e| ApiError::bad_request(format!("invalid JSON body: {e}")))
 }
 
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+/// How an operation moves on, from its request's `progressionMode` and `lockDurationMs`.
 struct Progression {
-    #[serde(default)]
     progression_mode: Option<String>,
     lock_duration_ms: Option<u64>,
 }
