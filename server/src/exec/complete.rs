@@ -237,10 +237,12 @@ pub(super) fn extreme_from_index(
     let (mut groups, mut scanned, mut bytes) = (Groups::default(), 0u64, 0u64);
     for range in parts {
         let mut any_node = false;
-        let walked = c.index_walk(&e.path, &nodes, range, false, stats, &mut |_, _| {
-            any_node = true;
-            false
-        })?;
+        let walked = c
+            .entries()
+            .walk(&e.path, &nodes, range, false, stats, &mut |_, _| {
+                any_node = true;
+                false
+            })?;
         if walked.is_none() || any_node {
             return Ok(None);
         }
@@ -248,7 +250,7 @@ pub(super) fn extreme_from_index(
         let mut group: Option<Vec<u8>> = None;
         let mut live = false;
         let mut failed: Option<ExecError> = None;
-        c.index_walk(
+        c.entries().walk(
             &e.path,
             &scalars,
             range,
@@ -303,7 +305,7 @@ pub(super) fn count_from_index(
     for range in parts {
         let n = match access.lookup.as_deref() {
             None => Some(c.stored_count(range, stats)?),
-            Some([probe]) => c.index_count(probe, range, stats)?,
+            Some([probe]) => c.entries().count(probe, range, stats)?,
             Some(_) => None,
         };
         match n {

@@ -155,7 +155,7 @@ fn keep_best(best: &mut Vec<Ranked>, want: usize, desc: &[bool], held: &memory::
 /// [`partition_best`] from the index: documents in the order of the first ORDER BY path,
 /// from the token's value on; once `want` rows are in, the rest of that value's documents
 /// (ties, which later keys and positions order) and no more. `None` when the index cannot
-/// give the order (see [`Container::index_order`]) or the token sits among documents
+/// give the order (see [`EntryReader::in_order`](crate::store::container::indexes::entries::EntryReader::in_order)) or the token sits among documents
 /// without the path.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn best_in_index_order(
@@ -178,30 +178,32 @@ pub(super) fn best_in_index_order(
     let (mut scanned, mut bytes) = (0u64, 0u64);
     let mut group: Option<Vec<u8>> = None;
     let mut failed: Option<ExecError> = None;
-    let finished = c.index_order(order, range, from.as_deref(), index, &mut |t, key| {
-        if group.as_deref().is_some_and(|g| g != t) {
-            return false;
-        }
-        let item = match c.load_item(&key) {
-            Ok(Some(item)) => item,
-            Ok(None) => return true,
-            Err(e) => {
-                failed = Some(e.into());
+    let finished = c
+        .entries()
+        .in_order(order, range, from.as_deref(), index, &mut |t, key| {
+            if group.as_deref().is_some_and(|g| g != t) {
                 return false;
             }
-        };
-        scanned += 1;
-        bytes += item.json.len() as u64;
-        // Index order is never chosen for queries reading computed properties.
-        if let Err(e) = rows_after(p, &cx, (&key, &item.json), last, desc, (&mut best, held)) {
-            failed = Some(e);
-            return false;
-        }
-        if best.len() >= want && group.is_none() {
-            group = Some(t.to_vec());
-        }
-        true
-    })?;
+            let item = match c.load_item(&key) {
+                Ok(Some(item)) => item,
+                Ok(None) => return true,
+                Err(e) => {
+                    failed = Some(e.into());
+                    return false;
+                }
+            };
+            scanned += 1;
+            bytes += item.json.len() as u64;
+            // Index order is never chosen for queries reading computed properties.
+            if let Err(e) = rows_after(p, &cx, (&key, &item.json), last, desc, (&mut best, held)) {
+                failed = Some(e);
+                return false;
+            }
+            if best.len() >= want && group.is_none() {
+                group = Some(t.to_vec());
+            }
+            true
+        })?;
     if let Some(e) = failed {
         return Err(e);
     }
@@ -214,7 +216,7 @@ pub(super) fn best_in_index_order(
     if finished
         && order.descending
         && best.len() <= want
-        && !c.all_defined(&order.path, range, index)?
+        && !c.entries().all_defined(&order.path, range, index)?
     {
         return Ok(None);
     }

@@ -160,7 +160,7 @@ fn scored_postings(
             Some(p) => p.count,
             None => c.stored_count(r, index)?,
         };
-        let Some(w) = c.total_words(&ix.lengths, r, index)? else {
+        let Some(w) = c.entries().total_words(&ix.lengths, r, index)? else {
             return Ok(None);
         };
         words += w;
@@ -175,13 +175,15 @@ fn scored_postings(
     for r in &walks {
         for (i, stem) in ix.stems.iter().enumerate() {
             let span = strata_query::index::fulltext::stem_span(stem);
-            let walked = c.index_walk(&ix.postings, &span, r, false, index, &mut |t, d| {
-                if let Some((tf, dl)) = strata_query::index::fulltext::parse_posting(t) {
-                    hits[i] += 1;
-                    postings.push((d, i, tf, dl));
-                }
-                true
-            })?;
+            let walked = c
+                .entries()
+                .walk(&ix.postings, &span, r, false, index, &mut |t, d| {
+                    if let Some((tf, dl)) = strata_query::index::fulltext::parse_posting(t) {
+                        hits[i] += 1;
+                        postings.push((d, i, tf, dl));
+                    }
+                    true
+                })?;
             if walked.is_none() {
                 return Ok(None);
             }

@@ -42,7 +42,7 @@ pub(super) fn scan_with(
             Some(&all[from..to.max(from)])
         }
         (None, Some(probes)) => {
-            own = c.index_candidates(probes, range, stats)?;
+            own = c.entries().lookup(probes, range, stats)?;
             own.as_deref()
         }
         (None, None) => None,

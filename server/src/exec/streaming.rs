@@ -20,7 +20,7 @@ pub(super) fn run_streaming(
     let found = match (&access.lookup, ranges.first(), ranges.last()) {
         (Some(probes), Some(first), Some(last)) if ranges.len() > 1 => {
             let span = EpkRange::new(first.min.clone(), last.max.clone());
-            c.index_candidates(probes, &span, &mut index)?
+            c.entries().lookup(probes, &span, &mut index)?
         }
         _ => None,
     };

@@ -162,7 +162,7 @@ pub struct Container {
     pub(in crate::store) index_done: AtomicU64,
     pub(in crate::store) index_total: AtomicU64,
     /// Documents with a value at a path, per (path id, generation, EPK range): the LSN of the
-    /// partition when counted and the count (see `Container::index_order`).
+    /// partition when counted and the count (see `EntryReader::in_order`).
     pub(super) defined_cache: DefinedCache,
     /// The container's computed properties (see `strata_query::sql::computed`).
     computed: RwLock<Arc<Vec<ComputedProperty>>>,

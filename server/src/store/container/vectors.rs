@@ -115,6 +115,18 @@ impl PathIndex {
     }
 
     /// Whether queries may read the set.
+    /// The vectors between the item keys `bounds` closest to `q`, closest first (see
+    /// [`VectorSet::search`]).
+    pub fn search(
+        &self,
+        q: &[f32],
+        want: usize,
+        bounds: (&[u8], &[u8]),
+        opts: SearchOpts,
+    ) -> Found {
+        read(&self.set).search(q, want, bounds, opts)
+    }
+
     pub fn ready(&self) -> bool {
         matches!(*lock(&self.state), Journal::Ready)
     }
@@ -275,28 +287,5 @@ impl Container {
             .iter()
             .find(|ix| ix.path == path && ix.ready())
             .cloned()
-    }
-
-    /// The documents of `range` whose vectors at `ix`'s path are closest to `q`, closest
-    /// first, with their distances (smaller is nearer; see [`VectorSet::search`]).
-    pub fn vector_search(
-        &self,
-        ix: &PathIndex,
-        q: &[f32],
-        range: &EpkRange,
-        want: usize,
-        opts: SearchOpts,
-    ) -> (Vec<(DocPos, f32)>, bool, usize) {
-        let (lo, hi) = self.key_bounds(range);
-        let Found {
-            keys,
-            exhausted,
-            scored,
-        } = read(&ix.set).search(q, want, (&lo, &hi), opts);
-        let docs = keys
-            .into_iter()
-            .map(|(d, k)| (DocPos(k.into_vec()), d))
-            .collect();
-        (docs, exhausted, scored)
     }
 }

@@ -4,8 +4,9 @@
 //! `strata_query::index::fulltext`). `FullTextContains*` and `ORDER BY RANK FullTextScore` read
 //! them.
 
+use super::entries::EntryReader;
 use super::{sorted, EntryIndex, IndexKind};
-use crate::store::container::{lock, read, Container};
+use crate::store::container::{lock, read};
 use crate::store::lookup::IndexStats;
 use crate::store::StoreError;
 use serde_json::Value;
@@ -64,7 +65,7 @@ pub struct WordTotals {
     summing: Mutex<()>,
 }
 
-impl Container {
+impl EntryReader<'_> {
     /// The total words of the texts whose lengths are kept under `lengths`, in `range`;
     /// `None` while the index is rebuilt.
     pub fn total_words(
@@ -73,15 +74,15 @@ impl Container {
         range: &EpkRange,
         stats: &mut IndexStats,
     ) -> Result<Option<u64>, StoreError> {
-        let lsn = read(&self.map)
+        let lsn = read(&self.c.map)
             .overlapping(range)
             .iter()
             .map(|r| r.lsn)
             .max()
             .unwrap_or(0);
-        let version = lsn ^ (u64::from(self.index_state().gen) << 48);
+        let version = lsn ^ (u64::from(self.state.gen) << 48);
         let key = (print_path(lengths), range.min.clone(), range.max.clone());
-        let totals = &self.word_totals;
+        let totals = &self.c.word_totals;
         let cached = || {
             lock(&totals.sums)
                 .get(&key)
@@ -97,7 +98,7 @@ impl Container {
         }
         let (lo, hi) = term::type_bounds(term::NUMBER);
         let mut sum = 0u64;
-        let walked = self.index_walk(
+        let walked = self.walk(
             lengths,
             &Span { lo, hi },
             range,

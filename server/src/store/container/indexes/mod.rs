@@ -10,6 +10,7 @@
 //! * [`unique`]: unique keys per logical partition (`Space::Unique`), checked as they change;
 //! * [`vector`]: a vector path's in-memory set, changed after the commit.
 
+pub mod entries;
 pub mod fulltext;
 pub mod range;
 pub mod spatial;

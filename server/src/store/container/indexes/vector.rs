@@ -6,7 +6,7 @@ use super::{DocRef, IndexKind, IndexMaintainer, Txn};
 use crate::store::container::vectors::PathIndex;
 use crate::store::container::{Container, DocPos};
 use crate::store::StoreError;
-use crate::vector::SearchOpts;
+use crate::vector::{Found, SearchOpts};
 use serde_json::Value;
 use std::sync::Arc;
 
@@ -94,7 +94,14 @@ impl VectorAccess {
                 .saturating_mul(s.list_multiplier)
                 .max(self.index.params.list),
         };
-        let (docs, exhausted, _) = c.vector_search(&self.index, &s.vector, range, need, opts);
+        let (lo, hi) = c.key_bounds(range);
+        let Found {
+            keys, exhausted, ..
+        } = self.index.search(&s.vector, need, (&lo, &hi), opts);
+        let docs = keys
+            .into_iter()
+            .map(|(d, k)| (DocPos(k.into_vec()), d))
+            .collect();
         (docs, exhausted)
     }
 
