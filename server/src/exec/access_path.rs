@@ -9,6 +9,7 @@ use crate::store::container::indexes::vector::VectorAccess;
 use crate::store::container::Container;
 use std::fmt;
 use std::ops::Deref;
+use std::sync::Arc;
 use strata_query::index::Access;
 use strata_query::sql::computed::ComputedProperty;
 use strata_query::sql::{self, hybrid, PreparedQuery};
@@ -21,6 +22,56 @@ pub struct AccessPath {
     pub vector: Option<VectorAccess>,
     /// `ORDER BY RANK FullTextScore` scored from a full-text index's postings.
     pub postings: Option<PostingsAccess>,
+    /// Where BM25's statistics come from, when the ranking scores text.
+    pub statistics: Option<Bm25Statistics>,
+}
+
+/// Where BM25 takes the statistics of the scope a query ranks (documents, total words, hits
+/// per term): a value the plan carries, as tantivy passes a `Bm25StatisticsProvider`, never
+/// decided at run time. Gathered by `ranked::statistics` over the ranges the page reads.
+#[derive(Debug, Clone)]
+pub struct Bm25Statistics {
+    /// Counted from a full-text index — partition sizes, length entries and postings, no
+    /// document read — when one covers the ranked path.
+    pub postings: Option<PostingsAccess>,
+    /// Counted by evaluating this query (`hybrid::statistics_query`, planned with the query):
+    /// without such an index, or while it is rebuilt.
+    pub counted: Arc<PreparedQuery>,
+    pub counted_access: Arc<AccessPath>,
+}
+
+impl Bm25Statistics {
+    /// The provider for `p`'s ranking in `c`, if it scores text.
+    fn of(
+        c: &Container,
+        p: &PreparedQuery,
+        postings: Option<&PostingsAccess>,
+    ) -> Result<Option<Self>, ExecError> {
+        let Some(text) = hybrid::statistics_query(&p.query) else {
+            return Ok(None);
+        };
+        let counted = Arc::new(sql::prepare(&text, &[], Some(&c.pk))?);
+        let counted_access = Arc::new(access(c, &counted, true)?);
+        Ok(Some(Self {
+            // Chosen only for a ranking by one `FullTextScore` (see `postings_access`).
+            postings: postings.cloned(),
+            counted,
+            counted_access,
+        }))
+    }
+}
+
+impl fmt::Display for Bm25Statistics {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.postings {
+            Some(p) => write!(
+                f,
+                "BM25 statistics from the full-text postings of {}",
+                p.path
+            ),
+            None => write!(f, "BM25 statistics counted by `{}`", self.counted.query),
+        }
+    }
 }
 
 impl AccessPath {
@@ -30,6 +81,7 @@ impl AccessPath {
             index: Access::default(),
             vector: None,
             postings: None,
+            statistics: None,
         }
     }
 }
@@ -40,6 +92,10 @@ impl fmt::Debug for AccessPath {
             .field("index", &self.index)
             .field("vector", &self.vector.as_ref().map(VectorAccess::describe))
             .field("postings", &self.postings)
+            .field(
+                "statistics",
+                &self.statistics.as_ref().map(ToString::to_string),
+            )
             .finish()
     }
 }
@@ -68,6 +124,9 @@ impl fmt::Display for AccessPath {
                 p.path,
                 p.stems.len()
             )?;
+        }
+        if let Some(s) = &self.statistics {
+            write!(f, "; {s}")?;
         }
         Ok(())
     }
@@ -110,10 +169,12 @@ pub fn access(
         true => postings_access(c, p, &a),
         false => None,
     };
+    let statistics = Bm25Statistics::of(c, p, postings.as_ref())?;
     Ok(AccessPath {
         index: a,
         vector,
         postings,
+        statistics,
     })
 }
 

@@ -83,14 +83,14 @@ pub async fn run(
         .map_err(|e| ExecError::Worker(e.to_string()))?
 }
 
-/// Each mode's executor receives the parts of the plan it reads.
+/// A ranking by BM25 answered from the postings, or scored under the statistics the plan's
+/// provider gathers (what gathering read is charged to the page); then [`run_planned`].
 async fn run_page(
     c: Arc<Container>,
     plan: &Plan,
     token: Option<Continuation>,
 ) -> Result<Page, ExecError> {
-    let scored;
-    if sql::hybrid::needs_statistics(&plan.query.query) {
+    if plan.access.statistics.is_some() {
         let (c2, plan2, token2) = (Arc::clone(&c), plan.clone(), token.clone());
         let page = tokio::task::spawn_blocking(move || ranked::from_postings(&c2, &plan2, &token2))
             .await
@@ -98,13 +98,21 @@ async fn run_page(
         if let Some(page) = page {
             return Ok(page);
         }
+        let (scored, cost) = ranked::with_statistics(&c, plan).await?;
+        let mut page = run_planned(c, &scored, token).await?;
+        page.add(&cost);
+        return Ok(page);
     }
-    let plan = if sql::hybrid::needs_statistics(&plan.query.query) {
-        scored = ranked::with_statistics(&c, plan).await?;
-        &scored
-    } else {
-        plan
-    };
+    run_planned(c, plan, token).await
+}
+
+/// Runs one page of `plan` by its query's mode, its scores' statistics known: each mode's
+/// executor receives the parts of the plan it reads.
+async fn run_planned(
+    c: Arc<Container>,
+    plan: &Plan,
+    token: Option<Continuation>,
+) -> Result<Page, ExecError> {
     let (p, access) = (Arc::clone(&plan.query), Arc::clone(&plan.access));
     let ranges = plan.routing.ranges.clone();
     let Paging {
@@ -180,6 +188,13 @@ pub struct Page {
 }
 
 impl Page {
+    /// What `other` read, added to this page's counts (its rows are not taken).
+    fn add(&mut self, other: &Page) {
+        self.scanned += other.scanned;
+        self.scanned_bytes += other.scanned_bytes;
+        self.index.add(&other.index);
+    }
+
     fn empty() -> Self {
         Page {
             docs: Vec::new(),

@@ -182,4 +182,17 @@ async fn each_access_path_the_plan_prints_is_the_one_that_runs() {
         |a| a.postings = None,
     )
     .await;
+    // No TOP: evaluated in rank order under statistics the plan's provider counts from the
+    // postings; without them the statistics query reads every document first.
+    follows(
+        &c,
+        "SELECT VALUE c.id FROM c ORDER BY RANK FullTextScore(c.text, 'apple')",
+        "BM25 statistics from the full-text postings of /text",
+        |a| {
+            if let Some(s) = a.statistics.as_mut() {
+                s.postings = None;
+            }
+        },
+    )
+    .await;
 }

@@ -1,38 +1,73 @@
 //! `ORDER BY RANK` on the server. BM25 needs statistics over the whole scope searched before
 //! any row is scored: over a full-text index [`from_postings`] counts and scores from the
 //! index entries alone and reads documents in score order; otherwise [`with_statistics`]
-//! runs the statistics query and rewrites each score under its counts, and the query runs as
-//! any ORDER BY (RRF's fusion over all rows is `ordered::fuse`). The SDKs run the same steps
+//! gathers them from the plan's provider ([`Bm25Statistics`]: the postings, or the statistics
+//! query planned with the query) and rewrites each score under its counts, and the query runs
+//! as any ORDER BY (RRF's fusion over all rows is `ordered::fuse`). The SDKs run the same steps
 //! per partition when the gateway hands them the plan (`strata_query::sql::hybrid`).
 
-use super::access_path::PostingsAccess;
+use super::access_path::{Bm25Statistics, PostingsAccess};
 use super::complete::run_complete;
 use super::*;
+use strata_query::sql::fulltext::Statistics;
 use strata_query::sql::hybrid;
 
-/// `plan` with each `FullTextScore` of its ranking scored under statistics counted over the
-/// partitions (and key range) the query reads.
-pub(super) async fn with_statistics(c: &Arc<Container>, plan: &Plan) -> Result<Plan, ExecError> {
-    let p = &plan.query;
-    let Some(text) = hybrid::statistics_query(&p.query) else {
-        return Ok(plan.clone());
+/// `plan` with each `FullTextScore` of its ranking scored under statistics gathered, as the
+/// plan's provider says, over the partitions (and key range) the query reads; and what
+/// gathering them read (an empty page's counts), which the query's page is charged.
+pub(super) async fn with_statistics(
+    c: &Arc<Container>,
+    plan: &Plan,
+) -> Result<(Plan, Page), ExecError> {
+    let Some(provider) = &plan.access.statistics else {
+        return Ok((plan.clone(), Page::empty()));
     };
-    let sp = Arc::new(sql::prepare(&text, &[], Some(&c.pk))?);
-    let sa = Arc::new(access(c, &sp, true)?);
-    let ranges = plan.routing.ranges.clone();
+    let (stats, cost) = statistics(c, provider, &plan.routing.ranges).await?;
+    let mut scored = PreparedQuery::clone(&plan.query);
+    scored.query = hybrid::with_statistics(&plan.query.query, &stats)?;
+    let mut out = plan.clone();
+    out.query = Arc::new(scored);
+    Ok((out, cost))
+}
+
+/// BM25's statistics over `ranges`, one per `FullTextScore` of the ranking: from the postings
+/// when the provider has them (and the index is not being rebuilt), else counted.
+async fn statistics(
+    c: &Arc<Container>,
+    provider: &Bm25Statistics,
+    ranges: &[EpkRange],
+) -> Result<(Vec<Statistics>, Page), ExecError> {
+    if let Some(ix) = &provider.postings {
+        let (c2, ix, ranges) = (Arc::clone(c), ix.clone(), ranges.to_vec());
+        let (counted, index) = tokio::task::spawn_blocking(move || {
+            let ranges = c2.split_by_partition(&ranges);
+            let mut index = IndexStats::default();
+            postings_statistics(&c2, &ix, &ranges, &mut index).map(|s| (s, index))
+        })
+        .await
+        .map_err(|e| ExecError::Worker(e.to_string()))??;
+        if let Some(s) = counted {
+            let mut cost = Page::empty();
+            cost.index = index;
+            return Ok((vec![s], cost));
+        }
+    }
+    let (sp, sa) = (
+        Arc::clone(&provider.counted),
+        Arc::clone(&provider.counted_access),
+    );
     let search = memory::Class::Search;
-    let page = run_complete(Arc::clone(c), sp, sa, ranges, 1, None, search).await?;
+    let page = run_complete(Arc::clone(c), sp, sa, ranges.to_vec(), 1, None, search).await?;
     let rows = page
         .docs
         .iter()
         .map(|d| serde_json::from_slice(d).map_err(|e| ExecError::Corrupt(e.to_string())))
         .collect::<Result<Vec<Value>, ExecError>>()?;
-    let stats = hybrid::add_statistics(&rows);
-    let mut scored = PreparedQuery::clone(p);
-    scored.query = hybrid::with_statistics(&p.query, &stats)?;
-    let mut out = plan.clone();
-    out.query = Arc::new(scored);
-    Ok(out)
+    let cost = Page {
+        docs: Vec::new(),
+        ..page
+    };
+    Ok((hybrid::add_statistics(&rows), cost))
 }
 
 /// `ORDER BY RANK FullTextScore` answered from a full-text index: statistics from the
@@ -148,31 +183,15 @@ fn scored_postings(
     ranges: &[EpkRange],
     index: &mut IndexStats,
 ) -> Result<Option<Vec<(DocPos, f64)>>, ExecError> {
-    let (mut documents, mut words) = (0u64, 0u64);
+    let Some((documents, words)) = sizes(c, ix, ranges, index)? else {
+        return Ok(None);
+    };
     let mut hits = vec![0u64; ix.stems.len()];
     // (document, stem) -> (tf, length)
     let mut postings: Vec<(DocPos, usize, u32, u32)> = Vec::new();
-    let map = c.partitions();
-    for r in ranges {
-        // A whole physical partition: its live count, kept in memory; a part of one (a
-        // logical partition, a feed range): its logical partitions' sizes.
-        documents += match map.ranges.iter().find(|p| p.range == *r) {
-            Some(p) => p.count,
-            None => c.stored_count(r, index)?,
-        };
-        let Some(w) = c.entries().total_words(&ix.lengths, r, index)? else {
-            return Ok(None);
-        };
-        words += w;
-    }
     // A stem's postings of every partition are one key range (ordered by term, then
     // document): ranges that follow one another are read in one walk, not one walk each.
-    let contiguous = ranges.windows(2).all(|w| w[0].max == w[1].min);
-    let walks: Vec<EpkRange> = match (ranges.first(), ranges.last()) {
-        (Some(a), Some(b)) if contiguous => vec![EpkRange::new(a.min.clone(), b.max.clone())],
-        _ => ranges.to_vec(),
-    };
-    for r in &walks {
+    for r in &walks(ranges) {
         for (i, stem) in ix.stems.iter().enumerate() {
             let span = strata_query::index::fulltext::stem_span(stem);
             let walked = c
@@ -189,7 +208,7 @@ fn scored_postings(
             }
         }
     }
-    let stats = strata_query::sql::fulltext::Statistics {
+    let stats = Statistics {
         documents,
         total_words: words,
         hits,
@@ -209,6 +228,75 @@ fn scored_postings(
         *scores.entry(d).or_default() += score(tf, dl, i);
     }
     Ok(Some(scores.into_iter().collect()))
+}
+
+/// The documents of `ranges` and their total words under `ix`'s path. `None` while the index
+/// is rebuilt.
+fn sizes(
+    c: &Container,
+    ix: &PostingsAccess,
+    ranges: &[EpkRange],
+    index: &mut IndexStats,
+) -> Result<Option<(u64, u64)>, ExecError> {
+    let (mut documents, mut words) = (0u64, 0u64);
+    let map = c.partitions();
+    let entries = c.entries();
+    for r in ranges {
+        // A whole physical partition: its live count, kept in memory; a part of one (a
+        // logical partition, a feed range): its logical partitions' sizes.
+        documents += match map.ranges.iter().find(|p| p.range == *r) {
+            Some(p) => p.count,
+            None => c.stored_count(r, index)?,
+        };
+        let Some(w) = entries.total_words(&ix.lengths, r, index)? else {
+            return Ok(None);
+        };
+        words += w;
+    }
+    Ok(Some((documents, words)))
+}
+
+/// `ranges` as the walks over a stem's postings read them: a stem's postings of every
+/// partition are one key range (ordered by term, then document), so ranges that follow one
+/// another are one walk, not one walk each.
+fn walks(ranges: &[EpkRange]) -> Vec<EpkRange> {
+    let contiguous = ranges.windows(2).all(|w| w[0].max == w[1].min);
+    match (ranges.first(), ranges.last()) {
+        (Some(a), Some(b)) if contiguous => vec![EpkRange::new(a.min.clone(), b.max.clone())],
+        _ => ranges.to_vec(),
+    }
+}
+
+/// BM25's statistics over `ranges` from `ix`'s index alone: sizes, and each stem's postings
+/// counted. `None` while the index is rebuilt.
+fn postings_statistics(
+    c: &Container,
+    ix: &PostingsAccess,
+    ranges: &[EpkRange],
+    index: &mut IndexStats,
+) -> Result<Option<Statistics>, ExecError> {
+    let Some((documents, total_words)) = sizes(c, ix, ranges, index)? else {
+        return Ok(None);
+    };
+    let mut hits = vec![0u64; ix.stems.len()];
+    let entries = c.entries();
+    for r in &walks(ranges) {
+        for (i, stem) in ix.stems.iter().enumerate() {
+            let span = strata_query::index::fulltext::stem_span(stem);
+            let walked = entries.walk(&ix.postings, &span, r, false, index, &mut |_, _| {
+                hits[i] += 1;
+                true
+            })?;
+            if walked.is_none() {
+                return Ok(None);
+            }
+        }
+    }
+    Ok(Some(Statistics {
+        documents,
+        total_words,
+        hits,
+    }))
 }
 
 /// Evaluates one stored document into the page's rows: its projection, or the document
