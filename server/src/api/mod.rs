@@ -191,7 +191,7 @@ async fn dispatch_api(
     // A region's fault and write role apply to the Cosmos API, never to strata's own
     // endpoints (so a fault can always be cleared).
     if segs.first().map(String::as_str) != Some("_strata") {
-        let write = access::is_write(&ep, &parts.method);
+        let write = ep.is_write(&parts.method);
         app.regions.gate(region, write).await?;
     }
     let too_large = || {

@@ -10,13 +10,12 @@
 //! token may also read the account and the database and container its resource lives in:
 //! the SDKs read them before anything else.
 
-use crate::api::endpoint::Endpoint;
+use crate::api::endpoint::{Endpoint, Part, Target};
 use crate::api::request::Req;
 use crate::api::security::auth::Principal;
 use crate::api::App;
 use crate::error::CosmosError;
 use crate::store::container::Container;
-use crate::store::scripts::ScriptKind;
 use crate::store::users::{PermissionMode, PermissionRecord};
 use serde_json::Value;
 use strata_query::pk::epk::epk_range;
@@ -27,49 +26,6 @@ fn forbidden(why: impl std::fmt::Display) -> CosmosError {
     CosmosError::forbidden(format!(
         "Insufficient permissions provided in the authorization header for the corresponding request. Please retry with another authorization header. ({why})"
     ))
-}
-
-/// Whether an endpoint changes anything.
-pub fn is_write(ep: &Endpoint, method: &axum::http::Method) -> bool {
-    use Endpoint as E;
-    match ep {
-        E::ReadAccount
-        | E::ListDatabases
-        | E::QueryDatabases
-        | E::ReadDatabase { .. }
-        | E::ListContainers { .. }
-        | E::QueryContainers { .. }
-        | E::ReadContainer { .. }
-        | E::ReadItemFeed { .. }
-        | E::ChangeFeed { .. }
-        | E::QueryItems { .. }
-        | E::RoutePlan { .. }
-        | E::ReadItem { .. }
-        | E::ReadPkRanges { .. }
-        | E::ListOffers
-        | E::QueryOffers
-        | E::ReadOffer { .. }
-        | E::InspectPartitions { .. }
-        | E::ReadQuerySample { .. }
-        | E::Advise { .. }
-        | E::ReadRbac
-        | E::ReadRegions
-        | E::ListJobs
-        | E::ReadJob { .. }
-        | E::ListConflicts { .. }
-        | E::QueryConflicts { .. }
-        | E::ListScripts { .. }
-        | E::QueryScripts { .. }
-        | E::ReadScript { .. }
-        | E::ListUsers { .. }
-        | E::QueryUsers { .. }
-        | E::ReadUser { .. }
-        | E::ListPermissions { .. }
-        | E::QueryPermissions { .. }
-        | E::ReadPermission { .. } => false,
-        E::Conflict { .. } => method != axum::http::Method::GET,
-        _ => true,
-    }
 }
 
 /// Checks that `principal` may call `ep`; for a token scoped to a partition key, returns the
@@ -83,7 +39,7 @@ pub fn authorize(
     match principal {
         Principal::Master => Ok(None),
         Principal::ReadOnly => {
-            if is_write(ep, &req.method) {
+            if ep.is_write(&req.method) {
                 return Err(forbidden("the read-only key cannot change anything"));
             }
             if matches!(
@@ -130,146 +86,6 @@ struct Grant {
     all: bool,
     partition_key: Option<Value>,
     link: String,
-}
-
-/// What a request addresses.
-enum Target<'a> {
-    Account,
-    /// Master-only resources: the database list, offers, users and permissions, diagnostics.
-    Admin,
-    Database(&'a str),
-    /// A database's container list (and container creation).
-    Containers(&'a str),
-    Container {
-        db: &'a str,
-        coll: &'a str,
-        part: Part<'a>,
-    },
-}
-
-enum Part<'a> {
-    Itself,
-    Ranges,
-    Conflicts,
-    /// Items: a point operation names one id; feeds, queries and creates none.
-    Items {
-        id: Option<&'a str>,
-        point: bool,
-    },
-    Scripts {
-        kind: ScriptKind,
-        id: Option<&'a str>,
-        execute: bool,
-    },
-}
-
-fn target(ep: &Endpoint) -> Target<'_> {
-    use Endpoint as E;
-    let items = |db, coll, id, point| Target::Container {
-        db,
-        coll,
-        part: Part::Items { id, point },
-    };
-    match ep {
-        E::ReadAccount => Target::Account,
-        E::ListDatabases
-        | E::QueryDatabases
-        | E::CreateDatabase
-        | E::ListOffers
-        | E::QueryOffers
-        | E::ReadOffer { .. }
-        | E::ReplaceOffer { .. }
-        | E::InspectPartitions { .. }
-        | E::ReadQuerySample { .. }
-        | E::ClearQuerySample { .. }
-        | E::Advise { .. }
-        | E::ReadRbac
-        | E::ReplaceRbac
-        | E::ReadRegions
-        | E::SetRegionFault { .. }
-        | E::FailOver { .. }
-        | E::ListJobs
-        | E::CreateJob
-        | E::ReadJob { .. }
-        | E::DeleteJob { .. }
-        | E::ListUsers { .. }
-        | E::QueryUsers { .. }
-        | E::CreateUser { .. }
-        | E::ReadUser { .. }
-        | E::ReplaceUser { .. }
-        | E::DeleteUser { .. }
-        | E::ListPermissions { .. }
-        | E::QueryPermissions { .. }
-        | E::CreatePermission { .. }
-        | E::ReadPermission { .. }
-        | E::ReplacePermission { .. }
-        | E::DeletePermission { .. } => Target::Admin,
-        E::ReadDatabase { db } | E::DeleteDatabase { db } => Target::Database(db),
-        E::ListContainers { db } | E::QueryContainers { db } | E::CreateContainer { db } => {
-            Target::Containers(db)
-        }
-        E::ReadContainer { db, coll }
-        | E::ReplaceContainer { db, coll }
-        | E::DeleteContainer { db, coll } => Target::Container {
-            db,
-            coll,
-            part: Part::Itself,
-        },
-        E::ReadPkRanges { db, coll } => Target::Container {
-            db,
-            coll,
-            part: Part::Ranges,
-        },
-        E::ListConflicts { db, coll }
-        | E::QueryConflicts { db, coll }
-        | E::Conflict { db, coll, .. } => Target::Container {
-            db,
-            coll,
-            part: Part::Conflicts,
-        },
-        E::ReadItemFeed { db, coll }
-        | E::ChangeFeed { db, coll }
-        | E::QueryItems { db, coll }
-        | E::RoutePlan { db, coll } => items(db, coll, None, false),
-        E::CreateItem { db, coll }
-        | E::Batch { db, coll }
-        | E::DeleteAllItemsByPartitionKey { db, coll } => items(db, coll, None, true),
-        E::ReadItem { db, coll, id }
-        | E::ReplaceItem { db, coll, id }
-        | E::DeleteItem { db, coll, id }
-        | E::PatchItem { db, coll, id } => items(db, coll, Some(id), true),
-        E::ListScripts { db, coll, kind }
-        | E::QueryScripts { db, coll, kind }
-        | E::CreateScript { db, coll, kind } => Target::Container {
-            db,
-            coll,
-            part: Part::Scripts {
-                kind: *kind,
-                id: None,
-                execute: false,
-            },
-        },
-        E::ReadScript { db, coll, kind, id }
-        | E::ReplaceScript { db, coll, kind, id }
-        | E::DeleteScript { db, coll, kind, id } => Target::Container {
-            db,
-            coll,
-            part: Part::Scripts {
-                kind: *kind,
-                id: Some(id),
-                execute: false,
-            },
-        },
-        E::ExecuteStoredProcedure { db, coll, id } => Target::Container {
-            db,
-            coll,
-            part: Part::Scripts {
-                kind: ScriptKind::Sproc,
-                id: Some(id),
-                execute: true,
-            },
-        },
-    }
 }
 
 impl Grant {
@@ -331,10 +147,10 @@ impl Grant {
     }
 
     fn check(&self, app: &App, ep: &Endpoint, req: &Req) -> Result<Option<EpkRange>, CosmosError> {
-        let write = is_write(ep, &req.method);
+        let write = ep.is_write(&req.method);
         let link = &self.link;
         let Some(gdb) = &self.db else {
-            return match target(ep) {
+            return match ep.target() {
                 Target::Account => Ok(None),
                 _ => Err(forbidden(format!(
                     "the token's resource '{link}' does not exist"
@@ -354,7 +170,7 @@ impl Grant {
                 "the request is outside the token's resource '{link}'"
             ))
         };
-        match target(ep) {
+        match ep.target() {
             Target::Account => Ok(None),
             Target::Admin => Err(forbidden(
                 "resource tokens cannot manage databases, offers, users or permissions",

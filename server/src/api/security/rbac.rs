@@ -16,12 +16,10 @@ use crate::api::request::Req;
 use crate::api::security::aad::Identity;
 use crate::error::CosmosError;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 
-const READ_METADATA: &str = "Microsoft.DocumentDB/databaseAccounts/readMetadata";
-const CONTAINERS: &str = "Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers";
+use crate::api::endpoint::facts::{CONTAINERS, READ_METADATA};
 
 /// The built-in Cosmos DB Built-in Data Reader role's id.
 pub const DATA_READER: &str = "00000000-0000-0000-0000-000000000001";
@@ -236,7 +234,7 @@ impl Rbac {
 
     /// Checks that `who` may call `ep` (see the module's doc).
     pub fn authorize(&self, who: &Identity, ep: &Endpoint, req: &Req) -> Result<(), CosmosError> {
-        let Some((actions, db, coll)) = data_actions(ep, req) else {
+        let Some((actions, db, coll)) = ep.data_actions(req) else {
             return Err(CosmosError::forbidden(format!(
                 "Request blocked by Auth strata : The given request [{} {}] cannot be authorized by AAD token in data plane. Learn more: https://aka.ms/cosmos-native-rbac.",
                 req.method, req.path
@@ -275,96 +273,6 @@ fn is_read(action: &str) -> bool {
         || action.ends_with("/executeQuery")
         || action.ends_with("/readChangeFeed")
         || action.ends_with("/items/read")
-}
-
-/// The data actions a request needs and the database and container they act on; `None` for a
-/// management operation.
-fn data_actions(ep: &Endpoint, req: &Req) -> Option<(Vec<String>, Option<String>, Option<String>)> {
-    use Endpoint as E;
-    let item = |a: &str| format!("{CONTAINERS}/items/{a}");
-    let on = |db: &str, coll: &str, actions: Vec<String>| {
-        Some((actions, Some(db.to_string()), Some(coll.to_string())))
-    };
-    match ep {
-        E::ReadAccount
-        | E::ListDatabases
-        | E::QueryDatabases
-        | E::ListOffers
-        | E::QueryOffers
-        | E::ReadOffer { .. } => Some((vec![READ_METADATA.into()], None, None)),
-        E::ReadDatabase { db } | E::ListContainers { db } | E::QueryContainers { db } => {
-            Some((vec![READ_METADATA.into()], Some(db.clone()), None))
-        }
-        E::ReadContainer { db, coll }
-        | E::ReadPkRanges { db, coll }
-        | E::RoutePlan { db, coll } => on(db, coll, vec![READ_METADATA.into()]),
-        E::QueryItems { db, coll } => on(db, coll, vec![format!("{CONTAINERS}/executeQuery")]),
-        E::ReadItemFeed { db, coll } | E::ChangeFeed { db, coll } => {
-            on(db, coll, vec![format!("{CONTAINERS}/readChangeFeed")])
-        }
-        E::ReadItem { db, coll, .. } => on(db, coll, vec![item("read")]),
-        E::CreateItem { db, coll } => {
-            let upsert = req
-                .header(strata_query::protocol::header::IS_UPSERT)
-                .is_some_and(|v| v.eq_ignore_ascii_case("true"));
-            on(
-                db,
-                coll,
-                vec![item(if upsert { "upsert" } else { "create" })],
-            )
-        }
-        E::ReplaceItem { db, coll, .. } | E::PatchItem { db, coll, .. } => {
-            on(db, coll, vec![item("replace")])
-        }
-        E::DeleteItem { db, coll, .. } | E::DeleteAllItemsByPartitionKey { db, coll } => {
-            on(db, coll, vec![item("delete")])
-        }
-        E::Batch { db, coll } => on(db, coll, batch_actions(req)),
-        E::ExecuteStoredProcedure { db, coll, .. } => on(
-            db,
-            coll,
-            vec![format!("{CONTAINERS}/executeStoredProcedure")],
-        ),
-        E::ListConflicts { db, coll }
-        | E::QueryConflicts { db, coll }
-        | E::Conflict { db, coll, .. } => {
-            on(db, coll, vec![format!("{CONTAINERS}/manageConflicts")])
-        }
-        _ => None,
-    }
-}
-
-/// The item actions of a batch's operations.
-fn batch_actions(req: &Req) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    let ops = req
-        .json()
-        .ok()
-        .and_then(|v| v.as_array().cloned())
-        .unwrap_or_default();
-    for op in ops {
-        let a = match op
-            .get("operationType")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_ascii_lowercase()
-            .as_str()
-        {
-            "read" => "read",
-            "create" => "create",
-            "upsert" => "upsert",
-            "delete" => "delete",
-            _ => "replace",
-        };
-        let a = format!("{CONTAINERS}/items/{a}");
-        if !out.contains(&a) {
-            out.push(a);
-        }
-    }
-    if out.is_empty() {
-        out.push(format!("{CONTAINERS}/items/create"));
-    }
-    out
 }
 
 #[cfg(test)]

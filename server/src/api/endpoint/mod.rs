@@ -4,6 +4,10 @@
 //! without a trailing slash, ids percent-encoded. The same segments also give the resource type
 //! and link that the master-key signature covers.
 
+pub mod facts;
+
+pub use facts::{Part, Target};
+
 use crate::error::CosmosError;
 use crate::store::scripts::ScriptKind;
 use axum::http::{HeaderMap, Method};
