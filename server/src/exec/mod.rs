@@ -248,6 +248,7 @@ async fn parallel<T: Send + 'static>(
 pub mod access_path;
 mod complete;
 pub mod memory;
+mod nearest;
 mod ordered;
 pub mod plan;
 pub mod prepared;
@@ -257,6 +258,7 @@ mod streaming;
 
 pub use access_path::{access, AccessPath};
 use complete::run_complete;
+use nearest::best_nearest;
 use ordered::run_ordered;
 pub use plan::{route, Paging, Plan};
 pub use scan::to_bytes;

@@ -1,7 +1,6 @@
 //! ORDER BY execution: each partition's best rows after the token position (in index order
 //! when the index serves the first sort item), merged k-way across partitions.
 use super::*;
-use crate::store::container::indexes::vector::VectorAccess;
 
 /// A candidate row of an ORDER BY query.
 pub(super) struct Ranked {
@@ -81,7 +80,8 @@ pub(super) struct PartBest {
 
 /// The best `want` rows of `range` after `last`: read in index order when the index serves
 /// the first ORDER BY item (stopping once `want` rows and their ties are in), otherwise from
-/// every candidate document.
+/// every candidate document. (A vector index serves the whole query at once:
+/// [`best_nearest`](super::nearest::best_nearest).)
 #[allow(clippy::too_many_arguments)]
 pub(super) fn partition_best(
     c: &Container,
@@ -94,11 +94,6 @@ pub(super) fn partition_best(
     held: &memory::Held,
 ) -> Result<PartBest, ExecError> {
     let mut index = IndexStats::default();
-    if let Some(vector) = &access.vector {
-        if let Some(part) = best_from_vectors(c, p, vector, range, last, want, desc, held)? {
-            return Ok(part);
-        }
-    }
     if let (Some(order), None) = (&access.order, &access.lookup) {
         let found = best_in_index_order(c, p, order, range, (last, want), desc, &mut index, held)?;
         if let Some(part) = found {
@@ -145,7 +140,7 @@ pub(super) fn partition_best(
 }
 
 /// Sorts `best` and keeps its first `want` rows, returning the others' bytes to `held`.
-fn keep_best(best: &mut Vec<Ranked>, want: usize, desc: &[bool], held: &memory::Held) {
+pub(super) fn keep_best(best: &mut Vec<Ranked>, want: usize, desc: &[bool], held: &memory::Held) {
     best.sort_by(|a, b| cmp_ranked(a, b, desc));
     let dropped: usize = best.iter().skip(want).map(Ranked::held_bytes).sum();
     best.truncate(want);
@@ -281,6 +276,25 @@ pub(super) async fn run_ordered(
         desc.clone(),
         Arc::clone(&last),
     );
+    if let Some(vector) = access.vector.clone() {
+        let (c2, p2, desc2, last2, held2) = (
+            Arc::clone(&c),
+            Arc::clone(&p),
+            desc.clone(),
+            Arc::clone(&last),
+            Arc::clone(&held),
+        );
+        let parts2 = parts.clone();
+        let nearest = tokio::task::spawn_blocking(move || {
+            let last = last2.as_ref().as_ref();
+            best_nearest(&c2, &p2, &vector, &parts2, last, want, &desc2, &held2)
+        })
+        .await
+        .map_err(|e| ExecError::Worker(e.to_string()))??;
+        if let Some(found) = nearest {
+            return Ok(page_of(&p, consumed, skip, want, &desc, vec![found]));
+        }
+    }
     let results = parallel(
         parts,
         Arc::new(move |range: EpkRange| {
@@ -297,6 +311,19 @@ pub(super) async fn run_ordered(
         }),
     )
     .await?;
+    Ok(page_of(&p, consumed, skip, want, &desc, results))
+}
+
+/// The page the partitions' best rows make: merged, cut at `want`, the first `skip` left out,
+/// and a continuation after its last row when there are more.
+fn page_of(
+    p: &PreparedQuery,
+    consumed: u64,
+    skip: usize,
+    want: usize,
+    desc: &[bool],
+    results: Vec<PartBest>,
+) -> Page {
     let mut all = Vec::new();
     let (mut scanned, mut scanned_bytes, mut candidates) = (0, 0, 0);
     let mut index = IndexStats::default();
@@ -307,7 +334,7 @@ pub(super) async fn run_ordered(
         candidates += part.candidates;
         index.add(&part.index);
     }
-    all.sort_by(|a, b| cmp_ranked(a, b, &desc));
+    all.sort_by(|a, b| cmp_ranked(a, b, desc));
     all.truncate(want);
     let taken = all.len() as u64;
     let new_consumed = consumed + taken;
@@ -326,89 +353,18 @@ pub(super) async fn run_ordered(
         _ => None,
     };
     let docs = all.into_iter().skip(skip).map(|r| r.value).collect();
-    Ok(Page {
+    Page {
         docs,
         continuation,
         scanned,
         scanned_bytes,
         index,
-    })
-}
-
-/// [`partition_best`] from a vector index: the index hands out candidate documents closest
-/// first; each is read and evaluated like any other (so `WHERE` filters, projections and the
-/// scores returned are the evaluator's) until the partition has its rows. A filter that
-/// rejects many candidates makes it ask the index for four times as many, again, rather than
-/// return fewer rows than asked for. `None` when the query or the container has no index to
-/// use, or when the index ran out of candidates before the partition had `want` rows
-/// (documents without a vector then decide, which only a scan finds). The index and its
-/// search are the plan's ([`VectorAccess`]).
-#[allow(clippy::too_many_arguments)]
-pub(super) fn best_from_vectors(
-    c: &Container,
-    p: &PreparedQuery,
-    vector: &VectorAccess,
-    range: &EpkRange,
-    last: Option<&Ranked>,
-    want: usize,
-    desc: &[bool],
-    held: &memory::Held,
-) -> Result<Option<PartBest>, ExecError> {
-    let cx = query_ctx(c, p);
-    let mut need = want.max(1);
-    let mut seen = std::collections::HashSet::new();
-    let mut distance: std::collections::HashMap<DocPos, f32> = Default::default();
-    let mut best: Vec<Ranked> = Vec::new();
-    let (mut scanned, mut bytes) = (0u64, 0u64);
-    loop {
-        let (docs, exhausted) = vector.candidates(c, range, need);
-        let complete = docs.len() < need;
-        let farthest = docs.last().map_or(f32::INFINITY, |d| d.1);
-        for (pos, d) in docs {
-            if !seen.insert(pos.clone()) {
-                continue;
-            }
-            distance.insert(pos.clone(), d);
-            let Some(item) = c.load_item(&pos)? else {
-                continue;
-            };
-            scanned += 1;
-            bytes += item.json.len() as u64;
-            rows_after(p, &cx, (&pos, &item.json), last, desc, (&mut best, held))?;
-        }
-        if best.len() >= want {
-            best.sort_by(|a, b| cmp_ranked(a, b, desc));
-        }
-        // The page is settled when no document the index has not handed out could sort
-        // before its last row: that row is nearer than the farthest candidate (by more than
-        // the index's float32 rounding). Ties at the boundary - many documents at one
-        // distance, sorted among themselves by position - need every tied candidate.
-        let settled = best.len() >= want
-            && (complete
-                || distance
-                    .get(&best[want - 1].doc)
-                    .is_some_and(|d| *d < farthest - 1e-5 * farthest.abs().max(1e-3)));
-        if settled {
-            let candidates = best.len() as u64 + u64::from(!exhausted);
-            keep_best(&mut best, want, desc, held);
-            return Ok(Some(PartBest {
-                rows: best,
-                scanned,
-                bytes,
-                candidates,
-                index: IndexStats::default(),
-            }));
-        }
-        if exhausted {
-            return Ok(None);
-        }
-        need = need.saturating_mul(4);
     }
 }
 
 /// Evaluates the stored document `json` at `pos` and adds its rows that sort after `last`
 /// to `best`.
-fn rows_after(
+pub(super) fn rows_after(
     p: &PreparedQuery,
     cx: &Ctx,
     (pos, json): (&DocPos, &Bytes),

@@ -177,7 +177,8 @@ async fn plan(http: &Http, body: &[u8]) -> String {
     }
 }
 
-async fn ids(http: &Http, body: &[u8]) -> Vec<u32> {
+/// The ids a query returns, and the documents it read (the route header's `scanned`).
+async fn ids(http: &Http, body: &[u8]) -> (Vec<u32>, u64) {
     let Ok(r) = http
         .send_full(
             Method::POST,
@@ -187,15 +188,37 @@ async fn ids(http: &Http, body: &[u8]) -> Vec<u32> {
         )
         .await
     else {
-        return Vec::new();
+        return (Vec::new(), 0);
     };
-    serde_json::from_slice::<Value>(&r.body)
+    let scanned = r
+        .headers
+        .get("x-strata-query-route")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|s| s.rsplit("scanned=").next())
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0);
+    let ids = serde_json::from_slice::<Value>(&r.body)
         .ok()
         .and_then(|v| v["Documents"].as_array().cloned())
         .unwrap_or_default()
         .iter()
         .filter_map(|d| d["id"].as_str().and_then(|s| s.parse().ok()))
-        .collect()
+        .collect();
+    (ids, scanned)
+}
+
+/// Physical partitions of the bench's container.
+async fn partitions(http: &Http) -> usize {
+    match http
+        .send_full(Method::GET, "/dbs/bench/colls/vectors/pkranges", &[], None)
+        .await
+    {
+        Ok(r) => serde_json::from_slice::<Value>(&r.body)
+            .ok()
+            .and_then(|v| v["PartitionKeyRanges"].as_array().map(Vec::len))
+            .unwrap_or(0),
+        Err(_) => 0,
+    }
 }
 
 fn recall(found: &[Vec<u32>], truth: &[Vec<u32>]) -> f64 {
@@ -220,6 +243,13 @@ struct Run {
     index_mb: f64,
     rss_mb: f64,
     disk_mb: f64,
+    /// Physical partitions when queried.
+    partitions: usize,
+    /// Documents a query read (the route header's `scanned`), averaged over the recall pass.
+    docs_per_query: f64,
+    /// Server CPU (user + system) per query in the throughput phase, in ms: the figure that
+    /// does not depend on the load generator.
+    cpu_ms_per_query: f64,
 }
 
 async fn strata_run(a: &Args, d: &Arc<Data>, kind: Option<&str>) -> Run {
@@ -267,10 +297,16 @@ async fn strata_run(a: &Args, d: &Arc<Data>, kind: Option<&str>) -> Run {
         }
         run.build = t0.elapsed().as_secs_f64();
         let mut found = Vec::new();
+        let mut read = 0u64;
         for b in bodies.iter() {
-            found.push(ids(&http, b).await);
+            let (ids, scanned) = ids(&http, b).await;
+            found.push(ids);
+            read += scanned;
         }
         run.recall = recall(&found, &d.truth);
+        run.docs_per_query = read as f64 / bodies.len().max(1) as f64;
+        run.partitions = partitions(&http).await;
+        let cpu_before = crate::cpu_ticks(child.id());
         let (h, b) = (http.clone(), Arc::clone(&bodies));
         let op: runner::Op = Arc::new(move |n: u64| {
             let (h, b) = (h.clone(), Arc::clone(&b));
@@ -292,6 +328,12 @@ async fn strata_run(a: &Args, d: &Arc<Data>, kind: Option<&str>) -> Run {
         )
         .await;
         run.qps = m.ops_per_sec;
+        if let (Some(a_ticks), Some(b)) = (cpu_before, crate::cpu_ticks(child.id())) {
+            // USER_HZ is 100: a tick is 10 ms. The window holds the warmup too, whose
+            // queries run at about the measured rate.
+            let ops = m.ops_per_sec * (a.warmup + a.seconds);
+            run.cpu_ms_per_query = (b - a_ticks) as f64 * 10.0 / ops.max(1.0);
+        }
         run.p50 = m.p50_us as f64 / 1000.0;
         run.p99 = m.p99_us as f64 / 1000.0;
     }
@@ -396,6 +438,10 @@ pub async fn vector(a: &Args, r: &mut Report) {
         let run = strata_run(a, &d, k).await;
         println!("  strata {:<14} insert {:>7.0}/s  complete {:>6.1} s  recall@10 {:.3}  {:>7.0} q/s  p50 {:>6.1} ms  p99 {:>6.1} ms  index {:>5.0} MB ({:.2}x raw)  rss {:>5.0} MB  disk {:>5.0} MB",
             run.kind, run.insert, run.build, run.recall, run.qps, run.p50, run.p99, run.index_mb, run.index_mb / raw_mb, run.rss_mb, run.disk_mb);
+        if run.kind != "none" {
+            println!("  strata {:<14} {} physical partitions  {:.1} documents read per query  {:.2} ms server CPU per query",
+                run.kind, run.partitions, run.docs_per_query, run.cpu_ms_per_query);
+        }
         runs.push(run);
     }
     let dir = temp_dir("vector-anchors");
@@ -469,7 +515,7 @@ pub async fn vector(a: &Args, r: &mut Report) {
         json!({"items": n, "dims": dims, "queries": nq, "raw_mb": raw_mb,
                "strata": runs.iter().map(|x| json!({"kind": x.kind, "insert_per_s": x.insert, "complete_s": x.build,
                     "recall10": x.recall, "qps": x.qps, "p50_ms": x.p50, "p99_ms": x.p99, "index_mb": x.index_mb,
-                    "rss_mb": x.rss_mb, "disk_mb": x.disk_mb})).collect::<Vec<_>>(),
+                    "rss_mb": x.rss_mb, "disk_mb": x.disk_mb, "partitions": x.partitions, "docs_per_query": x.docs_per_query, "cpu_ms_per_query": x.cpu_ms_per_query})).collect::<Vec<_>>(),
                "anchors": anchors}),
     );
 }

@@ -1,0 +1,112 @@
+//! `ORDER BY VectorDistance` over a vector index. Every partition's candidates come scored
+//! from the index's own float32 rows and are merged into one list, closest first, before any
+//! document is read; documents are then read in that order and evaluated like any other (so
+//! `WHERE` filters, projections and the scores returned are the evaluator's) until the page
+//! is settled. A TOP 10 over seven partitions reads about ten documents, not ten per
+//! partition. The index and its search are the plan's ([`VectorAccess`]).
+
+use super::ordered::{cmp_ranked, keep_best, rows_after, PartBest, Ranked};
+use super::*;
+use crate::store::container::indexes::vector::VectorAccess;
+use std::collections::{HashMap, HashSet};
+
+/// Distances closer than this (relative) are ties to the index: its float32 rows round the
+/// documents' numbers, which the evaluator scores in f64.
+fn margin(d: f32) -> f32 {
+    1e-5 * d.abs().max(1e-3)
+}
+
+/// The best `want` rows of `parts` (physical partitions' ranges) after `last`, from the
+/// index's candidates (see the module's doc). A filter that rejects candidates makes it ask
+/// the partitions that may have more for four times as many, again. `None` when the index ran
+/// out of candidates before the page had `want` rows: documents without a vector then decide,
+/// which only a scan finds.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn best_nearest(
+    c: &Container,
+    p: &PreparedQuery,
+    vector: &VectorAccess,
+    parts: &[EpkRange],
+    last: Option<&Ranked>,
+    want: usize,
+    desc: &[bool],
+    held: &memory::Held,
+) -> Result<Option<PartBest>, ExecError> {
+    let cx = query_ctx(c, p);
+    // One more than the page from each partition: if one partition holds the whole page, its
+    // extra candidate shows that nothing it has not handed out comes before the page's last.
+    let mut need = want.max(1).saturating_add(1);
+    let mut open: Vec<&EpkRange> = parts.iter().collect();
+    let mut queued: HashSet<DocPos> = HashSet::new();
+    let mut distance: HashMap<DocPos, f32> = HashMap::new();
+    // Candidates not read yet, closest first.
+    let mut pending: Vec<(f32, DocPos)> = Vec::new();
+    let mut best: Vec<Ranked> = Vec::new();
+    let (mut scanned, mut bytes) = (0u64, 0u64);
+    loop {
+        // Below the frontier every vector of every partition has been handed out: the
+        // nearest of the farthest candidates of the partitions that have more.
+        let mut frontier = f32::INFINITY;
+        let mut still_open = Vec::new();
+        for range in open {
+            let (docs, exhausted) = vector.candidates(c, range, need);
+            if !exhausted && docs.len() >= need {
+                frontier = frontier.min(docs.last().map_or(f32::INFINITY, |d| d.1));
+                still_open.push(range);
+            }
+            for (pos, d) in docs {
+                if queued.insert(pos.clone()) {
+                    distance.insert(pos.clone(), d);
+                    pending.push((d, pos));
+                }
+            }
+        }
+        open = still_open;
+        pending.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
+        let mut read = 0;
+        loop {
+            let next = pending.get(read).map_or(f32::INFINITY, |c| c.0);
+            if best.len() >= want {
+                best.sort_by(|a, b| cmp_ranked(a, b, desc));
+                // Settled when nothing unread can come before the page's last row: the next
+                // candidate, and anything a partition has not handed out, is farther (by
+                // more than the index's rounding). Ties at the boundary are read too.
+                let bound = next.min(frontier);
+                let last_d = distance
+                    .get(&best[want - 1].doc)
+                    .copied()
+                    .unwrap_or(f32::INFINITY);
+                if bound.is_infinite() || last_d < bound - margin(bound) {
+                    pending.drain(..read);
+                    let more = !pending.is_empty() || !open.is_empty();
+                    let candidates = best.len() as u64 + u64::from(more);
+                    keep_best(&mut best, want, desc, held);
+                    return Ok(Some(PartBest {
+                        rows: best,
+                        scanned,
+                        bytes,
+                        candidates,
+                        index: IndexStats::default(),
+                    }));
+                }
+            }
+            if read >= pending.len() || next > frontier {
+                break;
+            }
+            let pos = &pending[read].1;
+            read += 1;
+            let Some(item) = c.load_item(pos)? else {
+                continue;
+            };
+            scanned += 1;
+            bytes += item.json.len() as u64;
+            rows_after(p, &cx, (pos, &item.json), last, desc, (&mut best, held))?;
+        }
+        pending.drain(..read);
+        if open.is_empty() && pending.is_empty() {
+            // Every vector was handed out and the page is still short.
+            return Ok(None);
+        }
+        need = need.saturating_mul(4);
+    }
+}
