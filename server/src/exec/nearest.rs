@@ -18,7 +18,7 @@ fn margin(d: f32) -> f32 {
 
 /// The best `want` rows of `parts` (physical partitions' ranges) after `last`, from the
 /// index's candidates (see the module's doc). A filter that rejects candidates makes it ask
-/// the partitions that may have more for four times as many, again. `None` when the index ran
+/// the ranges that may have more for four times as many, again. `None` when the index ran
 /// out of candidates before the page had `want` rows: documents without a vector then decide,
 /// which only a scan finds.
 #[allow(clippy::too_many_arguments)]
@@ -36,6 +36,9 @@ pub(super) fn best_nearest(
     // One more than the page from each partition: if one partition holds the whole page, its
     // extra candidate shows that nothing it has not handed out comes before the page's last.
     let mut need = want.max(1).saturating_add(1);
+    // Partitions that follow one another are searched as one range: each shard of the index
+    // once (a split's parent shard serves both children), its candidates merged there.
+    let parts = coalesced(parts);
     let mut open: Vec<&EpkRange> = parts.iter().collect();
     let mut queued: HashSet<DocPos> = HashSet::new();
     let mut distance: HashMap<DocPos, f32> = HashMap::new();

@@ -191,7 +191,7 @@ fn scored_postings(
     let mut postings: Vec<(DocPos, usize, u32, u32)> = Vec::new();
     // A stem's postings of every partition are one key range (ordered by term, then
     // document): ranges that follow one another are read in one walk, not one walk each.
-    for r in &walks(ranges) {
+    for r in &coalesced(ranges) {
         for (i, stem) in ix.stems.iter().enumerate() {
             let span = strata_query::index::fulltext::stem_span(stem);
             let walked = c
@@ -256,17 +256,6 @@ fn sizes(
     Ok(Some((documents, words)))
 }
 
-/// `ranges` as the walks over a stem's postings read them: a stem's postings of every
-/// partition are one key range (ordered by term, then document), so ranges that follow one
-/// another are one walk, not one walk each.
-fn walks(ranges: &[EpkRange]) -> Vec<EpkRange> {
-    let contiguous = ranges.windows(2).all(|w| w[0].max == w[1].min);
-    match (ranges.first(), ranges.last()) {
-        (Some(a), Some(b)) if contiguous => vec![EpkRange::new(a.min.clone(), b.max.clone())],
-        _ => ranges.to_vec(),
-    }
-}
-
 /// BM25's statistics over `ranges` from `ix`'s index alone: sizes, and each stem's postings
 /// counted. `None` while the index is rebuilt.
 fn postings_statistics(
@@ -280,7 +269,7 @@ fn postings_statistics(
     };
     let mut hits = vec![0u64; ix.stems.len()];
     let entries = c.entries();
-    for r in &walks(ranges) {
+    for r in &coalesced(ranges) {
         for (i, stem) in ix.stems.iter().enumerate() {
             let span = strata_query::index::fulltext::stem_span(stem);
             let walked = entries.walk(&ix.postings, &span, r, false, index, &mut |_, _| {

@@ -117,3 +117,14 @@ pub(super) fn position_from_hex(c: &Container, hex: &str) -> Result<DocPos, Exec
         ))
     })
 }
+
+/// `ranges` with those that follow one another joined into one: an index whose entries are
+/// ordered by term (a stem's postings) or searched per shard (a vector index) is read once
+/// for the run, not once per partition.
+pub(super) fn coalesced(ranges: &[EpkRange]) -> Vec<EpkRange> {
+    let contiguous = ranges.windows(2).all(|w| w[0].max == w[1].min);
+    match (ranges.first(), ranges.last()) {
+        (Some(a), Some(b)) if contiguous => vec![EpkRange::new(a.min.clone(), b.max.clone())],
+        _ => ranges.to_vec(),
+    }
+}

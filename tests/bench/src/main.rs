@@ -133,7 +133,8 @@ struct Args {
     keep: bool,
     /// Run the throughput workloads against strata started as a separate process and record,
     /// per workload, the server's CPU time per request and (with `perf` installed) a CPU
-    /// profile of the server into this folder (see `profile.rs`).
+    /// profile of the server into this folder (see `profile.rs`). With `--suite vector`:
+    /// its server CPU per query and a profile of its query phase.
     #[arg(long)]
     profile: Option<PathBuf>,
     /// Where to write the JSON report.
@@ -791,10 +792,12 @@ fn main() {
         extra: serde_json::Map::new(),
         targets: Vec::new(),
     };
-    // --profile: the server as a process of its own, driven like an external endpoint.
+    // --profile: the server as a process of its own, driven like an external endpoint; the
+    // vector suite runs its own server process and profiles its query phase itself.
     let mut profiled = None;
     let mut server = None;
-    if let (Some(dir), None) = (a.profile.clone(), &a.endpoint) {
+    let own_server = a.suite.split(',').any(|s| s.trim() == "vector");
+    if let (Some(dir), None, false) = (a.profile.clone(), &a.endpoint, own_server) {
         let _ = std::fs::create_dir_all(&dir);
         let data = temp_dir("profile");
         let (child, url) = scale::spawn_server(&scale::server_bin(&a), &data);

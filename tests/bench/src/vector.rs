@@ -4,11 +4,13 @@
 //! Data: `--vector-items` vectors of `--vector-dims` float32 from a seeded clustered generator
 //! (100 centres, Gaussian-like noise: embeddings cluster by topic), queries drawn the same way;
 //! the exact top 10 (cosine) of each query is computed here first. strata runs as a separate
-//! process on disk, one container over four physical partitions per index kind (plus one
+//! process on disk, one container at 40,000 RU/s per index kind — seven physical partitions,
+//! one per 6,000 RU/s as the service makes them; the run prints the count (plus one
 //! without a vector index, for the insert cost): insert throughput at 32 clients while
 //! indexing, the time until the index is complete (every vector linked, for diskANN),
-//! recall@10, queries/s at 32 clients with p50/p99, the index's memory against the raw
-//! vectors, the process RSS and bytes on disk.
+//! recall@10, queries/s at 32 clients with p50/p99, documents read and server CPU per query
+//! (`--profile DIR` adds a `perf` profile of the query phase), the index's memory against the
+//! raw vectors, the process RSS and bytes on disk.
 //!
 //! Anchors (`tests/bench/vector_anchors.py`, run with the bench's Python): faiss-cpu HNSW in
 //! process (M 32, efConstruction 100, efSearch raised until recall@10 ≥ 0.95: the near-limit)
@@ -26,8 +28,9 @@ use std::time::{Duration, Instant};
 use strata_server::vector::kernels;
 
 const DOCS: &str = "/dbs/bench/colls/vectors/docs";
-/// Throughput that gives the container four physical partitions.
-const FOUR_PARTITIONS: u32 = 40_000;
+/// The container's throughput: seven physical partitions (one per 6,000 RU/s, as the
+/// service), a cross-partition query's usual fan-out.
+const THROUGHPUT: u32 = 40_000;
 
 struct Data {
     dims: usize,
@@ -265,7 +268,7 @@ async fn strata_run(a: &Args, d: &Arc<Data>, kind: Option<&str>) -> Run {
     if let Some(k) = kind {
         props["indexingPolicy"]["vectorIndexes"] = json!([{"path": "/v", "type": k}]);
     }
-    http.setup_with("bench", "vectors", props, Some(FOUR_PARTITIONS))
+    http.setup_with("bench", "vectors", props, Some(THROUGHPUT))
         .await
         .expect("setup");
     let t0 = Instant::now();
@@ -306,7 +309,12 @@ async fn strata_run(a: &Args, d: &Arc<Data>, kind: Option<&str>) -> Run {
         run.recall = recall(&found, &d.truth);
         run.docs_per_query = read as f64 / bodies.len().max(1) as f64;
         run.partitions = partitions(&http).await;
-        let cpu_before = crate::cpu_ticks(child.id());
+        // Server CPU per query, and a profile of the query phase under `--profile DIR`.
+        let prof = crate::profile::Profiled {
+            pid: child.id(),
+            dir: a.profile.clone().unwrap_or_else(|| dir.clone()),
+        };
+        let rec = prof.start_with(&format!("vector-{label}"), a.profile.is_some());
         let (h, b) = (http.clone(), Arc::clone(&bodies));
         let op: runner::Op = Arc::new(move |n: u64| {
             let (h, b) = (h.clone(), Arc::clone(&b));
@@ -328,11 +336,12 @@ async fn strata_run(a: &Args, d: &Arc<Data>, kind: Option<&str>) -> Run {
         )
         .await;
         run.qps = m.ops_per_sec;
-        if let (Some(a_ticks), Some(b)) = (cpu_before, crate::cpu_ticks(child.id())) {
-            // USER_HZ is 100: a tick is 10 ms. The window holds the warmup too, whose
-            // queries run at about the measured rate.
-            let ops = m.ops_per_sec * (a.warmup + a.seconds);
-            run.cpu_ms_per_query = (b - a_ticks) as f64 * 10.0 / ops.max(1.0);
+        let (cpu_us, top) = prof.finish(rec, &m, a.warmup);
+        run.cpu_ms_per_query = cpu_us.unwrap_or(0.0) / 1000.0;
+        if let (Some(top), Some(d)) = (top, &a.profile) {
+            let file = d.join(format!("vector-{label}.txt"));
+            let _ = std::fs::write(&file, &top);
+            println!("  profile of the query phase: {}", file.display());
         }
         run.p50 = m.p50_us as f64 / 1000.0;
         run.p99 = m.p99_us as f64 / 1000.0;
@@ -417,7 +426,7 @@ pub async fn vector(a: &Args, r: &mut Report) {
     } else {
         (a.vector_items as usize, a.vector_dims, 200)
     };
-    println!("== vector: {n} vectors of {dims} float32 (seeded, 100 clusters), {nq} queries, cosine, top 10, 4 physical partitions, {} clients", a.clients);
+    println!("== vector: {n} vectors of {dims} float32 (seeded, 100 clusters), {nq} queries, cosine, top 10, 40,000 RU/s, {} clients", a.clients);
     let t = Instant::now();
     let d = Arc::new(generate(n, dims, nq));
     println!(
