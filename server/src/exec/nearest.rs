@@ -36,6 +36,8 @@ pub(super) fn best_nearest(
     // One more than the page from each partition: if one partition holds the whole page, its
     // extra candidate shows that nothing it has not handed out comes before the page's last.
     let mut need = want.max(1).saturating_add(1);
+    // The beam is sized by the page's k, then by what a filter made it ask for.
+    let mut k = want;
     // Partitions that follow one another are searched as one range: each shard of the index
     // once (a split's parent shard serves both children), its candidates merged there.
     let parts = coalesced(parts);
@@ -52,7 +54,7 @@ pub(super) fn best_nearest(
         let mut frontier = f32::INFINITY;
         let mut still_open = Vec::new();
         for range in open {
-            let (docs, exhausted) = vector.candidates(c, range, need);
+            let (docs, exhausted) = vector.candidates(c, range, need, k);
             if !exhausted && docs.len() >= need {
                 frontier = frontier.min(docs.last().map_or(f32::INFINITY, |d| d.1));
                 still_open.push(range);
@@ -111,5 +113,6 @@ pub(super) fn best_nearest(
             return Ok(None);
         }
         need = need.saturating_mul(4);
+        k = need;
     }
 }

@@ -309,6 +309,12 @@ async fn strata_run(a: &Args, d: &Arc<Data>, kind: Option<&str>) -> Run {
         run.recall = recall(&found, &d.truth);
         run.docs_per_query = read as f64 / bodies.len().max(1) as f64;
         run.partitions = partitions(&http).await;
+        // The load's flushes and compactions settle first: their CPU is not the queries'.
+        let waited = crate::quiesce(child.id(), Duration::from_secs(120)).await;
+        println!(
+            "  {label}: background work settled in {:.0} s",
+            waited.as_secs_f64()
+        );
         // Server CPU per query, and a profile of the query phase under `--profile DIR`.
         let prof = crate::profile::Profiled {
             pid: child.id(),

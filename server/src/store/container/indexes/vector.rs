@@ -80,17 +80,21 @@ impl VectorAccess {
 
     /// The documents of `range` nearest the query's vector, nearest first, at least `need`
     /// of them unless the index runs out (`true`: every vector of the range was handed out).
+    /// The search's beam is `k` × `searchListSizeMultiplier` (at least the index's list), as
+    /// the service sizes it by the query's k.
     pub fn candidates(
         &self,
         c: &Container,
         range: &strata_query::pk::EpkRange,
         need: usize,
+        k: usize,
     ) -> (Vec<(DocPos, f32)>, bool) {
         let s = &self.search;
         let opts = SearchOpts {
             brute_force: s.brute_force,
             rerank: s.rerank_multiplier,
-            list: need
+            list: k
+                .max(1)
                 .saturating_mul(s.list_multiplier)
                 .max(self.index.params.list),
         };
