@@ -5,7 +5,8 @@
 //! Zipf vocabulary (30,000 pronounceable pseudo-words, exponent 1.0, as natural text's word
 //! frequencies are); queries are 1, 2 and 3 words drawn from the middle of the vocabulary
 //! (ranks 20 to 3,000: words that match hundreds to tens of thousands of documents).
-//! strata runs as its own process on disk, one container over four physical partitions with
+//! strata runs as its own process on disk, one container at 40,000 RU/s (seven physical
+//! partitions, one per 6,000 RU/s as the service makes them) with
 //! a full-text index on `/text` and one without (upserts at 32 clients into each: the index's
 //! write cost; the disk difference: its size), then at 32 clients: `FullTextContains` filters
 //! (`TOP 10`) and BM25 top 10 (`ORDER BY RANK FullTextScore`) for 1-, 2- and 3-word queries.
@@ -26,8 +27,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const DOCS: &str = "/dbs/bench/colls/text/docs";
-/// Throughput that gives the container four physical partitions.
-const FOUR_PARTITIONS: u32 = 40_000;
+/// The container's throughput: seven physical partitions (one per 6,000 RU/s, as the
+/// service), a cross-partition query's usual fan-out.
+const THROUGHPUT: u32 = 40_000;
 const VOCABULARY: usize = 30_000;
 
 struct Corpus {
@@ -214,7 +216,7 @@ async fn strata_run(a: &Args, c: &Arc<Corpus>, indexed: bool) -> (f64, u64, Vec<
         "indexingPolicy": {"indexingMode": "consistent", "includedPaths": [{"path": "/pk/?"}],
             "excludedPaths": [{"path": "/*"}],
             "fullTextIndexes": if indexed { json!([{"path": "/text"}]) } else { json!([]) }}});
-    http.setup_with("bench", "text", props, Some(FOUR_PARTITIONS))
+    http.setup_with("bench", "text", props, Some(THROUGHPUT))
         .await
         .expect("setup");
     let upserts = load(&http, c, a.clients).await;
@@ -264,7 +266,7 @@ pub async fn fulltext(a: &Args, r: &mut Report) {
     } else {
         a.fulltext_items as usize
     };
-    println!("== fulltext: {n} documents of 8-24 words (seeded, Zipf over {VOCABULARY} words), 1-3 word queries, 4 physical partitions, {} clients", a.clients);
+    println!("== fulltext: {n} documents of 8-24 words (seeded, Zipf over {VOCABULARY} words), 1-3 word queries, 40,000 RU/s, {} clients", a.clients);
     let c = Arc::new(generate(n));
     let text_bytes: u64 = c.texts.iter().map(|t| t.len() as u64).sum();
     let _ = &c.vocab;
