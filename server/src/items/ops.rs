@@ -6,7 +6,7 @@ use super::system::{stamp, user_properties};
 use crate::error::CosmosError;
 use crate::store::catalog;
 use crate::store::container::{Container, Txn, Written};
-use crate::store::item::StoredItem;
+use crate::store::record::StoredItem;
 use axum::http::StatusCode;
 use serde_json::{Map, Value};
 use strata_query::patch::Patch;

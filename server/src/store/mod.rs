@@ -9,10 +9,10 @@ pub mod container;
 pub mod engine;
 pub mod format;
 pub mod index;
-pub mod item;
 pub mod keys;
 pub mod kv;
 pub mod partition_map;
+pub mod record;
 pub mod ttl;
 pub mod users;
 

@@ -4,7 +4,7 @@
 
 use super::container::Container;
 use super::engine::{Durable, Space};
-use super::item::StoredItem;
+use super::record::StoredItem;
 use super::{catalog, keys, Store, StoreError};
 use std::collections::HashMap;
 use std::ops::Bound;

@@ -4,7 +4,7 @@
 
 use super::Container;
 use crate::store::engine::Space;
-use crate::store::item::StoredItem;
+use crate::store::record::StoredItem;
 use crate::store::{catalog, keys, StoreError};
 use bytes::Bytes;
 use std::ops::Bound;

@@ -13,7 +13,7 @@
 
 use super::{Container, Txn};
 use crate::store::engine::{Op, Space};
-use crate::store::item::StoredItem;
+use crate::store::record::StoredItem;
 use crate::store::{catalog, keys, StoreError};
 use bytes::Bytes;
 use serde_json::Value;

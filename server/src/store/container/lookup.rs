@@ -4,7 +4,7 @@
 
 use super::{read, Container, DocPos};
 use crate::store::engine::Space;
-use crate::store::item::StoredItem;
+use crate::store::record::StoredItem;
 use crate::store::StoreError;
 use std::ops::Bound;
 use std::time::{Duration, Instant};

@@ -10,9 +10,9 @@
 use super::catalog::{self, ContainerRecord};
 use super::engine::{Durable, Engine, Log, Space, Tx};
 use super::index::IndexState;
-use super::item::StoredItem;
 use super::keys;
 pub use super::partition_map::{PartitionMap, PartitionsView, RangeSnapshot, RangeState};
+use super::record::StoredItem;
 use super::StoreError;
 use history::Operation;
 
