@@ -539,3 +539,74 @@ async fn an_added_vector_index_is_built_from_the_stored_documents() {
     let p = until_indexed(&s, "grow", on_v, q).await;
     assert!(p.contains("flat index on /v (300 vectors"), "{p}");
 }
+
+/// Replacing every vector several times leaves tombstones in the index (a slot is never reused
+/// in place); once they are as many as the live vectors (and past a thousand) the index is
+/// rebuilt from its live vectors in the background, while it keeps answering, and the
+/// nearest documents are still found by their newest vectors.
+#[tokio::test]
+async fn replaced_vectors_are_consolidated_away() {
+    let s = TestServer::start_with(four_partitions(None)).await;
+    let coll = "churn";
+    make(&s, coll, "diskANN").await;
+    let mut g = Gen(11);
+    let mut vs = g.vectors(300);
+    load(&s, coll, &vs).await;
+    let top = "SELECT TOP 10 c.id FROM c ORDER BY VectorDistance(c.v, @q)";
+    let q0 = json!([{"name": "@q", "value": vs[0]}]);
+    until_indexed(&s, coll, top, q0.clone()).await;
+    let replaced = |p: &str| -> u64 {
+        p.split(" replaced or deleted")
+            .next()
+            .filter(|head| head.len() < p.len())
+            .and_then(|head| head.rsplit(", ").next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0)
+    };
+    // Four rounds of new vectors for every document: 1,200 replaced.
+    for _ in 0..4 {
+        vs = g.vectors(300);
+        for (i, v) in vs.iter().enumerate() {
+            let pk = format!("p{}", i % 50);
+            let h = json!([pk]).to_string();
+            let r = s
+                .post(
+                    &format!("/dbs/{DB}/colls/{coll}/docs"),
+                    &[
+                        ("x-ms-documentdb-partitionkey", &h),
+                        ("x-ms-documentdb-is-upsert", "true"),
+                    ],
+                    json!({"id": format!("d{i}"), "pk": pk, "cat": i % 3, "v": v}),
+                )
+                .await;
+            assert!(r.status.is_success(), "{r:?}");
+        }
+    }
+    // Consolidation started at 1,000 tombstones; at most the 200 written while it ran remain.
+    let mut last = String::new();
+    for _ in 0..400 {
+        last = until_indexed(&s, coll, top, q0.clone()).await;
+        if replaced(&last) <= 200 && !last.contains("not yet linked") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(replaced(&last) <= 200, "{last}");
+    assert!(last.contains("(300 vectors"), "{last}");
+    let mut hits = 0usize;
+    let queries = g.vectors(10);
+    for q in &queries {
+        let r = query(&s, coll, top, json!([{"name": "@q", "value": q}]), false).await;
+        let got = ids(&r);
+        hits += nearest(q, &vs)
+            .iter()
+            .take(10)
+            .filter(|(_, i)| got.contains(&format!("d{i}")))
+            .count();
+    }
+    assert!(
+        hits >= 90,
+        "recall@10 {} after consolidation",
+        hits as f64 / 100.0
+    );
+}

@@ -202,6 +202,36 @@ impl VectorSet {
         l2sq(self.row(a), self.row(b))
     }
 
+    /// Whether tombstones are as many as the live vectors (and past a training set's worth):
+    /// then [`VectorSet::live_copy`] is worth its work, and memory stays within about twice
+    /// what the live vectors need however often they are replaced.
+    pub fn needs_consolidation(&self) -> bool {
+        self.dead() >= self.len().max(TRAIN_AT)
+    }
+
+    /// A set of the live vectors only, each in the shard it is in here, not linked yet
+    /// ([`VectorSet::link_all`]): what replaces this one when its tombstones pile up (slots
+    /// are never reused in place, so an update-heavy path would otherwise grow until a
+    /// restart).
+    pub fn live_copy(&self) -> VectorSet {
+        let mut fresh = VectorSet::new(self.params);
+        for shard in &self.shards {
+            for &slot in &shard.members {
+                if let Some(key) = &self.keys[slot as usize] {
+                    fresh.set(key, Some(self.row(slot)), (&shard.lo, &shard.hi));
+                }
+            }
+        }
+        fresh
+    }
+
+    /// Links every slot not in its shard's graph yet (a set nobody else reads yet).
+    pub fn link_all(&mut self) {
+        while let Some(l) = self.plan_next() {
+            self.link(l);
+        }
+    }
+
     /// The edges of the next slot to link into its shard's graph, chosen without changing
     /// anything (run it under a read lock, then [`VectorSet::link`] under a write lock).
     pub fn plan_next(&self) -> Option<Link> {

@@ -34,6 +34,9 @@ enum Journal {
     Building(Vec<(Vec<u8>, Option<Vec<f32>>, Bounds)>),
     /// The set is current: changes go straight in.
     Ready,
+    /// The set is current and a copy without its tombstones is being built
+    /// ([`VectorSet::live_copy`]): changes go straight in and wait here too, for the copy.
+    Consolidating(Vec<(Vec<u8>, Option<Vec<f32>>, Bounds)>),
 }
 
 /// The container's sets, and the lock that keeps their updates in commit order.
@@ -107,9 +110,64 @@ impl PathIndex {
             Journal::Unbuilt => {}
             Journal::Building(j) => j.push((key, v, b)),
             Journal::Ready => {
-                write(&self.set).set(&key, v.as_deref(), (&b.0, &b.1));
+                let consolidate = {
+                    let mut set = write(&self.set);
+                    set.set(&key, v.as_deref(), (&b.0, &b.1));
+                    set.needs_consolidation()
+                };
+                if consolidate {
+                    *state = Journal::Consolidating(Vec::new());
+                }
                 drop(state);
                 self.link_in_background();
+                if consolidate {
+                    self.consolidate_in_background();
+                }
+            }
+            Journal::Consolidating(j) => {
+                write(&self.set).set(&key, v.as_deref(), (&b.0, &b.1));
+                j.push((key, v, b));
+                drop(state);
+                self.link_in_background();
+            }
+        }
+    }
+
+    /// Replaces the set with a copy of its live vectors built on a thread of its own (see
+    /// [`VectorSet::live_copy`]); the set keeps serving meanwhile, and the changes committed
+    /// meanwhile are replayed onto the copy before it takes over.
+    fn consolidate_in_background(self: &Arc<Self>) {
+        let me = Arc::clone(self);
+        let spawned = std::thread::Builder::new()
+            .name("strata-vector-consolidate".into())
+            .spawn(move || {
+                let started = std::time::Instant::now();
+                // Copied under the read lock (writers wait for a copy of the rows), linked
+                // outside it.
+                let mut fresh = read(&me.set).live_copy();
+                fresh.link_all();
+                let mut state = lock(&me.state);
+                if let Journal::Consolidating(journal) =
+                    std::mem::replace(&mut *state, Journal::Ready)
+                {
+                    for (k, v, b) in journal {
+                        fresh.set(&k, v.as_deref(), (&b.0, &b.1));
+                    }
+                }
+                let dropped = read(&me.set).dead();
+                *write(&me.set) = fresh;
+                drop(state);
+                me.link_in_background();
+                tracing::info!(
+                    path = %me.path, tombstones = dropped,
+                    ms = started.elapsed().as_millis() as u64, "vector index consolidated"
+                );
+            });
+        if spawned.is_err() {
+            tracing::error!(path = %self.path, "no thread to consolidate a vector index");
+            let mut state = lock(&self.state);
+            if matches!(*state, Journal::Consolidating(_)) {
+                *state = Journal::Ready;
             }
         }
     }
@@ -128,7 +186,10 @@ impl PathIndex {
     }
 
     pub fn ready(&self) -> bool {
-        matches!(*lock(&self.state), Journal::Ready)
+        matches!(
+            *lock(&self.state),
+            Journal::Ready | Journal::Consolidating(_)
+        )
     }
 
     /// The kind's name as the policy spells it.

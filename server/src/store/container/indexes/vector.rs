@@ -112,12 +112,17 @@ impl VectorAccess {
     /// The index as the plan names it: kind, path, size, and how it is searched.
     pub fn describe(&self) -> String {
         let ix = &self.index;
-        let (live, _, unlinked, bytes) = ix.stats();
+        let (live, dead, unlinked, bytes) = ix.stats();
         format!(
-            "the {} index on {} ({live} vectors, {:.1} MB in memory{}{})",
+            "the {} index on {} ({live} vectors, {:.1} MB in memory{}{}{})",
             ix.kind_name(),
             ix.path,
             bytes as f64 / 1048576.0,
+            if dead > 0 {
+                format!(", {dead} replaced or deleted")
+            } else {
+                String::new()
+            },
             if unlinked > 0 {
                 format!(", {unlinked} not yet linked")
             } else {
