@@ -220,6 +220,18 @@ async fn vector_indexes_find_the_nearest_documents_across_partitions() {
             fread <= 45.0,
             "{kind}: {fread} documents read per filtered query"
         );
+        // TOP 0 reads nothing and answers nothing.
+        let none = "SELECT TOP 0 c.id FROM c ORDER BY VectorDistance(c.v, @q)";
+        let r = query(
+            &s,
+            &coll,
+            none,
+            json!([{"name": "@q", "value": queries[0]}]),
+            false,
+        )
+        .await;
+        assert_eq!(r.status, StatusCode::OK, "{r:?}");
+        assert!(ids(&r).is_empty(), "{r:?}");
     }
 }
 

@@ -32,6 +32,16 @@ pub(super) fn best_nearest(
     desc: &[bool],
     held: &memory::Held,
 ) -> Result<Option<PartBest>, ExecError> {
+    if want == 0 {
+        // TOP 0, or a page whose limit is spent: nothing to read.
+        return Ok(Some(PartBest {
+            rows: Vec::new(),
+            scanned: 0,
+            bytes: 0,
+            candidates: 0,
+            index: IndexStats::default(),
+        }));
+    }
     let cx = query_ctx(c, p);
     // One more than the page from each partition: if one partition holds the whole page, its
     // extra candidate shows that nothing it has not handed out comes before the page's last.
