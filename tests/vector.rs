@@ -594,9 +594,8 @@ async fn replaced_vectors_are_consolidated_away() {
             assert!(r.status.is_success(), "{r:?}");
         }
     }
-    // Consolidation started at 1,000 tombstones; what remains is the 200 written while it ran
-    // (and as many more as the first build of the index left, when writes it journaled were
-    // also in the documents it read), far from 1,200.
+    // Consolidation started at 1,000 tombstones; what remains is at most the 200 written
+    // while it ran, far from 1,200.
     let mut last = String::new();
     for _ in 0..400 {
         last = until_indexed(&s, coll, top, q0.clone()).await;

@@ -122,6 +122,11 @@ impl VectorSet {
     /// Sets the vector of `key` (`None`: it has none, or the document is gone); `shard` is
     /// the key range of the physical partition it is written in.
     pub fn set(&mut self, key: &[u8], v: Option<&[f32]>, shard: (&[u8], &[u8])) {
+        if self.holds(key, v) {
+            // The same vector again (a write that changed other properties, or a build
+            // replaying a write it also read): nothing to replace, nothing to relink.
+            return;
+        }
         if let Some(slot) = self.slot_of.remove(key) {
             self.keys[slot as usize] = None;
             self.key_bytes -= key.len();
@@ -172,6 +177,22 @@ impl VectorSet {
         if self.quant.is_none() && self.params.kind != IndexKind::Flat && self.len() >= TRAIN_AT {
             self.train();
         }
+    }
+
+    /// Whether `key` already holds exactly `v` (as stored: unit length for cosine).
+    fn holds(&self, key: &[u8], v: Option<&[f32]>) -> bool {
+        let (Some(&slot), Some(v)) = (self.slot_of.get(key), v) else {
+            return false;
+        };
+        if v.len() != self.params.dims {
+            return false;
+        }
+        if self.params.metric != Distance::Cosine {
+            return self.row(slot) == v;
+        }
+        let mut row = v.to_vec();
+        normalize(&mut row);
+        self.row(slot) == row.as_slice()
     }
 
     /// Fits the quantizer to the rows held and codes them all.
@@ -426,6 +447,31 @@ mod tests {
 
     fn key(i: u32) -> [u8; 4] {
         i.to_be_bytes()
+    }
+
+    /// Writing a key's vector again unchanged leaves no tombstone and nothing to relink; a
+    /// changed vector replaces it.
+    #[test]
+    fn an_unchanged_vector_is_not_replaced() {
+        let mut set = VectorSet::new(Params {
+            kind: IndexKind::DiskAnn,
+            dims: 3,
+            metric: Distance::Cosine,
+            list: 10,
+            degree: 4,
+        });
+        let (lo, hi) = (key(0), key(10));
+        let shard = (&lo[..], &hi[..]);
+        set.set(&key(1), Some(&[1.0, 2.0, 3.0]), shard);
+        while let Some(l) = set.plan_next() {
+            set.link(l);
+        }
+        set.set(&key(1), Some(&[1.0, 2.0, 3.0]), shard);
+        assert_eq!((set.len(), set.dead(), set.unlinked()), (1, 0, 0));
+        set.set(&key(1), Some(&[3.0, 2.0, 1.0]), shard);
+        assert_eq!((set.len(), set.dead(), set.unlinked()), (1, 1, 1));
+        set.set(&key(1), None, shard);
+        assert_eq!((set.len(), set.dead()), (0, 2));
     }
 
     /// A diskANN set over two shards answers a search for a whole shard and for part of one
