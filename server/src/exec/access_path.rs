@@ -34,11 +34,17 @@ pub struct Bm25Statistics {
     /// Counted from a full-text index — partition sizes, length entries and postings, no
     /// document read — when one covers the ranked path.
     pub postings: Option<PostingsAccess>,
-    /// Counted by evaluating this query (`hybrid::statistics_query`, planned with the query):
-    /// without such an index, or while it is rebuilt.
-    pub counted: Arc<PreparedQuery>,
-    pub counted_access: Arc<AccessPath>,
+    /// Counted by evaluating this query (`hybrid::statistics_query`): without such an index,
+    /// or while it is rebuilt.
+    pub counted: String,
+    /// `counted` planned with the query when it is what counts (no postings); a ranking over
+    /// postings plans it only if the index turns out to be rebuilt when the page runs, so a
+    /// query answered from the postings does not plan a second query it never runs.
+    pub counted_plan: Option<CountedPlan>,
 }
+
+/// The statistics query, prepared, and how it reads each partition.
+pub type CountedPlan = (Arc<PreparedQuery>, Arc<AccessPath>);
 
 impl Bm25Statistics {
     /// The provider for `p`'s ranking in `c`, if it scores text.
@@ -47,18 +53,27 @@ impl Bm25Statistics {
         p: &PreparedQuery,
         postings: Option<&PostingsAccess>,
     ) -> Result<Option<Self>, ExecError> {
-        let Some(text) = hybrid::statistics_query(&p.query) else {
+        let Some(counted) = hybrid::statistics_query(&p.query) else {
             return Ok(None);
         };
-        let counted = Arc::new(sql::prepare(&text, &[], Some(&c.pk))?);
-        let counted_access = Arc::new(access(c, &counted, true)?);
+        let counted_plan = match postings {
+            Some(_) => None,
+            None => Some(plan_counted(c, &counted)?),
+        };
         Ok(Some(Self {
             // Chosen only for a ranking by one `FullTextScore` (see `postings_access`).
             postings: postings.cloned(),
             counted,
-            counted_access,
+            counted_plan,
         }))
     }
+}
+
+/// The statistics query `text` prepared for `c`, and its access path.
+pub fn plan_counted(c: &Container, text: &str) -> Result<CountedPlan, ExecError> {
+    let query = Arc::new(sql::prepare(text, &[], Some(&c.pk))?);
+    let access = Arc::new(access(c, &query, true)?);
+    Ok((query, access))
 }
 
 impl fmt::Display for Bm25Statistics {
@@ -69,7 +84,7 @@ impl fmt::Display for Bm25Statistics {
                 "BM25 statistics from the full-text postings of {}",
                 p.path
             ),
-            None => write!(f, "BM25 statistics counted by `{}`", self.counted.query),
+            None => write!(f, "BM25 statistics counted by `{}`", self.counted),
         }
     }
 }

@@ -6,7 +6,7 @@
 //! as any ORDER BY (RRF's fusion over all rows is `ordered::fuse`). The SDKs run the same steps
 //! per partition when the gateway hands them the plan (`strata_query::sql::hybrid`).
 
-use super::access_path::{Bm25Statistics, PostingsAccess};
+use super::access_path::{plan_counted, Bm25Statistics, PostingsAccess};
 use super::complete::run_complete;
 use super::*;
 use strata_query::sql::fulltext::Statistics;
@@ -52,10 +52,10 @@ async fn statistics(
             return Ok((vec![s], cost));
         }
     }
-    let (sp, sa) = (
-        Arc::clone(&provider.counted),
-        Arc::clone(&provider.counted_access),
-    );
+    let (sp, sa) = match &provider.counted_plan {
+        Some(planned) => planned.clone(),
+        None => plan_counted(c, &provider.counted)?,
+    };
     let search = memory::Class::Search;
     let page = run_complete(Arc::clone(c), sp, sa, ranges.to_vec(), 1, None, search).await?;
     let rows = page
