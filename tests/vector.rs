@@ -623,3 +623,104 @@ async fn replaced_vectors_are_consolidated_away() {
         hits as f64 / 100.0
     );
 }
+
+/// `vectorIndexShardKey` (the service's sharded DiskANN, "Sharded DiskANN: focused vector
+/// search"): one graph per value of the shard path. A query whose WHERE clause pins the value
+/// searches that value's graph only (the plan says how many), finds that value's nearest and
+/// no other's; a query that pins nothing searches every shard; a query over one partition
+/// key's documents finds that key's nearest across the shards; a document whose shard value
+/// changes moves to the new value's graph.
+#[tokio::test]
+async fn a_shard_key_gives_each_value_its_own_graph() {
+    let s = TestServer::start_with(four_partitions(None)).await;
+    let coll = "sharded";
+    s.setup_with(
+        DB,
+        coll,
+        json!({"partitionKey": {"paths": ["/pk"], "kind": "Hash", "version": 2},
+            "vectorEmbeddingPolicy": {"vectorEmbeddings": [
+                {"path": "/v", "dataType": "float32", "dimensions": DIMS, "distanceFunction": "cosine"}]},
+            "indexingPolicy": {"vectorIndexes": [
+                {"path": "/v", "type": "diskANN", "vectorIndexShardKey": ["/tenant"]}]}}),
+    )
+    .await;
+    let mut g = Gen(17);
+    let vs = g.vectors(1800);
+    let tenant = |i: usize| format!("t{}", i % 6);
+    for (i, v) in vs.iter().enumerate() {
+        let pk = format!("p{}", i % 50);
+        let doc = json!({"id": format!("d{i}"), "pk": pk, "tenant": tenant(i), "v": v});
+        let r = s.create(DB, coll, &json!([pk]), doc).await;
+        assert_eq!(r.status, StatusCode::CREATED, "{r:?}");
+    }
+    let pinned = "SELECT TOP 10 c.id, c.tenant FROM c WHERE c.tenant = 't2' ORDER BY VectorDistance(c.v, @q)";
+    let open = "SELECT TOP 10 c.id FROM c ORDER BY VectorDistance(c.v, @q)";
+    let one_key =
+        "SELECT TOP 10 c.id, c.pk FROM c WHERE c.pk = 'p7' ORDER BY VectorDistance(c.v, @q)";
+    let queries = g.vectors(10);
+    let q0 = json!([{"name": "@q", "value": queries[0]}]);
+    let p = until_indexed(&s, coll, pinned, q0.clone()).await;
+    assert!(p.contains("1 /tenant shard(s)"), "{p}");
+    let p = until_indexed(&s, coll, open, q0).await;
+    assert!(p.contains("every /tenant shard"), "{p}");
+    let (mut hits, mut open_hits, mut key_hits) = (0, 0, 0);
+    for q in &queries {
+        let params = json!([{"name": "@q", "value": q}]);
+        let exact = nearest(q, &vs);
+        let best = |keep: &dyn Fn(usize) -> bool| -> Vec<String> {
+            exact
+                .iter()
+                .filter(|(_, i)| keep(*i))
+                .take(10)
+                .map(|(_, i)| format!("d{i}"))
+                .collect()
+        };
+        let r = query(&s, coll, pinned, params.clone(), false).await;
+        let got = ids(&r);
+        assert_eq!(got.len(), 10, "{r:?}");
+        let tenants = r.json["Documents"].as_array().cloned().unwrap_or_default();
+        assert!(tenants.iter().all(|d| d["tenant"] == "t2"), "{r:?}");
+        hits += best(&|i| i % 6 == 2)
+            .iter()
+            .filter(|d| got.contains(d))
+            .count();
+        let got = ids(&query(&s, coll, open, params.clone(), false).await);
+        open_hits += best(&|_| true).iter().filter(|d| got.contains(d)).count();
+        let r = query(&s, coll, one_key, params, false).await;
+        let got = ids(&r);
+        let docs = r.json["Documents"].as_array().cloned().unwrap_or_default();
+        assert!(docs.iter().all(|d| d["pk"] == "p7"), "{r:?}");
+        key_hits += best(&|i| i % 50 == 7)
+            .iter()
+            .filter(|d| got.contains(d))
+            .count();
+    }
+    assert!(hits >= 90, "recall@10 within one shard: {hits}/100");
+    assert!(
+        open_hits >= 90,
+        "recall@10 over every shard: {open_hits}/100"
+    );
+    assert!(
+        key_hits >= 90,
+        "recall@10 within one partition key: {key_hits}/100"
+    );
+    // d5 (tenant t5) moves to t2 with the first query's vector: t2's graph has it, t5's not.
+    let h = json!(["p5"]).to_string();
+    let r = s
+        .post(
+            &format!("/dbs/{DB}/colls/{coll}/docs"),
+            &[
+                ("x-ms-documentdb-partitionkey", &h),
+                ("x-ms-documentdb-is-upsert", "true"),
+            ],
+            json!({"id": "d5", "pk": "p5", "tenant": "t2", "v": queries[0]}),
+        )
+        .await;
+    assert!(r.status.is_success(), "{r:?}");
+    let params = json!([{"name": "@q", "value": queries[0]}]);
+    let got = ids(&query(&s, coll, pinned, params.clone(), false).await);
+    assert_eq!(got.first().map(String::as_str), Some("d5"), "{got:?}");
+    let t5 = pinned.replace("'t2'", "'t5'");
+    let got = ids(&query(&s, coll, &t5, params, false).await);
+    assert!(!got.contains(&"d5".to_string()), "{got:?}");
+}

@@ -176,7 +176,9 @@ pub fn access(
     }
     a.computed = used;
     let vector = match a.ranked.is_some() && a.computed.is_empty() {
-        true => sql::vector::search_of(&p.query).and_then(|vs| VectorAccess::choose(c, vs)),
+        true => {
+            sql::vector::search_of(&p.query).and_then(|vs| VectorAccess::choose(c, vs, &p.query))
+        }
         false => None,
     };
     // Postings are read only once every document has its entries.

@@ -48,8 +48,8 @@ pub(super) fn best_nearest(
     let mut need = want.max(1).saturating_add(1);
     // The beam is sized by the page's k, then by what a filter made it ask for.
     let mut k = want;
-    // Partitions that follow one another are searched as one range: each shard of the index
-    // once (a split's parent shard serves both children), its candidates merged there.
+    // Partitions that follow one another are searched as one range: each graph of the index
+    // (one, or one per shard key value the query can match) once, filtered to the range.
     let parts = coalesced(parts);
     let mut open: Vec<&EpkRange> = parts.iter().collect();
     let mut queued: HashSet<DocPos> = HashSet::new();

@@ -22,19 +22,27 @@ pub struct VectorSet {
     codes: Vec<i8>,
     quant: Option<Quantizer>,
     keys: Vec<Option<Box<[u8]>>>,
+    /// The shard each slot joined (an index into `shards`).
+    shard_of: Vec<u32>,
     slot_of: HashMap<Box<[u8]>, u32>,
     /// Bytes of the live keys.
     key_bytes: usize,
     shards: Vec<Shard>,
 }
 
-/// The slots of one key range (a physical partition when they were written), with their own
-/// graph: a partition's search walks only its own vectors. After a split, the parent's shard
-/// serves both children (filtered to each) and new vectors go to the children's shards.
+/// The slots of one shard key value (the policy's `vectorIndexShardKey`; without one, every
+/// vector of the path is in one shard), with their own graph: a search pinned to a value
+/// walks only that value's vectors, and one over the whole container walks one graph, not one
+/// per physical partition (a search over part of the key space filters by key, and splits
+/// and merges leave the shards as they are).
 #[derive(Debug)]
 struct Shard {
-    lo: Vec<u8>,
-    hi: Vec<u8>,
+    /// The shard key value's identity (its EPK under the shard path; empty without a key).
+    value: Vec<u8>,
+    /// The smallest and largest key ever in the shard: a search whose key range holds both
+    /// needs no filter.
+    min_key: Vec<u8>,
+    max_key: Vec<u8>,
     /// Global slots, in the order they joined; graph node `i` is `members[i]`.
     members: Vec<u32>,
     graph: Option<Graph>,
@@ -77,6 +85,7 @@ impl VectorSet {
             codes: Vec::new(),
             quant: None,
             keys: Vec::new(),
+            shard_of: Vec::new(),
             slot_of: HashMap::new(),
             key_bytes: 0,
             shards: Vec::new(),
@@ -120,9 +129,9 @@ impl VectorSet {
     }
 
     /// Sets the vector of `key` (`None`: it has none, or the document is gone); `shard` is
-    /// the key range of the physical partition it is written in.
-    pub fn set(&mut self, key: &[u8], v: Option<&[f32]>, shard: (&[u8], &[u8])) {
-        if self.holds(key, v) {
+    /// its shard key value's identity (empty without a shard key).
+    pub fn set(&mut self, key: &[u8], v: Option<&[f32]>, shard: &[u8]) {
+        if self.holds(key, v, shard) {
             // The same vector again (a write that changed other properties, or a build
             // replaying a write it also read): nothing to replace, nothing to relink.
             return;
@@ -151,40 +160,46 @@ impl VectorSet {
             self.codes.reserve_exact(self.codes.len() / 8);
         }
         self.data.extend_from_slice(&row);
-        let key: Box<[u8]> = key.into();
-        self.keys.push(Some(key.clone()));
-        self.key_bytes += key.len();
-        self.slot_of.insert(key, slot);
-        let i = match self
-            .shards
-            .iter()
-            .position(|s| s.lo == shard.0 && s.hi == shard.1)
-        {
+        let boxed: Box<[u8]> = key.into();
+        self.keys.push(Some(boxed.clone()));
+        self.key_bytes += boxed.len();
+        self.slot_of.insert(boxed, slot);
+        let i = match self.shards.iter().position(|s| s.value == shard) {
             Some(i) => i,
             None => {
                 let graph = (self.params.kind == IndexKind::DiskAnn)
                     .then(|| Graph::new(self.params.degree, self.params.list));
                 self.shards.push(Shard {
-                    lo: shard.0.to_vec(),
-                    hi: shard.1.to_vec(),
+                    value: shard.to_vec(),
+                    min_key: key.to_vec(),
+                    max_key: key.to_vec(),
                     members: Vec::new(),
                     graph,
                 });
                 self.shards.len() - 1
             }
         };
-        self.shards[i].members.push(slot);
+        let s = &mut self.shards[i];
+        if *key < *s.min_key {
+            s.min_key = key.to_vec();
+        }
+        if *key > *s.max_key {
+            s.max_key = key.to_vec();
+        }
+        s.members.push(slot);
+        self.shard_of.push(i as u32);
         if self.quant.is_none() && self.params.kind != IndexKind::Flat && self.len() >= TRAIN_AT {
             self.train();
         }
     }
 
-    /// Whether `key` already holds exactly `v` (as stored: unit length for cosine).
-    fn holds(&self, key: &[u8], v: Option<&[f32]>) -> bool {
+    /// Whether `key` already holds exactly `v` (as stored: unit length for cosine) in `shard`.
+    fn holds(&self, key: &[u8], v: Option<&[f32]>, shard: &[u8]) -> bool {
         let (Some(&slot), Some(v)) = (self.slot_of.get(key), v) else {
             return false;
         };
-        if v.len() != self.params.dims {
+        let joined = self.shard_of[slot as usize] as usize;
+        if v.len() != self.params.dims || self.shards[joined].value != shard {
             return false;
         }
         if self.params.metric != Distance::Cosine {
@@ -239,7 +254,7 @@ impl VectorSet {
         for shard in &self.shards {
             for &slot in &shard.members {
                 if let Some(key) = &self.keys[slot as usize] {
-                    fresh.set(key, Some(self.row(slot)), (&shard.lo, &shard.hi));
+                    fresh.set(key, Some(self.row(slot)), &shard.value);
                 }
             }
         }
@@ -322,16 +337,18 @@ impl VectorSet {
         }
     }
 
-    /// The `want` live vectors closest to `q` among those with keys in `[lo, hi)` (a
-    /// physical partition's), closest first, from the shards that overlap it: exactly (flat,
-    /// brute force, few vectors), over codes re-ranked exactly (quantizedFlat), or by a beam
-    /// search of each shard's graph plus an exact scan of its slots not linked yet (diskANN).
-    /// Vectors of another length than the set's are never close.
+    /// The `want` live vectors closest to `q` among those with keys in `[lo, hi)` (the
+    /// physical partitions a query reads), closest first, from the shards `only` names (every
+    /// shard when `None`): exactly (flat, brute force, few vectors), over codes re-ranked
+    /// exactly (quantizedFlat), or by a beam search of each shard's graph plus an exact scan
+    /// of its slots not linked yet (diskANN). Vectors of another length than the set's are
+    /// never close.
     pub fn search(
         &self,
         q: &[f32],
         want: usize,
         (lo, hi): (&[u8], &[u8]),
+        only: Option<&[Vec<u8>]>,
         opts: SearchOpts,
     ) -> Found {
         if q.len() != self.params.dims || want == 0 {
@@ -351,18 +368,19 @@ impl VectorSet {
         };
         let mut cands: Vec<(f32, u32)> = Vec::new();
         let mut exhausted = true;
-        for shard in self
-            .shards
-            .iter()
-            .filter(|s| s.lo.as_slice() < hi && lo < s.hi.as_slice())
-        {
-            let inside = shard.lo.as_slice() >= lo && shard.hi.as_slice() <= hi;
+        let wanted = |s: &&Shard| {
+            only.is_none_or(|o| o.contains(&s.value))
+                && s.min_key.as_slice() < hi
+                && lo <= s.max_key.as_slice()
+        };
+        for shard in self.shards.iter().filter(wanted) {
+            let inside = shard.min_key.as_slice() >= lo && shard.max_key.as_slice() < hi;
             let live = |s: u32| match &self.keys[s as usize] {
                 Some(k) => inside || (k.as_ref() >= lo && k.as_ref() < hi),
                 None => false,
             };
-            // A shard the range covers only part of (the parent of a split) keeps more of
-            // its beam to find as many of the range's own.
+            // A shard the range covers only part of (some of the container's physical
+            // partitions) keeps more of its beam to find as many of the range's own.
             let list = if inside {
                 opts.list
             } else {
@@ -460,8 +478,7 @@ mod tests {
             list: 10,
             degree: 4,
         });
-        let (lo, hi) = (key(0), key(10));
-        let shard = (&lo[..], &hi[..]);
+        let shard: &[u8] = b"";
         set.set(&key(1), Some(&[1.0, 2.0, 3.0]), shard);
         while let Some(l) = set.plan_next() {
             set.link(l);
@@ -470,15 +487,19 @@ mod tests {
         assert_eq!((set.len(), set.dead(), set.unlinked()), (1, 0, 0));
         set.set(&key(1), Some(&[3.0, 2.0, 1.0]), shard);
         assert_eq!((set.len(), set.dead(), set.unlinked()), (1, 1, 1));
+        // The same vector under another shard key value moves to that value's shard.
+        set.set(&key(1), Some(&[3.0, 2.0, 1.0]), b"other");
+        assert_eq!((set.len(), set.dead()), (1, 2));
         set.set(&key(1), None, shard);
-        assert_eq!((set.len(), set.dead()), (0, 2));
+        assert_eq!((set.len(), set.dead()), (0, 3));
     }
 
-    /// A diskANN set over two shards answers a search for a whole shard and for part of one
-    /// (a child after a split) with keys of that range only, near the exact answer; an
-    /// updated vector moves and a removed one is gone.
+    /// A diskANN set over two shard key values answers a search over every shard or one,
+    /// for the whole key space or part of it (some physical partitions), with keys of that
+    /// shard and range only, near the exact answer; an updated vector moves and a removed one
+    /// is gone.
     #[test]
-    fn shards_answer_for_their_ranges() {
+    fn shards_answer_for_their_values_and_ranges() {
         let dims = 8;
         let mut seed = 1u64;
         let mut rnd = || {
@@ -495,14 +516,15 @@ mod tests {
             list: 50,
             degree: 16,
         });
-        let (a, b, end) = (key(0), key(1500), key(3000));
-        for (i, r) in rows.iter().enumerate() {
-            let shard = if i < 1500 {
-                (&a[..], &b[..])
+        let value = |i: u32| {
+            if i.is_multiple_of(2) {
+                b"even".to_vec()
             } else {
-                (&b[..], &end[..])
-            };
-            set.set(&key(i as u32), Some(r), shard);
+                b"odd".to_vec()
+            }
+        };
+        for (i, r) in rows.iter().enumerate() {
+            set.set(&key(i as u32), Some(r), &value(i as u32));
         }
         while let Some(l) = set.plan_next() {
             set.link(l);
@@ -513,36 +535,46 @@ mod tests {
             rerank: 5,
             list: 40,
         };
+        let (even, odd) = (vec![value(0)], vec![value(1)]);
         let mut hits = 0;
-        for (qi, (lo, hi)) in [(0u32, 750u32), (1500, 3000), (200, 2600)]
-            .iter()
-            .enumerate()
-        {
+        type Search<'a> = (u32, u32, Option<&'a [Vec<u8>]>);
+        let searches: [Search; 4] = [
+            (0, 3000, None),
+            (0, 750, None),
+            (1500, 3000, Some(&even)),
+            (200, 2600, Some(&odd)),
+        ];
+        for (qi, (lo, hi, only)) in searches.iter().enumerate() {
             let q = &rows[qi * 97];
-            let found = set.search(q, 10, (&key(*lo), &key(*hi)), opts);
+            let found = set.search(q, 10, (&key(*lo), &key(*hi)), *only, opts);
             let got: Vec<u32> = found
                 .keys
                 .iter()
                 .map(|(_, k)| u32::from_be_bytes([k[0], k[1], k[2], k[3]]))
                 .collect();
+            let allowed = |i: u32| i >= *lo && i < *hi && only.is_none_or(|o| o[0] == value(i));
             assert!(
-                got.iter().all(|i| i >= lo && i < hi),
+                got.iter().all(|i| allowed(*i)),
                 "{got:?} outside {lo}..{hi}"
             );
             let mut exact: Vec<(f32, u32)> = (*lo..*hi)
+                .filter(|i| allowed(*i))
                 .map(|i| (super::super::kernels::l2sq(q, &rows[i as usize]), i))
                 .collect();
             exact.sort_by(|x, y| x.0.total_cmp(&y.0));
             hits += exact[..10].iter().filter(|e| got.contains(&e.1)).count();
         }
-        assert!(hits >= 27, "recall@10 over 3 searches: {hits}/30");
+        assert!(hits >= 36, "recall@10 over 4 searches: {hits}/40");
         // An update moves the vector, a removal takes it out.
         let far = vec![9.0; dims];
-        set.set(&key(5), Some(&far), (&a, &b));
-        let found = set.search(&far, 1, (&a, &end), opts);
+        let (a, end) = (key(0), key(3000));
+        set.set(&key(5), Some(&far), &value(5));
+        let found = set.search(&far, 1, (&a, &end), None, opts);
         assert_eq!(&found.keys[0].1[..], &key(5));
-        set.set(&key(5), None, (&a, &b));
-        let found = set.search(&far, 1, (&a, &end), opts);
+        let found = set.search(&far, 1, (&a, &end), Some(&even), opts);
+        assert_ne!(&found.keys[0].1[..], &key(5), "key 5 is odd");
+        set.set(&key(5), None, &value(5));
+        let found = set.search(&far, 1, (&a, &end), None, opts);
         assert_ne!(&found.keys[0].1[..], &key(5));
         assert_eq!(set.len(), 2999);
     }

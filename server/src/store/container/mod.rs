@@ -642,9 +642,8 @@ impl Container {
             sizes.set(epk, d.total);
         }
         drop(sizes);
-        for (ix, key, v) in txn.vector_changes {
-            let b = self.shard_of(&key);
-            ix.observe(key, v, b);
+        for (ix, change) in txn.vector_changes {
+            ix.observe(change);
         }
         drop(order);
         if docs_created {

@@ -1,4 +1,5 @@
-//! A container's vector indexes: one [`VectorSet`] per path its `vectorIndexes` name, kept
+//! A container's vector indexes: one [`VectorSet`] per path its `vectorIndexes` name (one graph
+//! per value of the index's `vectorIndexShardKey`, else one for the container), kept
 //! current with every committed write (in commit order, before the writer hears back, so a
 //! writer's next query sees its write) and rebuilt from the documents when the container is
 //! opened or its policy changes. While a set is being (re)built, the writes committed meanwhile
@@ -12,6 +13,8 @@
 use super::*;
 use crate::vector::{Found, Params, SearchOpts, VectorSet};
 use strata_query::index::vector::{Distance, IndexKind, VectorPolicy};
+use strata_query::pk::epk::effective_partition_key;
+use strata_query::pk::{PartitionKeyDefinition, PartitionKind};
 
 /// One indexed path.
 #[derive(Debug)]
@@ -20,6 +23,10 @@ pub struct PathIndex {
     pub path: String,
     segs: Vec<String>,
     pub params: Params,
+    /// The `vectorIndexShardKey` path as a one-level hash key: a vector's shard is its
+    /// value's EPK, and the routing of a query's WHERE clause under it names the shards a
+    /// query needs.
+    pub shard_key: Option<PartitionKeyDefinition>,
     set: RwLock<VectorSet>,
     state: Mutex<Journal>,
     linking: AtomicBool,
@@ -31,12 +38,12 @@ enum Journal {
     /// No build has started: the build will read the change from the documents.
     Unbuilt,
     /// A build is reading the documents: changes wait here, in commit order.
-    Building(Vec<(Vec<u8>, Option<Vec<f32>>, Bounds)>),
+    Building(Vec<Staged>),
     /// The set is current: changes go straight in.
     Ready,
     /// The set is current and a copy without its tombstones is being built
     /// ([`VectorSet::live_copy`]): changes go straight in and wait here too, for the copy.
-    Consolidating(Vec<(Vec<u8>, Option<Vec<f32>>, Bounds)>),
+    Consolidating(Vec<Staged>),
 }
 
 /// The container's sets, and the lock that keeps their updates in commit order.
@@ -46,11 +53,11 @@ pub struct Vectors {
     pub(super) order: Mutex<()>,
 }
 
-/// One staged change: the set, the item key, its vector.
-pub(super) type Change = (Arc<PathIndex>, Vec<u8>, Option<Vec<f32>>);
+/// One staged change: the set, and what changes in it.
+pub(super) type Change = (Arc<PathIndex>, Staged);
 
-/// The item keys of the physical partition a vector was written in: `[lo, hi)`.
-pub(super) type Bounds = (Vec<u8>, Vec<u8>);
+/// A document's item key, its vector (`None`: none, or the document is gone) and its shard.
+pub(super) type Staged = (Vec<u8>, Option<Vec<f32>>, Vec<u8>);
 
 impl Vectors {
     /// The sets `policy` asks for (built later by [`Container::start_vectors`]).
@@ -60,6 +67,12 @@ impl Vectors {
             .iter()
             .filter_map(|ix| {
                 let e = policy.embedding(&ix.path)?;
+                let shard_key = match (ix.kind, ix.shard_key.first()) {
+                    (IndexKind::Flat, _) | (_, None) => None,
+                    (_, Some(p)) => {
+                        PartitionKeyDefinition::new(&[p.as_str()], PartitionKind::Hash, 2).ok()
+                    }
+                };
                 let params = Params {
                     kind: ix.kind,
                     dims: e.dimensions,
@@ -71,6 +84,7 @@ impl Vectors {
                     path: ix.path.clone(),
                     segs: ix.path.split('/').skip(1).map(str::to_string).collect(),
                     params,
+                    shard_key,
                     set: RwLock::new(VectorSet::new(params)),
                     state: Mutex::new(Journal::Unbuilt),
                     linking: AtomicBool::new(false),
@@ -103,16 +117,27 @@ impl PathIndex {
         a.iter().map(|x| x.as_f64().map(|f| f as f32)).collect()
     }
 
+    /// The shard of `doc`'s vector: its shard key value's EPK (empty without a shard key).
+    pub(super) fn shard(&self, doc: &Value) -> Vec<u8> {
+        let Some(def) = &self.shard_key else {
+            return Vec::new();
+        };
+        effective_partition_key(def, &def.extract(doc))
+            .map(String::into_bytes)
+            .unwrap_or_default()
+    }
+
     /// Applies one committed change (see [`Journal`]).
-    pub(super) fn observe(self: &Arc<Self>, key: Vec<u8>, v: Option<Vec<f32>>, b: Bounds) {
+    pub(super) fn observe(self: &Arc<Self>, change: Staged) {
         let mut state = lock(&self.state);
         match &mut *state {
             Journal::Unbuilt => {}
-            Journal::Building(j) => j.push((key, v, b)),
+            Journal::Building(j) => j.push(change),
             Journal::Ready => {
+                let (key, v, shard) = change;
                 let consolidate = {
                     let mut set = write(&self.set);
-                    set.set(&key, v.as_deref(), (&b.0, &b.1));
+                    set.set(&key, v.as_deref(), &shard);
                     set.needs_consolidation()
                 };
                 if consolidate {
@@ -125,8 +150,8 @@ impl PathIndex {
                 }
             }
             Journal::Consolidating(j) => {
-                write(&self.set).set(&key, v.as_deref(), (&b.0, &b.1));
-                j.push((key, v, b));
+                write(&self.set).set(&change.0, change.1.as_deref(), &change.2);
+                j.push(change);
                 drop(state);
                 self.link_in_background();
             }
@@ -150,8 +175,8 @@ impl PathIndex {
                 if let Journal::Consolidating(journal) =
                     std::mem::replace(&mut *state, Journal::Ready)
                 {
-                    for (k, v, b) in journal {
-                        fresh.set(&k, v.as_deref(), (&b.0, &b.1));
+                    for (k, v, shard) in journal {
+                        fresh.set(&k, v.as_deref(), &shard);
                     }
                 }
                 let dropped = read(&me.set).dead();
@@ -172,19 +197,20 @@ impl PathIndex {
         }
     }
 
-    /// Whether queries may read the set.
-    /// The vectors between the item keys `bounds` closest to `q`, closest first (see
-    /// [`VectorSet::search`]).
+    /// The vectors between the item keys `bounds` of the shards `only` names (all: `None`)
+    /// closest to `q`, closest first (see [`VectorSet::search`]).
     pub fn search(
         &self,
         q: &[f32],
         want: usize,
         bounds: (&[u8], &[u8]),
+        only: Option<&[Vec<u8>]>,
         opts: SearchOpts,
     ) -> Found {
-        read(&self.set).search(q, want, bounds, opts)
+        read(&self.set).search(q, want, bounds, only, opts)
     }
 
+    /// Whether queries may read the set.
     pub fn ready(&self) -> bool {
         matches!(
             *lock(&self.state),
@@ -247,17 +273,6 @@ impl PathIndex {
 }
 
 impl Container {
-    /// The item keys of the physical partition `key` is in now.
-    pub(super) fn shard_of(&self, key: &[u8]) -> Bounds {
-        let pos = DocPos(key.to_vec());
-        let epk = pos.parts(self.codec).0.into_owned();
-        let range = {
-            let map = read(&self.map);
-            map.ranges[map.index_of(&epk)].epk_range()
-        };
-        self.key_bounds(&range)
-    }
-
     /// Starts building the container's vector sets from its documents, each on a thread of
     /// its own; writes committed meanwhile are journaled and replayed (see [`Journal`]).
     pub fn start_vectors(self: &Arc<Self>) {
@@ -296,10 +311,7 @@ impl Container {
     fn build_vectors(&self, ix: &Arc<PathIndex>) -> Result<usize, StoreError> {
         let mut set = VectorSet::new(ix.params);
         let mut n = 0usize;
-        // Partition by partition, so each vector joins its partition's shard. A split while
-        // this runs at worst leaves a vector in its parent's shard, which serves both children.
         for range in self.partitions().ranges.iter().map(|r| r.range.clone()) {
-            let (lo, hi) = self.key_bounds(&range);
             let mut after: Option<DocPos> = None;
             loop {
                 if self.deleted.load(Ordering::Acquire) {
@@ -310,7 +322,7 @@ impl Container {
                     let doc: Value = serde_json::from_slice(&item.json)
                         .map_err(|e| StoreError::Corrupt(format!("a stored document: {e}")))?;
                     if let Some(v) = ix.extract(&doc) {
-                        set.set(&pos.0, Some(&v), (&lo, &hi));
+                        set.set(&pos.0, Some(&v), &ix.shard(&doc));
                         n += 1;
                     }
                 }
@@ -322,8 +334,8 @@ impl Container {
         }
         let mut state = lock(&ix.state);
         if let Journal::Building(journal) = std::mem::replace(&mut *state, Journal::Ready) {
-            for (k, v, b) in journal {
-                set.set(&k, v.as_deref(), (&b.0, &b.1));
+            for (k, v, shard) in journal {
+                set.set(&k, v.as_deref(), &shard);
             }
         }
         *write(&ix.set) = set;

@@ -9,6 +9,8 @@ use crate::store::StoreError;
 use crate::vector::{Found, SearchOpts};
 use serde_json::Value;
 use std::sync::Arc;
+use strata_query::sql::ast::Query;
+use strata_query::sql::routing::{self, Routing};
 
 pub struct VectorIndex {
     path: Arc<PathIndex>,
@@ -39,8 +41,9 @@ impl IndexMaintainer for VectorIndex {
     ) -> Result<(), StoreError> {
         // Staged even without a vector: the old version (not parsed) may have had one.
         let v = new.and_then(|d| self.path.extract(d));
+        let shard = new.map(|d| self.path.shard(d)).unwrap_or_default();
         t.vector_changes
-            .push((Arc::clone(&self.path), doc.key.to_vec(), v));
+            .push((Arc::clone(&self.path), (doc.key.to_vec(), v, shard)));
         Ok(())
     }
 
@@ -67,15 +70,38 @@ impl IndexMaintainer for VectorIndex {
 pub struct VectorAccess {
     index: Arc<PathIndex>,
     search: strata_query::sql::vector::VectorSearch,
+    /// The shards the query's WHERE clause pins its shard key to (`None`: every shard).
+    shards: Option<Vec<Vec<u8>>>,
 }
 
 impl VectorAccess {
-    /// The ready index over the search's path that measures its distance, if `c` has one.
-    pub fn choose(c: &Container, search: strata_query::sql::vector::VectorSearch) -> Option<Self> {
+    /// The ready index over the search's path that measures its distance, if `c` has one,
+    /// and the shards of it `query` (bound) can match: those of the shard key values its
+    /// WHERE clause pins, as it pins partition keys (`c.tenant = 'a'`, `IN`, `OR`).
+    pub fn choose(
+        c: &Container,
+        search: strata_query::sql::vector::VectorSearch,
+        query: &Query,
+    ) -> Option<Self> {
         let index = c
             .vector_index(&search.path)
             .filter(|ix| ix.measures(&search.distance))?;
-        Some(Self { index, search })
+        let shards = index
+            .shard_key
+            .as_ref()
+            .and_then(|def| match routing::route(query, def) {
+                Routing::Keys {
+                    full_keys: true,
+                    epks,
+                    ..
+                } => Some(epks.into_iter().map(String::into_bytes).collect()),
+                _ => None,
+            });
+        Some(Self {
+            index,
+            search,
+            shards,
+        })
     }
 
     /// The documents of `range` nearest the query's vector, nearest first, at least `need`
@@ -101,7 +127,9 @@ impl VectorAccess {
         let (lo, hi) = c.key_bounds(range);
         let Found {
             keys, exhausted, ..
-        } = self.index.search(&s.vector, need, (&lo, &hi), opts);
+        } = self
+            .index
+            .search(&s.vector, need, (&lo, &hi), self.shards.as_deref(), opts);
         let docs = keys
             .into_iter()
             .map(|(d, k)| (DocPos(k.into_vec()), d))
@@ -114,7 +142,7 @@ impl VectorAccess {
         let ix = &self.index;
         let (live, dead, unlinked, bytes) = ix.stats();
         format!(
-            "the {} index on {} ({live} vectors, {:.1} MB in memory{}{}{})",
+            "the {} index on {} ({live} vectors, {:.1} MB in memory{}{}{}{})",
             ix.kind_name(),
             ix.path,
             bytes as f64 / 1048576.0,
@@ -127,6 +155,11 @@ impl VectorAccess {
                 format!(", {unlinked} not yet linked")
             } else {
                 String::new()
+            },
+            match (&ix.shard_key, &self.shards) {
+                (None, _) => String::new(),
+                (Some(def), None) => format!(", every {} shard", def.paths.join("")),
+                (Some(def), Some(s)) => format!(", {} {} shard(s)", s.len(), def.paths.join("")),
             },
             if self.search.brute_force {
                 ", brute force"
