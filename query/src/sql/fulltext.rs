@@ -213,20 +213,40 @@ pub struct Statistics {
 /// One term's part of BM25: the `i`-th search term occurring `tf` times in a document of
 /// `dl` terms (what a posting holds).
 pub fn bm25_term(tf: u32, dl: u32, i: usize, stats: &Statistics) -> f64 {
-    let n_docs = stats.documents.max(1) as f64;
-    let avgdl = if stats.total_words == 0 {
-        1.0
-    } else {
-        stats.total_words as f64 / n_docs
-    };
-    let tf = tf as f64;
-    if tf == 0.0 {
-        return 0.0;
+    TermWeight::new(i, stats).score(tf, dl)
+}
+
+/// The `i`-th search term's BM25 weights under `stats` (its idf, the average length), worked
+/// out once for the many postings a ranking scores: [`bm25_term`]'s arithmetic, so the same
+/// bits.
+#[derive(Debug, Clone, Copy)]
+pub struct TermWeight {
+    idf: f64,
+    avgdl: f64,
+}
+
+impl TermWeight {
+    pub fn new(i: usize, stats: &Statistics) -> Self {
+        let n_docs = stats.documents.max(1) as f64;
+        let avgdl = if stats.total_words == 0 {
+            1.0
+        } else {
+            stats.total_words as f64 / n_docs
+        };
+        let n = (stats.hits.get(i).copied().unwrap_or(0) as f64).min(n_docs);
+        let idf = (1.0 + (n_docs - n + 0.5) / (n + 0.5)).ln();
+        Self { idf, avgdl }
     }
-    let norm = K1 * (1.0 - B + B * dl as f64 / avgdl);
-    let n = (stats.hits.get(i).copied().unwrap_or(0) as f64).min(n_docs);
-    let idf = (1.0 + (n_docs - n + 0.5) / (n + 0.5)).ln();
-    idf * tf * (K1 + 1.0) / (tf + norm)
+
+    /// The term's score in a document of `dl` terms where it occurs `tf` times.
+    pub fn score(&self, tf: u32, dl: u32) -> f64 {
+        let tf = tf as f64;
+        if tf == 0.0 {
+            return 0.0;
+        }
+        let norm = K1 * (1.0 - B + B * dl as f64 / self.avgdl);
+        self.idf * tf * (K1 + 1.0) / (tf + norm)
+    }
 }
 
 /// BM25 of a document's terms for the search `terms` (each a phrase) under `stats`:

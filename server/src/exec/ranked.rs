@@ -9,7 +9,8 @@
 use super::access_path::{plan_counted, Bm25Statistics, PostingsAccess};
 use super::complete::run_complete;
 use super::*;
-use strata_query::sql::fulltext::Statistics;
+use crate::store::container::indexes::postings::Postings;
+use strata_query::sql::fulltext::{Statistics, TermWeight};
 use strata_query::sql::hybrid;
 
 /// `plan` with each `FullTextScore` of its ranking scored under statistics gathered, as the
@@ -97,13 +98,14 @@ pub(super) fn from_postings(
     };
     let mut index = IndexStats::default();
     let ranges = c.split_by_partition(&plan.routing.ranges);
-    let Some(mut ranked) = scored_postings(c, ix, &ranges, &mut index)? else {
+    let mut lists = Vec::new();
+    let Some(mut ranked) = scored_postings(c, ix, &ranges, &mut index, &mut lists)? else {
         return Ok(None);
     };
     // Best first, ties in document order; only the page's share is sorted up front (the
     // rest only if the filter turns rows down).
-    let best =
-        |x: &(DocPos, f64), y: &(DocPos, f64)| y.1.total_cmp(&x.1).then_with(|| x.0.cmp(&y.0));
+    let key = |d: &Scored| lists[d.0 as usize].key(d.1 as usize);
+    let best = |x: &Scored, y: &Scored| y.2.total_cmp(&x.2).then_with(|| key(x).cmp(key(y)));
     let mut sorted = want.min(ranked.len());
     if sorted < ranked.len() {
         ranked.select_nth_unstable_by(sorted, best);
@@ -120,8 +122,9 @@ pub(super) fn from_postings(
             ranked[sorted..].sort_by(best);
             sorted = ranked.len();
         }
-        let pos = &ranked[at].0;
-        let Some(item) = c.load_item(pos)? else {
+        let (l, j, _) = ranked[at];
+        let pos = lists[l as usize].pos(j as usize);
+        let Some(item) = c.load_item(&pos)? else {
             continue;
         };
         scanned += 1;
@@ -131,14 +134,14 @@ pub(super) fn from_postings(
     // Fewer rows than the page: the rest rank at zero, in document order (as evaluation
     // orders equal scores), so they are read from the start of the ranges.
     if rows.len() < want {
-        let matched: std::collections::HashSet<&DocPos> = ranked.iter().map(|(d, _)| d).collect();
+        let matched: std::collections::HashSet<&[u8]> = ranked.iter().map(key).collect();
         'fill: for r in &ranges {
             let mut cursor: Option<DocPos> = None;
             loop {
                 let chunk = c.scan_items(r, cursor.as_ref(), 256)?;
                 let done = chunk.len() < 256;
                 for (pos, item) in &chunk {
-                    if matched.contains(pos) {
+                    if matched.contains(pos.as_bytes()) {
                         continue;
                     }
                     scanned += 1;
@@ -175,59 +178,57 @@ pub(super) fn from_postings(
     }))
 }
 
-/// Every document with a posting of `ix`'s terms in `ranges`, with its BM25 score under
-/// statistics of the same ranges, in no order. `None` while the index is rebuilt.
+/// A document by its posting in the stems' lists: (list, posting, score).
+type Scored = (u32, u32, f64);
+
+/// The documents with a posting of `ix`'s terms in `ranges`, each with its BM25 score under
+/// statistics of the same ranges, in no order, by their first posting in `lists` (the stems'
+/// postings, filled here). `None` while the index is rebuilt.
 fn scored_postings(
     c: &Container,
     ix: &PostingsAccess,
     ranges: &[EpkRange],
     index: &mut IndexStats,
-) -> Result<Option<Vec<(DocPos, f64)>>, ExecError> {
+    lists: &mut Vec<Arc<Postings>>,
+) -> Result<Option<Vec<Scored>>, ExecError> {
     let Some((documents, words)) = sizes(c, ix, ranges, index)? else {
         return Ok(None);
     };
-    let mut hits = vec![0u64; ix.stems.len()];
-    // (document, stem) -> (tf, length)
-    let mut postings: Vec<(DocPos, usize, u32, u32)> = Vec::new();
-    // A stem's postings of every partition are one key range (ordered by term, then
-    // document): ranges that follow one another are read in one walk, not one walk each.
-    for r in &coalesced(ranges) {
-        for (i, stem) in ix.stems.iter().enumerate() {
-            let span = strata_query::index::fulltext::stem_span(stem);
-            let walked = c
-                .entries()
-                .walk(&ix.postings, &span, r, false, index, &mut |t, d| {
-                    if let Some((tf, dl)) = strata_query::index::fulltext::parse_posting(t) {
-                        hits[i] += 1;
-                        postings.push((d, i, tf, dl));
-                    }
-                    true
-                })?;
-            if walked.is_none() {
-                return Ok(None);
-            }
+    let entries = c.entries();
+    for stem in &ix.stems {
+        match entries.postings_in(&ix.postings, stem, ranges, index)? {
+            Some(p) => lists.push(p),
+            None => return Ok(None),
         }
     }
     let stats = Statistics {
         documents,
         total_words: words,
-        hits,
+        hits: lists.iter().map(|p| p.len() as u64).collect(),
     };
-    let score = |tf, dl, i| strata_query::sql::fulltext::bm25_term(tf, dl, i, &stats);
-    if ix.stems.len() == 1 {
+    let weights: Vec<TermWeight> = (0..lists.len())
+        .map(|i| TermWeight::new(i, &stats))
+        .collect();
+    let score = |(tf, dl): (u32, u32), i: usize| weights[i].score(tf, dl);
+    if let [one] = &lists[..] {
         // One word: one posting per document.
         return Ok(Some(
-            postings
-                .into_iter()
-                .map(|(d, i, tf, dl)| (d, score(tf, dl, i)))
+            (0..one.len())
+                .map(|j| (0, j as u32, score(one.tf_dl[j], 0)))
                 .collect(),
         ));
     }
-    let mut scores: std::collections::HashMap<DocPos, f64> = Default::default();
-    for (d, i, tf, dl) in postings {
-        *scores.entry(d).or_default() += score(tf, dl, i);
+    let mut scores: std::collections::HashMap<&[u8], Scored> = Default::default();
+    for (i, p) in lists.iter().enumerate() {
+        for j in 0..p.len() {
+            let s = score(p.tf_dl[j], i);
+            scores
+                .entry(p.key(j))
+                .and_modify(|e| e.2 += s)
+                .or_insert((i as u32, j as u32, s));
+        }
     }
-    Ok(Some(scores.into_iter().collect()))
+    Ok(Some(scores.into_values().collect()))
 }
 
 /// The documents of `ranges` and their total words under `ix`'s path. `None` while the index
@@ -267,18 +268,12 @@ fn postings_statistics(
     let Some((documents, total_words)) = sizes(c, ix, ranges, index)? else {
         return Ok(None);
     };
-    let mut hits = vec![0u64; ix.stems.len()];
     let entries = c.entries();
-    for r in &coalesced(ranges) {
-        for (i, stem) in ix.stems.iter().enumerate() {
-            let span = strata_query::index::fulltext::stem_span(stem);
-            let walked = entries.walk(&ix.postings, &span, r, false, index, &mut |_, _| {
-                hits[i] += 1;
-                true
-            })?;
-            if walked.is_none() {
-                return Ok(None);
-            }
+    let mut hits = Vec::with_capacity(ix.stems.len());
+    for stem in &ix.stems {
+        match entries.postings_in(&ix.postings, stem, ranges, index)? {
+            Some(p) => hits.push(p.len() as u64),
+            None => return Ok(None),
         }
     }
     Ok(Some(Statistics {

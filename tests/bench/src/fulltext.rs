@@ -172,8 +172,47 @@ async fn load(http: &Http, c: &Arc<Corpus>, clients: usize) -> f64 {
     n as f64 / started.elapsed().as_secs_f64()
 }
 
-/// One query load: q/s, p50 ms, p99 ms.
-async fn measure(a: &Args, http: &Http, name: &str, bodies: Vec<Vec<u8>>) -> (f64, f64, f64) {
+/// What one query load measured.
+struct Load {
+    qps: f64,
+    p50: f64,
+    p99: f64,
+    /// Server CPU per query (ms), from the process's CPU time over the load.
+    cpu_ms: f64,
+    /// Documents the server read per query (its route header's `scanned`), over one pass.
+    docs: f64,
+}
+
+/// Documents the server read for one query (its route header's `scanned`).
+async fn scanned(http: &Http, body: &[u8]) -> u64 {
+    let Ok(r) = http
+        .send_full(Method::POST, DOCS, &headers(), Some(body.to_vec()))
+        .await
+    else {
+        return 0;
+    };
+    r.headers
+        .get("x-strata-query-route")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|s| s.rsplit("scanned=").next())
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// One query load, its server CPU and (under `--profile DIR`) a profile of it in
+/// `DIR/<name>.txt`.
+async fn measure(
+    a: &Args,
+    http: &Http,
+    prof: &crate::profile::Profiled,
+    name: &str,
+    bodies: Vec<Vec<u8>>,
+) -> Load {
+    let mut read = 0u64;
+    for b in &bodies {
+        read += scanned(http, b).await;
+    }
+    let docs = read as f64 / bodies.len().max(1) as f64;
     let (h, b) = (http.clone(), Arc::new(bodies));
     let op: runner::Op = Arc::new(move |n: u64| {
         let (h, b) = (h.clone(), Arc::clone(&b));
@@ -185,6 +224,7 @@ async fn measure(a: &Args, http: &Http, name: &str, bodies: Vec<Vec<u8>>) -> (f6
             )
         }) as futures::future::BoxFuture<'static, Result<f64, String>>
     });
+    let rec = prof.start_with(name, a.profile.is_some());
     let m = runner::run(
         name,
         a.clients,
@@ -193,11 +233,17 @@ async fn measure(a: &Args, http: &Http, name: &str, bodies: Vec<Vec<u8>>) -> (f6
         op,
     )
     .await;
-    (
-        m.ops_per_sec,
-        m.p50_us as f64 / 1000.0,
-        m.p99_us as f64 / 1000.0,
-    )
+    let (cpu_us, top) = prof.finish(rec, &m, a.warmup);
+    if let (Some(top), Some(d)) = (top, &a.profile) {
+        let _ = std::fs::write(d.join(format!("{name}.txt")), &top);
+    }
+    Load {
+        qps: m.ops_per_sec,
+        p50: m.p50_us as f64 / 1000.0,
+        p99: m.p99_us as f64 / 1000.0,
+        cpu_ms: cpu_us.unwrap_or(0.0) / 1000.0,
+        docs,
+    }
 }
 
 fn body(sql: String) -> Vec<u8> {
@@ -222,16 +268,36 @@ async fn strata_run(a: &Args, c: &Arc<Corpus>, indexed: bool) -> (f64, u64, Vec<
     let upserts = load(&http, c, a.clients).await;
     let mut loads = Vec::new();
     if indexed {
+        // The load's flushes and compactions settle first: their CPU is not the queries'.
+        let waited = crate::quiesce(child.id(), Duration::from_secs(120)).await;
+        println!(
+            "  strata: background work settled in {:.0} s",
+            waited.as_secs_f64()
+        );
+        let prof = crate::profile::Profiled {
+            pid: child.id(),
+            dir: a.profile.clone().unwrap_or_else(|| dir.clone()),
+        };
         for (i, qs) in c.queries.iter().enumerate() {
             let terms = i + 1;
             let contains: Vec<Vec<u8>> = qs.iter().map(|w| body(contains_sql(w))).collect();
             let ranked: Vec<Vec<u8>> = qs.iter().map(|w| body(rank_sql(w))).collect();
             for (kind, bodies) in [("contains", contains), ("bm25", ranked)] {
-                let name = format!("strata-{kind}-{terms}");
-                let (qps, p50, p99) = measure(a, &http, &name, bodies).await;
-                println!("  strata      {kind:<8} {terms} word(s)  {qps:>8.0} q/s  p50 {p50:>7.1} ms  p99 {p99:>7.1} ms");
-                loads.push(json!({"engine": "strata", "kind": kind, "terms": terms, "qps": qps, "p50_ms": p50, "p99_ms": p99}));
+                let name = format!("fulltext-{kind}-{terms}");
+                let l = measure(a, &http, &prof, &name, bodies).await;
+                println!(
+                    "  strata      {kind:<8} {terms} word(s)  {:>8.0} q/s  p50 {:>7.1} ms  p99 {:>7.1} ms  {:>6.1} documents read  {:.3} ms server CPU per query",
+                    l.qps, l.p50, l.p99, l.docs, l.cpu_ms
+                );
+                loads.push(json!({"engine": "strata", "kind": kind, "terms": terms, "qps": l.qps,
+                    "p50_ms": l.p50, "p99_ms": l.p99, "docs_per_query": l.docs, "cpu_ms_per_query": l.cpu_ms}));
             }
+        }
+        if let Some(d) = &a.profile {
+            println!(
+                "  profiles of the query loads: {}/fulltext-*.txt",
+                d.display()
+            );
         }
     }
     let _ = child.kill();
@@ -308,6 +374,16 @@ pub async fn fulltext(a: &Args, r: &mut Report) {
             .and_then(|x| x["qps"].as_f64())
     };
     for terms in 1..=3u64 {
+        if let (Some(s), Some(pg)) = (
+            qps("strata", "contains", terms),
+            qps("postgresql", "contains", terms),
+        ) {
+            r.target(
+                &format!("FullTextContains TOP 10, {terms} word(s): q/s >= PostgreSQL's"),
+                format!("{:.2}x ({s:.0} vs {pg:.0})", s / pg.max(1e-9)),
+                s >= pg,
+            );
+        }
         let Some(s) = qps("strata", "bm25", terms) else {
             continue;
         };
@@ -320,9 +396,9 @@ pub async fn fulltext(a: &Args, r: &mut Report) {
         }
         if let Some(tv) = qps("tantivy", "bm25", terms) {
             r.target(
-                &format!("BM25 top 10, {terms} word(s): q/s >= 0.3x tantivy's"),
+                &format!("BM25 top 10, {terms} word(s): q/s >= 0.5x tantivy's"),
                 format!("{:.2}x ({s:.0} vs {tv:.0})", s / tv.max(1e-9)),
-                s >= 0.3 * tv,
+                s >= 0.5 * tv,
             );
         }
     }
@@ -335,14 +411,14 @@ pub async fn fulltext(a: &Args, r: &mut Report) {
         upserts >= 0.7 * plain_upserts,
     );
     r.target(
-        "full-text index <= 1x the indexed text's bytes",
+        "full-text index <= 1.5x the indexed text's bytes",
         format!(
             "{:.2}x ({} vs {} bytes)",
             index_bytes as f64 / text_bytes.max(1) as f64,
             index_bytes,
             text_bytes
         ),
-        index_bytes <= text_bytes,
+        index_bytes * 2 <= text_bytes * 3,
     );
     loads.extend(anchors);
     r.extra.insert(

@@ -793,10 +793,14 @@ fn main() {
         targets: Vec::new(),
     };
     // --profile: the server as a process of its own, driven like an external endpoint; the
-    // vector suite runs its own server process and profiles its query phase itself.
+    // vector and fulltext suites run their own server processes and profile their query
+    // phases themselves.
     let mut profiled = None;
     let mut server = None;
-    let own_server = a.suite.split(',').any(|s| s.trim() == "vector");
+    let own_server = a
+        .suite
+        .split(',')
+        .any(|s| matches!(s.trim(), "vector" | "fulltext"));
     if let (Some(dir), None, false) = (a.profile.clone(), &a.endpoint, own_server) {
         let _ = std::fs::create_dir_all(&dir);
         let data = temp_dir("profile");

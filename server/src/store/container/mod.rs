@@ -112,6 +112,11 @@ impl DocPos {
             .map_or((std::borrow::Cow::Borrowed(""), ""), |(_, e, i)| (e, i))
     }
 
+    /// The key's bytes (compared as positions compare).
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+
     /// About what holding this position costs in memory.
     pub fn held_bytes(&self) -> usize {
         self.0.len()
@@ -180,6 +185,8 @@ pub struct Container {
     vectors: vectors::Vectors,
     /// BM25's word totals per full-text path and range (see [`indexes::fulltext`]).
     word_totals: indexes::fulltext::WordTotals,
+    /// Full-text postings decoded, per stem (see [`indexes::postings`]).
+    postings: indexes::postings::PostingsCache,
 }
 
 type DefinedCache = std::sync::Mutex<HashMap<([u8; 8], u16, String, String), (u64, u64)>>;
@@ -299,6 +306,7 @@ impl Container {
             lp_sizes: Mutex::new(LpSizes::default()),
             vectors,
             word_totals: Default::default(),
+            postings: Default::default(),
             engine,
             limits,
         };
@@ -569,6 +577,7 @@ impl Container {
         let mut txn = Txn {
             maintainers: self.maintainers(),
             vector_changes: Vec::new(),
+            postings_touched: Vec::new(),
             c: self,
             unique_staged: HashMap::new(),
             history: self.keeps_history(),
@@ -637,7 +646,11 @@ impl Container {
         let mut sizes = lock(&self.lp_sizes);
         // Held across the commit too, so the vector sets take changes in commit order.
         let order = (!txn.vector_changes.is_empty()).then(|| lock(&self.vectors.order));
-        let token = tx.commit().map_err(StoreError::from)?;
+        let committed = tx.commit();
+        // Even when the outcome is unknown (a remote store's dropped answer): the write may
+        // be visible, and decoded postings must not outlive it.
+        self.postings.bump(&txn.postings_touched);
+        let token = committed.map_err(StoreError::from)?;
         for (epk, d) in &txn.lp_delta {
             sizes.set(epk, d.total);
         }

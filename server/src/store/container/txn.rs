@@ -41,6 +41,9 @@ pub struct Txn<'a> {
     pub(super) undo: Option<Vec<Undo>>,
     /// Vectors of the documents written, in order: applied to the sets after the commit.
     pub(super) vector_changes: Vec<vectors::Change>,
+    /// Version buckets of the full-text stems whose postings this writes: moved after the
+    /// commit (see [`indexes::postings`]; one left by an undone operation costs a re-read).
+    pub(super) postings_touched: Vec<usize>,
 }
 
 /// One overwritten entry of a transaction's own bookkeeping (see [`Txn::savepoint`]).

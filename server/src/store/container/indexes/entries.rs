@@ -134,6 +134,18 @@ impl EntryReader<'_> {
                 let mut found: Vec<DocPos> = Vec::new();
                 for span in &q.spans {
                     let mut local = IndexStats::default();
+                    if let Some(found_here) =
+                        self.cached_postings(&q.path, span, range, &mut local)?
+                    {
+                        spent += local.entries;
+                        stats.add(&local);
+                        if spent > budget {
+                            stats.lookup_time += started.elapsed();
+                            return Ok(None);
+                        }
+                        found.extend(found_here);
+                        continue;
+                    }
                     let complete = self.walk_entries(
                         &q.path,
                         span,
@@ -167,6 +179,42 @@ impl EntryReader<'_> {
         out.dedup();
         stats.lookup_time += started.elapsed();
         Ok(Some(out))
+    }
+
+    /// The documents of `range` with a posting in a full-text stem's `span`, from the
+    /// decoded postings ([`super::postings`]); `None` when `path` is not a postings path or
+    /// the span not one stem's (the entries are walked then).
+    fn cached_postings(
+        &self,
+        path: &[Seg],
+        span: &Span,
+        range: &EpkRange,
+        stats: &mut IndexStats,
+    ) -> Result<Option<Vec<DocPos>>, StoreError> {
+        if strata_query::index::fulltext::text_path(path).is_none() {
+            return Ok(None);
+        }
+        let Some(list) = self.postings(path, span, stats)? else {
+            return Ok(None);
+        };
+        let whole = range.min.is_empty() && range.max.as_str() >= "FF";
+        let (lo, hi) = self.c.key_bounds(range);
+        let order = list.in_key_order();
+        let (from, to) = if whole {
+            (0, order.len())
+        } else {
+            let key = |i: &u32| list.key(*i as usize);
+            (
+                order.partition_point(|i| key(i) < lo.as_slice()),
+                order.partition_point(|i| key(i) < hi.as_slice()),
+            )
+        };
+        Ok(Some(
+            order[from..to.max(from)]
+                .iter()
+                .map(|&i| list.pos(i as usize))
+                .collect(),
+        ))
     }
 
     /// Visits the entries of `path` within `span` in `range` (in reverse when asked), each as

@@ -12,6 +12,7 @@
 
 pub mod entries;
 pub mod fulltext;
+pub mod postings;
 pub mod range;
 pub mod spatial;
 pub mod unique;
@@ -97,7 +98,17 @@ impl<T: EntryIndex> IndexMaintainer for T {
         new: Option<&Value>,
     ) -> Result<(), StoreError> {
         let entries = |d: Option<&Value>| d.map(|d| self.entries(d)).unwrap_or_default();
-        move_entries(t, self.gen(), doc, &entries(old), &entries(new));
+        let (before, after) = (entries(old), entries(new));
+        let (removed, added) = index::diff(&before, &after);
+        if EntryIndex::kind(self) == IndexKind::FullText {
+            // Decoded postings of these stems go stale when this commits.
+            let touched = removed
+                .iter()
+                .chain(&added)
+                .filter_map(|e| postings::touched(e.0, &e.1));
+            t.postings_touched.extend(touched);
+        }
+        move_entries(t, self.gen(), doc, &removed, &added);
         Ok(())
     }
 
@@ -179,11 +190,9 @@ impl Container {
     }
 }
 
-/// The entries of one kind in `Space::Index`: the old version's out, the new one's in (both
-/// sorted, without duplicates).
-fn move_entries(t: &mut Txn<'_>, gen: u16, doc: DocRef<'_>, before: &[Entry], after: &[Entry]) {
+/// The entries of one kind in `Space::Index` that a write removes and adds.
+fn move_entries(t: &mut Txn<'_>, gen: u16, doc: DocRef<'_>, removed: &[&Entry], added: &[&Entry]) {
     let cid = t.c.cid;
-    let (removed, added) = index::diff(before, after);
     for e in removed {
         t.tx.delete(Space::Index, index::entry_key(cid, gen, e, &doc.key[4..]));
     }

@@ -1,0 +1,354 @@
+//! Decoded full-text postings, kept in memory per stem until a write changes that stem.
+//!
+//! A stem's postings are index entries, one per document: BM25 and `FullTextContains` read
+//! every one of them per query, and reading an LSM entry (merging the tables' iterators,
+//! copying its key) cost about as much as everything else a query does — 60–70% of a BM25
+//! query's server CPU over a million documents. Read once, a stem's postings are a few plain
+//! arrays (document keys back to back, term frequencies, lengths) that the next query scans in
+//! nanoseconds per posting, as tantivy scans its memory-mapped segments.
+//!
+//! The entries stay the truth: a list is built from them (and counted as reading them, so a
+//! query's charge does not depend on what is cached), and is used only while no write has
+//! touched its stem since. Each write's transaction notes the stems whose postings it adds or
+//! removes ([`touched`]); after it commits, their versions move on ([`PostingsCache::bump`]), so
+//! a list built before — or during — that commit is never served again. Versions live in a
+//! fixed table of buckets by hash of (path, stem): two stems that share a bucket invalidate
+//! each other, never the reverse. The lists are held within a byte budget, the oldest dropped
+//! first; a list larger than the budget is not kept.
+
+use super::entries::EntryReader;
+use crate::store::container::lookup::IndexStats;
+use crate::store::container::{lock, DocPos};
+use crate::store::index::path_id_of;
+use crate::store::StoreError;
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use strata_query::index::{Seg, Span};
+use strata_query::pk::EpkRange;
+
+/// Version buckets (see the module's doc).
+const BUCKETS: usize = 4096;
+
+/// Bytes of decoded lists the process keeps, over every container.
+pub const BUDGET: usize = 64 << 20;
+
+/// Bytes held by every container's lists (see [`BUDGET`]).
+static HELD: AtomicUsize = AtomicUsize::new(0);
+
+/// One stem's postings in key order: the item key, the posting's term (`stem \x01 tf \x01
+/// length`) decoded, per document.
+#[derive(Debug, Default)]
+pub struct Postings {
+    keys: Vec<u8>,
+    ends: Vec<u32>,
+    /// (term frequency, document length); (0, 0) when a posting could not be decoded.
+    pub tf_dl: Vec<(u32, u32)>,
+    /// The postings in item key order (worked out the first time a lookup asks).
+    by_key: OnceLock<Vec<u32>>,
+}
+
+impl Postings {
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    /// The document of posting `i`.
+    pub fn pos(&self, i: usize) -> DocPos {
+        DocPos(self.key(i).to_vec())
+    }
+
+    /// The item key of posting `i`.
+    pub fn key(&self, i: usize) -> &[u8] {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
+        &self.keys[start..self.ends[i] as usize]
+    }
+
+    /// The postings' positions in item key order (a stem's entries are ordered by frequency
+    /// and length first): what a lookup hands on, sorted once per list rather than per query.
+    pub fn in_key_order(&self) -> &[u32] {
+        self.by_key.get_or_init(|| {
+            let mut order: Vec<u32> = (0..self.len() as u32).collect();
+            order.sort_unstable_by(|&a, &b| self.key(a as usize).cmp(self.key(b as usize)));
+            order
+        })
+    }
+
+    /// The postings whose item keys `keep` accepts, in the same order.
+    fn filtered(&self, keep: impl Fn(&[u8]) -> bool) -> Postings {
+        let mut out = Postings::default();
+        for i in 0..self.len() {
+            if keep(self.key(i)) {
+                out.push(self.key(i), self.tf_dl[i]);
+            }
+        }
+        out
+    }
+
+    fn push(&mut self, key: &[u8], tf_dl: (u32, u32)) {
+        self.keys.extend_from_slice(key);
+        self.ends.push(self.keys.len() as u32);
+        self.tf_dl.push(tf_dl);
+    }
+
+    fn bytes(&self) -> usize {
+        // With the key order a lookup adds.
+        self.keys.capacity() + self.ends.capacity() * 8 + self.tf_dl.capacity() * 8 + 128
+    }
+}
+
+/// (index generation, path id, the span's low bound: `stem \x01` as a term).
+type Key = (u16, [u8; 8], Vec<u8>);
+
+/// A container's lists and the versions that keep them honest (see the module's doc).
+pub struct PostingsCache {
+    versions: Box<[AtomicU64]>,
+    lists: Mutex<Lists>,
+}
+
+#[derive(Default)]
+struct Lists {
+    map: HashMap<Key, (u64, Arc<Postings>)>,
+    order: VecDeque<Key>,
+    bytes: usize,
+}
+
+impl Lists {
+    fn release(&mut self, n: usize) {
+        self.bytes -= n;
+        HELD.fetch_sub(n, Ordering::AcqRel);
+    }
+}
+
+impl Drop for PostingsCache {
+    fn drop(&mut self) {
+        let held = lock(&self.lists).bytes;
+        HELD.fetch_sub(held, Ordering::AcqRel);
+    }
+}
+
+impl Default for PostingsCache {
+    fn default() -> Self {
+        Self {
+            versions: (0..BUCKETS).map(|_| AtomicU64::new(0)).collect(),
+            lists: Mutex::new(Lists::default()),
+        }
+    }
+}
+
+fn bucket(pid: &[u8; 8], lo: &[u8]) -> usize {
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    h.update(pid);
+    h.update(lo);
+    (h.digest() % BUCKETS as u64) as usize
+}
+
+/// The bucket of a posting entry `(pid, term)` a write adds or removes: its term up to the
+/// first `\x01`, as its stem's span starts. `None` for terms that are not postings.
+pub fn touched(pid: u64, term: &[u8]) -> Option<usize> {
+    let cut = term.iter().skip(1).position(|&b| b == 1)? + 2;
+    Some(bucket(&pid.to_be_bytes(), &term[..cut]))
+}
+
+impl PostingsCache {
+    /// Moves the versions of the buckets a committed write touched.
+    pub fn bump(&self, buckets: &[usize]) {
+        for &b in buckets {
+            if let Some(v) = self.versions.get(b) {
+                v.fetch_add(1, Ordering::AcqRel);
+            }
+        }
+    }
+
+    fn get(&self, key: &Key, version: u64) -> Option<Arc<Postings>> {
+        let lists = lock(&self.lists);
+        let (v, p) = lists.map.get(key)?;
+        (*v == version).then(|| Arc::clone(p))
+    }
+
+    /// Keeps `p` if it fits the process's budget once this container's oldest lists are
+    /// dropped (another container's lists are its own to drop).
+    fn keep(&self, key: Key, version: u64, p: Arc<Postings>) {
+        let cost = p.bytes();
+        if cost > BUDGET / 4 {
+            return;
+        }
+        let mut lists = lock(&self.lists);
+        if let Some((_, old)) = lists.map.remove(&key) {
+            lists.release(old.bytes());
+        }
+        while HELD.load(Ordering::Acquire) + cost > BUDGET {
+            let Some(k) = lists.order.pop_front() else {
+                return;
+            };
+            if let Some((_, p)) = lists.map.remove(&k) {
+                lists.release(p.bytes());
+            }
+        }
+        if !lists.order.contains(&key) {
+            lists.order.push_back(key.clone());
+        }
+        lists.map.insert(key, (version, p));
+        lists.bytes += cost;
+        HELD.fetch_add(cost, Ordering::AcqRel);
+    }
+
+    /// Bytes of the lists held.
+    pub fn held_bytes(&self) -> usize {
+        lock(&self.lists).bytes
+    }
+}
+
+impl EntryReader<'_> {
+    /// The postings under the full-text path `path` in a stem's `span`, over the whole
+    /// container, from memory or read now; `stats` counts every entry as read either way.
+    /// `None` while the index is rebuilt, or for a span that is not one stem's.
+    pub fn postings(
+        &self,
+        path: &[Seg],
+        span: &Span,
+        stats: &mut IndexStats,
+    ) -> Result<Option<Arc<Postings>>, StoreError> {
+        // A stem's span is `stem \x01` and everything after it: one `\x01`, at its end.
+        let stem_span =
+            span.lo.last() == Some(&1) && span.lo.iter().filter(|&&b| b == 1).count() == 1;
+        if !self.state.ready || !stem_span {
+            return Ok(None);
+        }
+        let pid = path_id_of(path);
+        let key = (self.state.gen, pid, span.lo.clone());
+        let cache = &self.c.postings;
+        let b = bucket(&pid, &span.lo);
+        // Read before the entries: a write that commits from here on moves it past this.
+        let version = cache.versions[b].load(Ordering::Acquire);
+        if let Some(p) = cache.get(&key, version) {
+            stats.entries += p.len() as u64;
+            return Ok(Some(p));
+        }
+        let mut p = Postings::default();
+        let walked = self.walk(path, span, &EpkRange::full(), false, stats, &mut |t, d| {
+            let tf_dl = strata_query::index::fulltext::parse_posting(t).unwrap_or((0, 0));
+            p.push(&d.0, tf_dl);
+            true
+        })?;
+        if walked.is_none() {
+            return Ok(None);
+        }
+        let p = Arc::new(p);
+        cache.keep(key, version, Arc::clone(&p));
+        Ok(Some(p))
+    }
+}
+
+impl EntryReader<'_> {
+    /// The postings of `stem` under the full-text path `path` in `ranges` (physical
+    /// partitions, or parts of them): the container's list in memory, filtered to the ranges
+    /// unless they cover it all; else read from the entries. `None` while the index is
+    /// rebuilt.
+    pub fn postings_in(
+        &self,
+        path: &[Seg],
+        stem: &str,
+        ranges: &[EpkRange],
+        stats: &mut IndexStats,
+    ) -> Result<Option<Arc<Postings>>, StoreError> {
+        let span = strata_query::index::fulltext::stem_span(stem);
+        if let Some(all) = self.postings(path, &span, stats)? {
+            if covers_all(ranges) {
+                return Ok(Some(all));
+            }
+            let bounds: Vec<(Vec<u8>, Vec<u8>)> =
+                ranges.iter().map(|r| self.c.key_bounds(r)).collect();
+            let inside = |k: &[u8]| {
+                bounds
+                    .iter()
+                    .any(|(lo, hi)| k >= lo.as_slice() && k < hi.as_slice())
+            };
+            return Ok(Some(Arc::new(all.filtered(inside))));
+        }
+        let mut p = Postings::default();
+        // A stem's postings of every partition are one key range (ordered by term, then
+        // document): ranges that follow one another are read in one walk, not one each.
+        let contiguous = ranges.windows(2).all(|w| w[0].max == w[1].min);
+        let joined;
+        let ranges = match (ranges.first(), ranges.last()) {
+            (Some(a), Some(b)) if contiguous => {
+                joined = [EpkRange::new(a.min.clone(), b.max.clone())];
+                &joined[..]
+            }
+            _ => ranges,
+        };
+        for r in ranges {
+            let walked = self.walk(path, &span, r, false, stats, &mut |t, d| {
+                let tf_dl = strata_query::index::fulltext::parse_posting(t).unwrap_or((0, 0));
+                p.push(&d.0, tf_dl);
+                true
+            })?;
+            if walked.is_none() {
+                return Ok(None);
+            }
+        }
+        Ok(Some(Arc::new(p)))
+    }
+}
+
+/// Whether `ranges` (in EPK order) are the whole key space, one after another.
+fn covers_all(ranges: &[EpkRange]) -> bool {
+    let contiguous = ranges.windows(2).all(|w| w[0].max == w[1].min);
+    match (ranges.first(), ranges.last()) {
+        (Some(a), Some(b)) => contiguous && a.min.is_empty() && b.max.as_str() >= "FF",
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::Value;
+    use strata_query::index::fulltext::stem_span;
+    use strata_query::index::term;
+
+    /// A posting's term and its stem's span land in the same bucket; a stem with `\x01` in it
+    /// is not one the reader caches.
+    #[test]
+    fn a_posting_and_its_stem_span_share_a_bucket() {
+        let pid = 0x1234_5678_9abc_def0u64;
+        for stem in ["swim", "a", "déjà", "x\u{0}y"] {
+            let t = term::encode(&Value::String(format!("{stem}\u{1}3\u{1}17")));
+            let span = stem_span(stem);
+            assert_eq!(
+                touched(pid, &t),
+                Some(bucket(&pid.to_be_bytes(), &span.lo)),
+                "{stem:?}"
+            );
+        }
+        assert_eq!(touched(pid, &term::encode(&Value::from(5))), None);
+    }
+
+    /// A list built under a version is served only under that version; the budget drops the
+    /// oldest lists.
+    #[test]
+    fn a_bumped_bucket_retires_its_lists() {
+        let cache = PostingsCache::default();
+        let mut p = Postings::default();
+        p.push(b"doc-1", (2, 9));
+        let key: Key = (0, [1; 8], b"s".to_vec());
+        let b = bucket(&key.1, &key.2);
+        cache.keep(key.clone(), 0, Arc::new(p));
+        let got = cache.get(&key, 0).expect("cached");
+        assert_eq!((got.key(0), got.tf_dl[0]), (&b"doc-1"[..], (2, 9)));
+        cache.bump(&[b]);
+        let now = cache.versions[b].load(Ordering::Acquire);
+        assert!(cache.get(&key, now).is_none(), "a write retired it");
+        for i in 0..(BUDGET / (1 << 20) + 8) {
+            let mut big = Postings::default();
+            big.push(&vec![0u8; 1 << 20], (1, 1));
+            cache.keep((0, [2; 8], i.to_be_bytes().to_vec()), 0, Arc::new(big));
+        }
+        assert!(cache.held_bytes() <= BUDGET, "{}", cache.held_bytes());
+    }
+}
