@@ -218,17 +218,26 @@ fn scored_postings(
                 .collect(),
         ));
     }
-    let mut scores: std::collections::HashMap<&[u8], Scored> = Default::default();
-    for (i, p) in lists.iter().enumerate() {
-        for j in 0..p.len() {
-            let s = score(p.tf_dl[j], i);
-            scores
-                .entry(p.key(j))
-                .and_modify(|e| e.2 += s)
-                .or_insert((i as u32, j as u32, s));
+    // Several words: their lists merged in key order, each document's terms summed.
+    let orders: Vec<&[u32]> = lists.iter().map(|p| p.in_key_order()).collect();
+    let mut at = vec![0usize; lists.len()];
+    let head = |i: usize, at: &[usize]| orders[i].get(at[i]).map(|&j| lists[i].key(j as usize));
+    let mut scored = Vec::new();
+    while let Some((first, key)) = (0..lists.len())
+        .filter_map(|i| head(i, &at).map(|k| (i, k)))
+        .min_by(|a, b| a.1.cmp(b.1).then(a.0.cmp(&b.0)))
+    {
+        let pos = orders[first][at[first]];
+        let mut total = 0.0;
+        for i in first..lists.len() {
+            if head(i, &at) == Some(key) {
+                total += score(lists[i].tf_dl[orders[i][at[i]] as usize], i);
+                at[i] += 1;
+            }
         }
+        scored.push((first as u32, pos, total));
     }
-    Ok(Some(scores.into_values().collect()))
+    Ok(Some(scored))
 }
 
 /// The documents of `ranges` and their total words under `ix`'s path. `None` while the index

@@ -129,6 +129,17 @@ impl EntryReader<'_> {
         let mut out: Vec<DocPos> = Vec::new();
         let mut spent = 0u64;
         for p in probes {
+            let mut local = IndexStats::default();
+            if let Some(both) = self.cached_conjunction(p, range, &mut local)? {
+                spent += local.entries;
+                stats.add(&local);
+                if spent > budget {
+                    stats.lookup_time += started.elapsed();
+                    return Ok(None);
+                }
+                out.extend(both);
+                continue;
+            }
             let mut mine = Vec::new();
             for q in std::iter::once(p).chain(p.and.iter()) {
                 let mut found: Vec<DocPos> = Vec::new();
@@ -178,6 +189,67 @@ impl EntryReader<'_> {
         out.sort_unstable();
         out.dedup();
         stats.lookup_time += started.elapsed();
+        Ok(Some(out))
+    }
+
+    /// The documents of `range` with a posting of every word of a full-text probe (one stem
+    /// each, and the conjunction's other words), from the decoded postings in key order: the
+    /// lists merged, positions made only for the documents they share. `None` when a part is
+    /// not one stem's postings (the general lookup then decides).
+    fn cached_conjunction(
+        &self,
+        p: &Probe,
+        range: &EpkRange,
+        stats: &mut IndexStats,
+    ) -> Result<Option<Vec<DocPos>>, StoreError> {
+        let mut lists = Vec::with_capacity(1 + p.and.len());
+        for q in std::iter::once(p).chain(p.and.iter()) {
+            let ([span], Some(_)) = (
+                &q.spans[..],
+                strata_query::index::fulltext::text_path(&q.path),
+            ) else {
+                return Ok(None);
+            };
+            match self.postings(&q.path, span, stats)? {
+                Some(list) => lists.push(list),
+                None => return Ok(None),
+            }
+        }
+        let whole = range.min.is_empty() && range.max.as_str() >= "FF";
+        let (lo, hi) = self.c.key_bounds(range);
+        // Each list's part inside the range, in key order.
+        let parts: Vec<&[u32]> = lists
+            .iter()
+            .map(|list| {
+                let order = list.in_key_order();
+                if whole {
+                    return order;
+                }
+                let key = |i: &u32| list.key(*i as usize);
+                let from = order.partition_point(|i| key(i) < lo.as_slice());
+                let to = order.partition_point(|i| key(i) < hi.as_slice());
+                &order[from..to.max(from)]
+            })
+            .collect();
+        let (first, rest) = (&parts[0], &parts[1..]);
+        let mut at = vec![0usize; rest.len()];
+        let mut out = Vec::new();
+        'docs: for &i in first.iter() {
+            let k = lists[0].key(i as usize);
+            for (j, part) in rest.iter().enumerate() {
+                let list = &lists[j + 1];
+                while at[j] < part.len() && list.key(part[at[j]] as usize) < k {
+                    at[j] += 1;
+                }
+                if at[j] == part.len() {
+                    break 'docs;
+                }
+                if list.key(part[at[j]] as usize) != k {
+                    continue 'docs;
+                }
+            }
+            out.push(lists[0].pos(i as usize));
+        }
         Ok(Some(out))
     }
 
