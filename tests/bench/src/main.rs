@@ -137,6 +137,12 @@ struct Args {
     /// its server CPU per query and a profile of its query phase.
     #[arg(long)]
     profile: Option<PathBuf>,
+    /// Keep the vector and fulltext suites' strata data folders under this folder, and
+    /// reuse them: a run whose folder there holds its data loaded already (same suite, kind
+    /// and size) skips the load and measures the query phase on the stored data again — the
+    /// load reports 0/s and the write targets are left out. Minutes instead of the load's.
+    #[arg(long)]
+    store: Option<PathBuf>,
     /// Where to write the JSON report.
     #[arg(long, default_value = "target/bench/report.json")]
     json: PathBuf,
@@ -208,6 +214,38 @@ fn temp_dir(label: &str) -> PathBuf {
     std::fs::create_dir_all(&p).expect("temp dir");
     p
 }
+
+/// A strata data folder for one suite run: a fresh temporary one, or under `--store` the
+/// folder `label` names there, and whether that one holds the run's data already.
+fn run_dir(a: &Args, label: &str) -> (PathBuf, bool) {
+    let Some(store) = &a.store else {
+        return (temp_dir(label), false);
+    };
+    let dir = store.join(label);
+    let loaded = dir.join(LOADED).exists();
+    if !loaded {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    std::fs::create_dir_all(&dir).expect("store dir");
+    (dir, loaded)
+}
+
+/// Marks a `--store` folder as loaded (see [`run_dir`]).
+fn mark_loaded(a: &Args, dir: &Path) {
+    if a.store.is_some() {
+        let _ = std::fs::write(dir.join(LOADED), b"loaded\n");
+    }
+}
+
+/// Removes a run's folder unless `--store` keeps it.
+fn drop_run_dir(a: &Args, dir: &Path) {
+    if a.store.is_none() {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
+
+/// The marker of a loaded `--store` folder.
+const LOADED: &str = "strata-bench-loaded";
 
 /// Starts strata inside this process (disk-backed unless `dir` is None).
 async fn in_process(

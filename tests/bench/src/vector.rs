@@ -19,7 +19,9 @@
 
 use crate::client::Http;
 use crate::scale::{server_bin, spawn_server};
-use crate::{dir_bytes, ok, rss_kb, runner, temp_dir, Args, Report};
+use crate::{
+    dir_bytes, drop_run_dir, mark_loaded, ok, rss_kb, run_dir, runner, temp_dir, Args, Report,
+};
 use reqwest::Method;
 use serde_json::{json, Value};
 use std::io::Write as _;
@@ -257,7 +259,10 @@ struct Run {
 
 async fn strata_run(a: &Args, d: &Arc<Data>, kind: Option<&str>) -> Run {
     let label = kind.unwrap_or("none");
-    let dir = temp_dir(&format!("vector-{label}"));
+    let (dir, loaded) = run_dir(
+        a,
+        &format!("vector-{label}-{}x{}", d.base.len() / d.dims.max(1), d.dims),
+    );
     let (mut child, url) = spawn_server(&server_bin(a), &dir);
     let http = Http::new(&url);
     let mut props = json!({"partitionKey": {"paths": ["/pk"], "kind": "Hash", "version": 2},
@@ -272,7 +277,17 @@ async fn strata_run(a: &Args, d: &Arc<Data>, kind: Option<&str>) -> Run {
         .await
         .expect("setup");
     let t0 = Instant::now();
-    let insert = load(&http, d, a.clients).await;
+    let insert = if loaded {
+        println!(
+            "  strata {label}: reusing the vectors loaded in {}",
+            dir.display()
+        );
+        0.0
+    } else {
+        let rate = load(&http, d, a.clients).await;
+        mark_loaded(a, &dir);
+        rate
+    };
     let mut run = Run {
         kind: label.to_string(),
         insert,
@@ -356,7 +371,7 @@ async fn strata_run(a: &Args, d: &Arc<Data>, kind: Option<&str>) -> Run {
     let _ = child.kill();
     let _ = child.wait();
     run.disk_mb = dir_bytes(&dir) as f64 / 1048576.0;
-    let _ = std::fs::remove_dir_all(&dir);
+    drop_run_dir(a, &dir);
     run
 }
 
@@ -505,7 +520,8 @@ pub async fn vector(a: &Args, r: &mut Report) {
             ),
             disk.index_mb <= 1.5 * raw_mb,
         );
-        if let Some(none) = get("none") {
+        // Not when either was loaded by an earlier run (`--store`).
+        if let Some(none) = get("none").filter(|n| n.insert > 0.0 && disk.insert > 0.0) {
             r.target(
                 "inserts with diskANN >= 0.5x without",
                 format!(
