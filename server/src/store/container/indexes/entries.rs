@@ -131,9 +131,7 @@ impl EntryReader<'_> {
         for p in probes {
             let mut local = IndexStats::default();
             if let Some(both) = self.cached_conjunction(p, range, &mut local)? {
-                spent += local.entries;
-                stats.add(&local);
-                if spent > budget {
+                if !spend(&mut spent, budget, &local, stats) {
                     stats.lookup_time += started.elapsed();
                     return Ok(None);
                 }
@@ -148,9 +146,7 @@ impl EntryReader<'_> {
                     if let Some(found_here) =
                         self.cached_postings(&q.path, span, range, &mut local)?
                     {
-                        spent += local.entries;
-                        stats.add(&local);
-                        if spent > budget {
+                        if !spend(&mut spent, budget, &local, stats) {
                             stats.lookup_time += started.elapsed();
                             return Ok(None);
                         }
@@ -452,4 +448,12 @@ impl EntryReader<'_> {
         }
         Ok(n)
     }
+}
+
+/// Adds what one step of a lookup read (`local`) to its count and to `stats`; false once
+/// the count passes `budget` (then scanning the partition costs less).
+fn spend(spent: &mut u64, budget: u64, local: &IndexStats, stats: &mut IndexStats) -> bool {
+    *spent += local.entries;
+    stats.add(local);
+    *spent <= budget
 }

@@ -230,12 +230,7 @@ impl EntryReader<'_> {
             return Ok(Some(p));
         }
         let mut p = Postings::default();
-        let walked = self.walk(path, span, &EpkRange::full(), false, stats, &mut |t, d| {
-            let tf_dl = strata_query::index::fulltext::parse_posting(t).unwrap_or((0, 0));
-            p.push(&d.0, tf_dl);
-            true
-        })?;
-        if walked.is_none() {
+        if !self.read_postings(path, span, &[EpkRange::full()], &mut p, stats)? {
             return Ok(None);
         }
         let p = Arc::new(p);
@@ -282,17 +277,33 @@ impl EntryReader<'_> {
             }
             _ => ranges,
         };
+        if !self.read_postings(path, &span, ranges, &mut p, stats)? {
+            return Ok(None);
+        }
+        Ok(Some(Arc::new(p)))
+    }
+
+    /// Appends the entries of `span` under `path` in each of `ranges` to `p`, decoded; false
+    /// while the index is rebuilt.
+    fn read_postings(
+        &self,
+        path: &[Seg],
+        span: &Span,
+        ranges: &[EpkRange],
+        p: &mut Postings,
+        stats: &mut IndexStats,
+    ) -> Result<bool, StoreError> {
         for r in ranges {
-            let walked = self.walk(path, &span, r, false, stats, &mut |t, d| {
+            let walked = self.walk(path, span, r, false, stats, &mut |t, d| {
                 let tf_dl = strata_query::index::fulltext::parse_posting(t).unwrap_or((0, 0));
                 p.push(&d.0, tf_dl);
                 true
             })?;
             if walked.is_none() {
-                return Ok(None);
+                return Ok(false);
             }
         }
-        Ok(Some(Arc::new(p)))
+        Ok(true)
     }
 }
 
