@@ -2,6 +2,7 @@
 //! or every document) in key order, parsed as far as the query reads them, and the key
 //! positions continuations carry.
 use super::*;
+use crate::store::container::indexes::found::Found;
 
 /// Every live document in `range` the access path yields (after `after`), in key order,
 /// passed to `f` with its key and bytes: the lookup's candidates when the index serves it,
@@ -22,54 +23,50 @@ pub(super) fn scan(
 pub(super) fn scan_with(
     c: &Container,
     access: &Access,
-    found: Option<&[DocPos]>,
+    found: Option<&Found>,
     range: &EpkRange,
     after: Option<&DocPos>,
     stats: &mut IndexStats,
     mut f: impl FnMut(&DocPos, &Bytes) -> Result<Flow, ExecError>,
 ) -> Result<(), ExecError> {
     let own;
-    let candidates = match (found, &access.lookup) {
-        (Some(all), _) => {
-            let lo = c.position_before(&range.min);
-            let from = all.partition_point(|k| *k < lo);
-            let to = if range.max.as_str() >= "FF" {
-                all.len()
-            } else {
-                let hi = c.position_before(&range.max);
-                all.partition_point(|k| *k < hi)
-            };
-            Some(&all[from..to.max(from)])
-        }
+    let found = match (found, &access.lookup) {
+        (Some(all), _) => Some(all),
         (None, Some(probes)) => {
             own = c.entries().lookup(probes, range, stats)?;
-            own.as_deref()
+            own.as_ref()
         }
         (None, None) => None,
     };
-    if let Some(keys) = candidates {
-        {
-            let start = match after {
-                Some(a) => keys.partition_point(|k| k <= a),
-                None => 0,
-            };
-            let mut rest = &keys[start..];
-            let mut loaded = 0;
-            while !rest.is_empty() {
-                let (batch, after) = rest.split_at(c.load_batch(loaded).min(rest.len()));
-                loaded += batch.len();
-                rest = after;
-                for (k, item) in batch.iter().zip(c.load_items(batch)?) {
-                    let Some(item) = item else {
-                        continue;
-                    };
-                    if f(k, &item.json)? == Flow::Stop {
-                        return Ok(());
-                    }
+    if let Some(keys) = found {
+        // The candidates inside `range`, after `after`.
+        let lo = c.position_before(&range.min);
+        let mut from = keys.partition_point(|k| k < lo.as_bytes());
+        let to = if range.max.as_str() >= "FF" {
+            keys.len()
+        } else {
+            let hi = c.position_before(&range.max);
+            keys.partition_point(|k| k < hi.as_bytes())
+        };
+        if let Some(a) = after {
+            from = from.max(keys.partition_point(|k| k <= a.as_bytes()));
+        }
+        let mut loaded = 0;
+        while from < to {
+            let n = c.load_batch(loaded).min(to - from);
+            let batch = keys.positions(from, from + n);
+            loaded += n;
+            from += n;
+            for (k, item) in batch.iter().zip(c.load_items(&batch)?) {
+                let Some(item) = item else {
+                    continue;
+                };
+                if f(k, &item.json)? == Flow::Stop {
+                    return Ok(());
                 }
             }
-            return Ok(());
         }
+        return Ok(());
     }
     let mut cursor: Option<DocPos> = after.cloned();
     loop {

@@ -43,7 +43,7 @@ pub(super) fn run_streaming(
             Some(k) => Some(k.just_before()),
             None => None,
         };
-        let (found, after) = (found.as_deref(), after.as_ref());
+        let (found, after) = (found.as_ref(), after.as_ref());
         scan_with(c, access, found, range, after, &mut index, |key, json| {
             s.visit(i, key, json, &cx)
         })?;

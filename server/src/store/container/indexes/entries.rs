@@ -9,6 +9,8 @@
 //! being rebuilt, or the lookup would read more entries than scanning the partition reads
 //! documents — and the executor then scans.
 
+use super::found::Found;
+use super::postings::Postings;
 use crate::store::container::lookup::{in_range, IndexStats, CHUNK};
 use crate::store::container::{read, Container, DocPos};
 use crate::store::engine::Space;
@@ -17,6 +19,7 @@ use crate::store::index::{
 };
 use crate::store::StoreError;
 use std::ops::Bound;
+use std::sync::Arc;
 use std::time::Instant;
 use strata_query::index::{OrderPath, Probe, Seg, Span};
 use strata_query::pk::EpkRange;
@@ -118,7 +121,7 @@ impl EntryReader<'_> {
         probes: &[Probe],
         range: &EpkRange,
         stats: &mut IndexStats,
-    ) -> Result<Option<Vec<DocPos>>, StoreError> {
+    ) -> Result<Option<Found>, StoreError> {
         if !self.state.ready {
             return Ok(None);
         }
@@ -135,7 +138,12 @@ impl EntryReader<'_> {
                     stats.lookup_time += started.elapsed();
                     return Ok(None);
                 }
-                out.extend(both);
+                if probes.len() == 1 {
+                    // Sorted and distinct already: handed over as it is (see `found`).
+                    stats.lookup_time += started.elapsed();
+                    return Ok(Some(both));
+                }
+                out.extend(both.into_keys());
                 continue;
             }
             let mut mine = Vec::new();
@@ -143,14 +151,12 @@ impl EntryReader<'_> {
                 let mut found: Vec<DocPos> = Vec::new();
                 for span in &q.spans {
                     let mut local = IndexStats::default();
-                    if let Some(found_here) =
-                        self.cached_postings(&q.path, span, range, &mut local)?
-                    {
+                    if let Some(here) = self.cached_postings(&q.path, span, range, &mut local)? {
                         if !spend(&mut spent, budget, &local, stats) {
                             stats.lookup_time += started.elapsed();
                             return Ok(None);
                         }
-                        found.extend(found_here);
+                        found.extend(here.into_keys());
                         continue;
                     }
                     let complete = self.walk_entries(
@@ -185,19 +191,20 @@ impl EntryReader<'_> {
         out.sort_unstable();
         out.dedup();
         stats.lookup_time += started.elapsed();
-        Ok(Some(out))
+        Ok(Some(Found::Keys(out)))
     }
 
     /// The documents of `range` with a posting of every word of a full-text probe (one stem
     /// each, and the conjunction's other words), from the decoded postings in key order: the
-    /// lists merged, positions made only for the documents they share. `None` when a part is
-    /// not one stem's postings (the general lookup then decides).
+    /// shortest list's documents, each looked for in the others by galloping forward (a rare
+    /// word beside a common one costs the rare word's postings, not the common one's).
+    /// `None` when a part is not one stem's postings (the entries are walked then).
     fn cached_conjunction(
         &self,
         p: &Probe,
         range: &EpkRange,
         stats: &mut IndexStats,
-    ) -> Result<Option<Vec<DocPos>>, StoreError> {
+    ) -> Result<Option<Found>, StoreError> {
         let mut lists = Vec::with_capacity(1 + p.and.len());
         for q in std::iter::once(p).chain(p.and.iter()) {
             let ([span], Some(_)) = (
@@ -211,42 +218,47 @@ impl EntryReader<'_> {
                 None => return Ok(None),
             }
         }
-        let whole = range.min.is_empty() && range.max.as_str() >= "FF";
-        let (lo, hi) = self.c.key_bounds(range);
-        // Each list's part inside the range, in key order.
-        let parts: Vec<&[u32]> = lists
+        let shares: Vec<(usize, usize)> = lists.iter().map(|l| self.share(l, range)).collect();
+        let shortest = (0..lists.len())
+            .min_by_key(|&i| shares[i].1 - shares[i].0)
+            .unwrap_or(0);
+        let (from, to) = shares[shortest];
+        let driver = Arc::clone(&lists[shortest]);
+        if lists.len() == 1 {
+            return Ok(Some(Found::Postings {
+                list: driver,
+                from,
+                to,
+                picks: None,
+            }));
+        }
+        let parts: Vec<(&Postings, &[u32])> = lists
             .iter()
-            .map(|list| {
-                let order = list.in_key_order();
-                if whole {
-                    return order;
-                }
-                let key = |i: &u32| list.key(*i as usize);
-                let from = order.partition_point(|i| key(i) < lo.as_slice());
-                let to = order.partition_point(|i| key(i) < hi.as_slice());
-                &order[from..to.max(from)]
-            })
+            .zip(&shares)
+            .enumerate()
+            .filter(|(i, _)| *i != shortest)
+            .map(|(_, (list, (f, t)))| (&**list, &list.in_key_order()[*f..*t]))
             .collect();
-        let (first, rest) = (&parts[0], &parts[1..]);
-        let mut at = vec![0usize; rest.len()];
-        let mut out = Vec::new();
-        'docs: for &i in first.iter() {
-            let k = lists[0].key(i as usize);
-            for (j, part) in rest.iter().enumerate() {
-                let list = &lists[j + 1];
-                while at[j] < part.len() && list.key(part[at[j]] as usize) < k {
-                    at[j] += 1;
-                }
-                if at[j] == part.len() {
-                    break 'docs;
-                }
-                if list.key(part[at[j]] as usize) != k {
-                    continue 'docs;
+        let mut at = vec![0usize; parts.len()];
+        let mut picks = Vec::new();
+        'docs: for &i in &driver.in_key_order()[from..to] {
+            let k = driver.sort_key(i as usize);
+            for (j, (list, part)) in parts.iter().enumerate() {
+                at[j] = list.seek(part, at[j], k);
+                match part.get(at[j]) {
+                    None => break 'docs,
+                    Some(&n) if list.sort_key(n as usize) != k => continue 'docs,
+                    Some(_) => {}
                 }
             }
-            out.push(lists[0].pos(i as usize));
+            picks.push(i);
         }
-        Ok(Some(out))
+        Ok(Some(Found::Postings {
+            list: driver,
+            from: 0,
+            to: 0,
+            picks: Some(picks),
+        }))
     }
 
     /// The documents of `range` with a posting in a full-text stem's `span`, from the
@@ -258,31 +270,33 @@ impl EntryReader<'_> {
         span: &Span,
         range: &EpkRange,
         stats: &mut IndexStats,
-    ) -> Result<Option<Vec<DocPos>>, StoreError> {
+    ) -> Result<Option<Found>, StoreError> {
         if strata_query::index::fulltext::text_path(path).is_none() {
             return Ok(None);
         }
         let Some(list) = self.postings(path, span, stats)? else {
             return Ok(None);
         };
-        let whole = range.min.is_empty() && range.max.as_str() >= "FF";
-        let (lo, hi) = self.c.key_bounds(range);
+        let (from, to) = self.share(&list, range);
+        Ok(Some(Found::Postings {
+            list,
+            from,
+            to,
+            picks: None,
+        }))
+    }
+
+    /// The share of `list`'s key order inside `range`.
+    fn share(&self, list: &Postings, range: &EpkRange) -> (usize, usize) {
         let order = list.in_key_order();
-        let (from, to) = if whole {
-            (0, order.len())
-        } else {
-            let key = |i: &u32| list.key(*i as usize);
-            (
-                order.partition_point(|i| key(i) < lo.as_slice()),
-                order.partition_point(|i| key(i) < hi.as_slice()),
-            )
-        };
-        Ok(Some(
-            order[from..to.max(from)]
-                .iter()
-                .map(|&i| list.pos(i as usize))
-                .collect(),
-        ))
+        if range.min.is_empty() && range.max.as_str() >= "FF" {
+            return (0, order.len());
+        }
+        let (lo, hi) = self.c.key_bounds(range);
+        let key = |i: &u32| list.key(*i as usize);
+        let from = order.partition_point(|i| key(i) < lo.as_slice());
+        let to = order.partition_point(|i| key(i) < hi.as_slice());
+        (from, to.max(from))
     }
 
     /// Visits the entries of `path` within `span` in `range` (in reverse when asked), each as

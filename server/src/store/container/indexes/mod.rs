@@ -11,8 +11,10 @@
 //! * [`vector`]: a vector path's in-memory set, changed after the commit.
 
 pub mod entries;
+pub mod found;
 pub mod fulltext;
 pub mod postings;
+mod postings_read;
 pub mod range;
 pub mod spatial;
 pub mod unique;

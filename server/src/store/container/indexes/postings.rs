@@ -16,16 +16,10 @@
 //! each other, never the reverse. The lists are held within a byte budget, the oldest dropped
 //! first; a list larger than the budget is not kept.
 
-use super::entries::EntryReader;
-use crate::store::container::lookup::IndexStats;
 use crate::store::container::{lock, DocPos};
-use crate::store::index::path_id_of;
-use crate::store::StoreError;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
-use strata_query::index::{Seg, Span};
-use strata_query::pk::EpkRange;
 
 /// Version buckets (see the module's doc).
 const BUCKETS: usize = 4096;
@@ -42,10 +36,36 @@ static HELD: AtomicUsize = AtomicUsize::new(0);
 pub struct Postings {
     keys: Vec<u8>,
     ends: Vec<u32>,
+    /// Each key's bytes 4..12 (after the container's number), as a number: comparing two
+    /// keys' numbers orders most pairs without a byte comparison (see [`Postings::sort_key`]).
+    heads: Vec<u64>,
     /// (term frequency, document length); (0, 0) when a posting could not be decoded.
     pub tf_dl: Vec<(u32, u32)>,
     /// The postings in item key order (worked out the first time a lookup asks).
     by_key: OnceLock<Vec<u32>>,
+    /// The postings by impact (worked out the first time a ranking asks).
+    by_impact: OnceLock<Impact>,
+}
+
+/// A stem's postings in runs of equal term frequency, each run by length, then key: BM25
+/// falls (or stays) along a run whatever the corpus's statistics, so a run's first posting
+/// bounds the rest of it, and a top k needs only the heads of the runs.
+#[derive(Debug, Default)]
+pub struct Impact {
+    /// Posting numbers, run after run (ascending term frequency).
+    pub order: Vec<u32>,
+    /// Each run's end in `order`.
+    pub runs: Vec<u32>,
+}
+
+impl Impact {
+    /// The runs, each as its postings.
+    pub fn runs(&self) -> impl Iterator<Item = &[u32]> {
+        let starts = std::iter::once(0).chain(self.runs.iter().copied());
+        starts
+            .zip(self.runs.iter())
+            .map(|(a, &b)| &self.order[a as usize..b as usize])
+    }
 }
 
 impl Postings {
@@ -63,9 +83,19 @@ impl Postings {
     }
 
     /// The item key of posting `i`.
+    #[inline]
     pub fn key(&self, i: usize) -> &[u8] {
         let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
         &self.keys[start..self.ends[i] as usize]
+    }
+
+    /// Posting `i`'s key as it sorts: its [`heads`](Postings::heads) number, then its bytes.
+    /// Ordered as the bytes are — the number is the bytes it covers (zeros past a short
+    /// key's end, where a prefix sorts first anyway) — and merges and seeks across lists
+    /// compare numbers, not bytes, for almost every pair.
+    #[inline]
+    pub fn sort_key(&self, i: usize) -> (u64, &[u8]) {
+        (self.heads[i], self.key(i))
     }
 
     /// The postings' positions in item key order (a stem's entries are ordered by frequency
@@ -73,13 +103,67 @@ impl Postings {
     pub fn in_key_order(&self) -> &[u32] {
         self.by_key.get_or_init(|| {
             let mut order: Vec<u32> = (0..self.len() as u32).collect();
-            order.sort_unstable_by(|&a, &b| self.key(a as usize).cmp(self.key(b as usize)));
+            order.sort_unstable_by(|&a, &b| {
+                self.sort_key(a as usize).cmp(&self.sort_key(b as usize))
+            });
             order
         })
     }
 
+    /// The first place at or after `at` in `order` (postings of this list in key order)
+    /// whose key is not below `k`: doubling steps forward, then a binary search within the
+    /// last step — a rare word's documents looked for in a common word's list cost a few
+    /// comparisons each, not a walk of the list.
+    pub fn seek(&self, order: &[u32], at: usize, k: (u64, &[u8])) -> usize {
+        let below = |n: usize| self.sort_key(order[n] as usize) < k;
+        if at >= order.len() || !below(at) {
+            return at;
+        }
+        // `below(lo)` holds throughout; `hi` is past the end or not below.
+        let (mut lo, mut step) = (at, 1usize);
+        let mut hi = loop {
+            let next = lo + step;
+            if next >= order.len() || !below(next) {
+                break next.min(order.len());
+            }
+            lo = next;
+            step *= 2;
+        };
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            if below(mid) {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        hi
+    }
+
+    /// The postings by impact (see [`Impact`]), worked out once per list.
+    pub fn by_impact(&self) -> &Impact {
+        self.by_impact.get_or_init(|| {
+            let mut order: Vec<u32> = (0..self.len() as u32).collect();
+            order.sort_unstable_by(|&a, &b| {
+                let (x, y) = (self.tf_dl[a as usize], self.tf_dl[b as usize]);
+                x.cmp(&y)
+                    .then_with(|| self.sort_key(a as usize).cmp(&self.sort_key(b as usize)))
+            });
+            let mut runs = Vec::new();
+            for i in 1..order.len() {
+                if self.tf_dl[order[i] as usize].0 != self.tf_dl[order[i - 1] as usize].0 {
+                    runs.push(i as u32);
+                }
+            }
+            if !order.is_empty() {
+                runs.push(order.len() as u32);
+            }
+            Impact { order, runs }
+        })
+    }
+
     /// The postings whose item keys `keep` accepts, in the same order.
-    fn filtered(&self, keep: impl Fn(&[u8]) -> bool) -> Postings {
+    pub(super) fn filtered(&self, keep: impl Fn(&[u8]) -> bool) -> Postings {
         let mut out = Postings::default();
         for i in 0..self.len() {
             if keep(self.key(i)) {
@@ -89,24 +173,34 @@ impl Postings {
         out
     }
 
-    fn push(&mut self, key: &[u8], tf_dl: (u32, u32)) {
+    /// Appends a posting (the next in the list's order).
+    pub fn push(&mut self, key: &[u8], tf_dl: (u32, u32)) {
         self.keys.extend_from_slice(key);
         self.ends.push(self.keys.len() as u32);
+        let mut head = [0u8; 8];
+        let tail = key.get(4..).unwrap_or_default();
+        let n = tail.len().min(8);
+        head[..n].copy_from_slice(&tail[..n]);
+        self.heads.push(u64::from_be_bytes(head));
         self.tf_dl.push(tf_dl);
     }
 
     fn bytes(&self) -> usize {
-        // With the key order a lookup adds.
-        self.keys.capacity() + self.ends.capacity() * 8 + self.tf_dl.capacity() * 8 + 128
+        // With the key and impact orders lookups and rankings add.
+        self.keys.capacity()
+            + self.ends.capacity() * 12
+            + self.heads.capacity() * 8
+            + self.tf_dl.capacity() * 8
+            + 128
     }
 }
 
 /// (index generation, path id, the span's low bound: `stem \x01` as a term).
-type Key = (u16, [u8; 8], Vec<u8>);
+pub(super) type Key = (u16, [u8; 8], Vec<u8>);
 
 /// A container's lists and the versions that keep them honest (see the module's doc).
 pub struct PostingsCache {
-    versions: Box<[AtomicU64]>,
+    pub(super) versions: Box<[AtomicU64]>,
     lists: Mutex<Lists>,
 }
 
@@ -140,7 +234,7 @@ impl Default for PostingsCache {
     }
 }
 
-fn bucket(pid: &[u8; 8], lo: &[u8]) -> usize {
+pub(super) fn bucket(pid: &[u8; 8], lo: &[u8]) -> usize {
     let mut h = xxhash_rust::xxh3::Xxh3::new();
     h.update(pid);
     h.update(lo);
@@ -164,7 +258,7 @@ impl PostingsCache {
         }
     }
 
-    fn get(&self, key: &Key, version: u64) -> Option<Arc<Postings>> {
+    pub(super) fn get(&self, key: &Key, version: u64) -> Option<Arc<Postings>> {
         let lists = lock(&self.lists);
         let (v, p) = lists.map.get(key)?;
         (*v == version).then(|| Arc::clone(p))
@@ -172,7 +266,7 @@ impl PostingsCache {
 
     /// Keeps `p` if it fits the process's budget once this container's oldest lists are
     /// dropped (another container's lists are its own to drop).
-    fn keep(&self, key: Key, version: u64, p: Arc<Postings>) {
+    pub(super) fn keep(&self, key: Key, version: u64, p: Arc<Postings>) {
         let cost = p.bytes();
         if cost > BUDGET / 4 {
             return;
@@ -200,119 +294,6 @@ impl PostingsCache {
     /// Bytes of the lists held.
     pub fn held_bytes(&self) -> usize {
         lock(&self.lists).bytes
-    }
-}
-
-impl EntryReader<'_> {
-    /// The postings under the full-text path `path` in a stem's `span`, over the whole
-    /// container, from memory or read now; `stats` counts every entry as read either way.
-    /// `None` while the index is rebuilt, or for a span that is not one stem's.
-    pub fn postings(
-        &self,
-        path: &[Seg],
-        span: &Span,
-        stats: &mut IndexStats,
-    ) -> Result<Option<Arc<Postings>>, StoreError> {
-        // A stem's span is `stem \x01` and everything after it: one `\x01`, at its end.
-        let stem_span =
-            span.lo.last() == Some(&1) && span.lo.iter().filter(|&&b| b == 1).count() == 1;
-        if !self.state.ready || !stem_span {
-            return Ok(None);
-        }
-        let pid = path_id_of(path);
-        let key = (self.state.gen, pid, span.lo.clone());
-        let cache = &self.c.postings;
-        let b = bucket(&pid, &span.lo);
-        // Read before the entries: a write that commits from here on moves it past this.
-        let version = cache.versions[b].load(Ordering::Acquire);
-        if let Some(p) = cache.get(&key, version) {
-            stats.entries += p.len() as u64;
-            return Ok(Some(p));
-        }
-        let mut p = Postings::default();
-        if !self.read_postings(path, span, &[EpkRange::full()], &mut p, stats)? {
-            return Ok(None);
-        }
-        let p = Arc::new(p);
-        cache.keep(key, version, Arc::clone(&p));
-        Ok(Some(p))
-    }
-}
-
-impl EntryReader<'_> {
-    /// The postings of `stem` under the full-text path `path` in `ranges` (physical
-    /// partitions, or parts of them): the container's list in memory, filtered to the ranges
-    /// unless they cover it all; else read from the entries. `None` while the index is
-    /// rebuilt.
-    pub fn postings_in(
-        &self,
-        path: &[Seg],
-        stem: &str,
-        ranges: &[EpkRange],
-        stats: &mut IndexStats,
-    ) -> Result<Option<Arc<Postings>>, StoreError> {
-        let span = strata_query::index::fulltext::stem_span(stem);
-        if let Some(all) = self.postings(path, &span, stats)? {
-            if covers_all(ranges) {
-                return Ok(Some(all));
-            }
-            let bounds: Vec<(Vec<u8>, Vec<u8>)> =
-                ranges.iter().map(|r| self.c.key_bounds(r)).collect();
-            let inside = |k: &[u8]| {
-                bounds
-                    .iter()
-                    .any(|(lo, hi)| k >= lo.as_slice() && k < hi.as_slice())
-            };
-            return Ok(Some(Arc::new(all.filtered(inside))));
-        }
-        let mut p = Postings::default();
-        // A stem's postings of every partition are one key range (ordered by term, then
-        // document): ranges that follow one another are read in one walk, not one each.
-        let contiguous = ranges.windows(2).all(|w| w[0].max == w[1].min);
-        let joined;
-        let ranges = match (ranges.first(), ranges.last()) {
-            (Some(a), Some(b)) if contiguous => {
-                joined = [EpkRange::new(a.min.clone(), b.max.clone())];
-                &joined[..]
-            }
-            _ => ranges,
-        };
-        if !self.read_postings(path, &span, ranges, &mut p, stats)? {
-            return Ok(None);
-        }
-        Ok(Some(Arc::new(p)))
-    }
-
-    /// Appends the entries of `span` under `path` in each of `ranges` to `p`, decoded; false
-    /// while the index is rebuilt.
-    fn read_postings(
-        &self,
-        path: &[Seg],
-        span: &Span,
-        ranges: &[EpkRange],
-        p: &mut Postings,
-        stats: &mut IndexStats,
-    ) -> Result<bool, StoreError> {
-        for r in ranges {
-            let walked = self.walk(path, span, r, false, stats, &mut |t, d| {
-                let tf_dl = strata_query::index::fulltext::parse_posting(t).unwrap_or((0, 0));
-                p.push(&d.0, tf_dl);
-                true
-            })?;
-            if walked.is_none() {
-                return Ok(false);
-            }
-        }
-        Ok(true)
-    }
-}
-
-/// Whether `ranges` (in EPK order) are the whole key space, one after another.
-fn covers_all(ranges: &[EpkRange]) -> bool {
-    let contiguous = ranges.windows(2).all(|w| w[0].max == w[1].min);
-    match (ranges.first(), ranges.last()) {
-        (Some(a), Some(b)) => contiguous && a.min.is_empty() && b.max.as_str() >= "FF",
-        _ => false,
     }
 }
 
