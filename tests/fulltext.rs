@@ -366,6 +366,11 @@ async fn decoded_postings_follow_every_write() {
         "SELECT TOP 20 c.id FROM c ORDER BY RANK FullTextScore(c.t, 'music', 'kingdom')",
         "SELECT c.id FROM c WHERE c.pk = 'p3' AND FullTextContains(c.t, 'kingdom')",
         "SELECT TOP 5 c.id FROM c WHERE c.pk = 'p3' ORDER BY RANK FullTextScore(c.t, 'music')",
+        // The best found without scoring every posting, and (the filter turning some down)
+        // every document after them; a conjunction's first documents in key order.
+        "SELECT TOP 10 c.id FROM c WHERE c.pk != 'p3' ORDER BY RANK FullTextScore(c.t, 'music', 'kingdom', 'river')",
+        "SELECT TOP 7 c.id FROM c WHERE c.pk != 'p1' ORDER BY RANK FullTextScore(c.t, 'bridge')",
+        "SELECT TOP 3 c.id FROM c WHERE FullTextContainsAll(c.t, 'river', 'music', 'stone')",
     ];
     let same = |round: &'static str| {
         let s = &s;

@@ -255,6 +255,7 @@ pub mod prepared;
 mod ranked;
 mod scan;
 mod streaming;
+mod top_postings;
 
 pub use access_path::{access, AccessPath};
 use complete::run_complete;

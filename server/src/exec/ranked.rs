@@ -8,6 +8,7 @@
 
 use super::access_path::{plan_counted, Bm25Statistics, PostingsAccess};
 use super::complete::run_complete;
+use super::top_postings::{self, Scored};
 use super::*;
 use crate::store::container::indexes::postings::Postings;
 use strata_query::sql::fulltext::{Statistics, TermWeight};
@@ -99,30 +100,49 @@ pub(super) fn from_postings(
     let mut index = IndexStats::default();
     let ranges = c.split_by_partition(&plan.routing.ranges);
     let mut lists = Vec::new();
-    let Some(mut ranked) = scored_postings(c, ix, &ranges, &mut index, &mut lists)? else {
+    let Some(weights) = term_weights(c, ix, &ranges, &mut index, &mut lists)? else {
         return Ok(None);
     };
-    // Best first, ties in document order; only the page's share is sorted up front (the
-    // rest only if the filter turns rows down).
-    let key = |d: &Scored| lists[d.0 as usize].key(d.1 as usize);
-    let best = |x: &Scored, y: &Scored| y.2.total_cmp(&x.2).then_with(|| key(x).cmp(key(y)));
-    let mut sorted = want.min(ranked.len());
-    if sorted < ranked.len() {
-        ranked.select_nth_unstable_by(sorted, best);
+    let best = top_postings::order(&lists);
+    // The best `want` (all a page needs unless the filter turns rows down); else, or when
+    // they run out, every document with a posting, best first.
+    let (mut ranked, mut complete) = match top_postings::best(&lists, &weights, want) {
+        Some(top) => (top, false),
+        None => (top_postings::every(&lists, &weights), true),
+    };
+    // Only the page's share of `every` is sorted up front (the rest if rows are turned down).
+    let mut sorted = if complete {
+        want.min(ranked.len())
+    } else {
+        ranked.len()
+    };
+    if complete {
+        if sorted < ranked.len() {
+            ranked.select_nth_unstable_by(sorted, &best);
+        }
+        ranked[..sorted].sort_by(&best);
     }
-    ranked[..sorted].sort_by(best);
     let cx = query_ctx(c, p);
     let mut rows: Vec<Bytes> = Vec::new();
     let (mut scanned, mut scanned_bytes) = (0u64, 0u64);
-    for at in 0..ranked.len() {
-        if rows.len() >= want {
+    let mut at = 0;
+    while rows.len() < want {
+        if at == ranked.len() && !complete {
+            // The best ran out before the page filled: every document, sorted, continues
+            // after them (they are its first `at`).
+            ranked = top_postings::every(&lists, &weights);
+            ranked.sort_by(&best);
+            (sorted, complete) = (ranked.len(), true);
+        }
+        if at == ranked.len() {
             break;
         }
         if at == sorted {
-            ranked[sorted..].sort_by(best);
+            ranked[sorted..].sort_by(&best);
             sorted = ranked.len();
         }
         let (l, j, _) = ranked[at];
+        at += 1;
         let pos = lists[l as usize].pos(j as usize);
         let Some(item) = c.load_item(&pos)? else {
             continue;
@@ -134,6 +154,7 @@ pub(super) fn from_postings(
     // Fewer rows than the page: the rest rank at zero, in document order (as evaluation
     // orders equal scores), so they are read from the start of the ranges.
     if rows.len() < want {
+        let key = |d: &Scored| lists[d.0 as usize].key(d.1 as usize);
         let matched: std::collections::HashSet<&[u8]> = ranked.iter().map(key).collect();
         'fill: for r in &ranges {
             let mut cursor: Option<DocPos> = None;
@@ -178,19 +199,15 @@ pub(super) fn from_postings(
     }))
 }
 
-/// A document by its posting in the stems' lists: (list, posting, score).
-type Scored = (u32, u32, f64);
-
-/// The documents with a posting of `ix`'s terms in `ranges`, each with its BM25 score under
-/// statistics of the same ranges, in no order, by their first posting in `lists` (the stems'
-/// postings, filled here). `None` while the index is rebuilt.
-fn scored_postings(
+/// Each word's BM25 weight under statistics of `ranges`, with the stems' postings in
+/// `lists` (filled here). `None` while the index is rebuilt.
+fn term_weights(
     c: &Container,
     ix: &PostingsAccess,
     ranges: &[EpkRange],
     index: &mut IndexStats,
     lists: &mut Vec<Arc<Postings>>,
-) -> Result<Option<Vec<Scored>>, ExecError> {
+) -> Result<Option<Vec<TermWeight>>, ExecError> {
     let Some((documents, words)) = sizes(c, ix, ranges, index)? else {
         return Ok(None);
     };
@@ -206,38 +223,11 @@ fn scored_postings(
         total_words: words,
         hits: lists.iter().map(|p| p.len() as u64).collect(),
     };
-    let weights: Vec<TermWeight> = (0..lists.len())
-        .map(|i| TermWeight::new(i, &stats))
-        .collect();
-    let score = |(tf, dl): (u32, u32), i: usize| weights[i].score(tf, dl);
-    if let [one] = &lists[..] {
-        // One word: one posting per document.
-        return Ok(Some(
-            (0..one.len())
-                .map(|j| (0, j as u32, score(one.tf_dl[j], 0)))
-                .collect(),
-        ));
-    }
-    // Several words: their lists merged in key order, each document's terms summed.
-    let orders: Vec<&[u32]> = lists.iter().map(|p| p.in_key_order()).collect();
-    let mut at = vec![0usize; lists.len()];
-    let head = |i: usize, at: &[usize]| orders[i].get(at[i]).map(|&j| lists[i].key(j as usize));
-    let mut scored = Vec::new();
-    while let Some((first, key)) = (0..lists.len())
-        .filter_map(|i| head(i, &at).map(|k| (i, k)))
-        .min_by(|a, b| a.1.cmp(b.1).then(a.0.cmp(&b.0)))
-    {
-        let pos = orders[first][at[first]];
-        let mut total = 0.0;
-        for i in first..lists.len() {
-            if head(i, &at) == Some(key) {
-                total += score(lists[i].tf_dl[orders[i][at[i]] as usize], i);
-                at[i] += 1;
-            }
-        }
-        scored.push((first as u32, pos, total));
-    }
-    Ok(Some(scored))
+    Ok(Some(
+        (0..lists.len())
+            .map(|i| TermWeight::new(i, &stats))
+            .collect(),
+    ))
 }
 
 /// The documents of `ranges` and their total words under `ix`'s path. `None` while the index
