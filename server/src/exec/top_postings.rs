@@ -11,7 +11,7 @@
 //!
 //! [`Impact`]: crate::store::container::indexes::postings::Impact
 
-use crate::store::container::indexes::postings::Postings;
+use crate::store::container::indexes::postings::{Head, Postings};
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 use std::sync::Arc;
@@ -175,7 +175,7 @@ fn best_of_many(
     let mut e = 0;
     // Each list's next posting's key (the merge compares these, not the lists).
     let head = |i: usize, at: usize| orders[i].get(at).map(|&j| lists[i].sort_key(j as usize));
-    let mut heads: Vec<Option<(u64, &[u8])>> = (0..n).map(|i| head(i, 0)).collect();
+    let mut heads: Vec<Option<(Head, &[u8])>> = (0..n).map(|i| head(i, 0)).collect();
     while let Some(key) = by[e..].iter().filter_map(|&i| heads[i]).min() {
         let mut partial = 0.0;
         for &i in &by[e..] {

@@ -36,9 +36,11 @@ static HELD: AtomicUsize = AtomicUsize::new(0);
 pub struct Postings {
     keys: Vec<u8>,
     ends: Vec<u32>,
-    /// Each key's bytes 4..12 (after the container's number), as a number: comparing two
+    /// Each key's bytes 4..28 (after the container's number) as three numbers: comparing two
     /// keys' numbers orders most pairs without a byte comparison (see [`Postings::sort_key`]).
-    heads: Vec<u64>,
+    /// Three, because the documents of one logical partition share the 16 bytes of their
+    /// EPK: the third reaches into the id.
+    heads: Vec<Head>,
     /// (term frequency, document length); (0, 0) when a posting could not be decoded.
     pub tf_dl: Vec<(u32, u32)>,
     /// The postings in item key order (worked out the first time a lookup asks).
@@ -46,6 +48,9 @@ pub struct Postings {
     /// The postings by impact (worked out the first time a ranking asks).
     by_impact: OnceLock<Impact>,
 }
+
+/// A key's bytes 4..28 as numbers, zeros past its end (see [`Postings::sort_key`]).
+pub type Head = (u64, u64, u64);
 
 /// A stem's postings in runs of equal term frequency, each run by length, then key: BM25
 /// falls (or stays) along a run whatever the corpus's statistics, so a run's first posting
@@ -94,7 +99,7 @@ impl Postings {
     /// key's end, where a prefix sorts first anyway) — and merges and seeks across lists
     /// compare numbers, not bytes, for almost every pair.
     #[inline]
-    pub fn sort_key(&self, i: usize) -> (u64, &[u8]) {
+    pub fn sort_key(&self, i: usize) -> (Head, &[u8]) {
         (self.heads[i], self.key(i))
     }
 
@@ -114,7 +119,7 @@ impl Postings {
     /// whose key is not below `k`: doubling steps forward, then a binary search within the
     /// last step — a rare word's documents looked for in a common word's list cost a few
     /// comparisons each, not a walk of the list.
-    pub fn seek(&self, order: &[u32], at: usize, k: (u64, &[u8])) -> usize {
+    pub fn seek(&self, order: &[u32], at: usize, k: (Head, &[u8])) -> usize {
         let below = |n: usize| self.sort_key(order[n] as usize) < k;
         if at >= order.len() || !below(at) {
             return at;
@@ -177,11 +182,16 @@ impl Postings {
     pub fn push(&mut self, key: &[u8], tf_dl: (u32, u32)) {
         self.keys.extend_from_slice(key);
         self.ends.push(self.keys.len() as u32);
-        let mut head = [0u8; 8];
+        let mut head = [0u8; 24];
         let tail = key.get(4..).unwrap_or_default();
-        let n = tail.len().min(8);
+        let n = tail.len().min(24);
         head[..n].copy_from_slice(&tail[..n]);
-        self.heads.push(u64::from_be_bytes(head));
+        let word = |i: usize| {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(&head[i * 8..i * 8 + 8]);
+            u64::from_be_bytes(w)
+        };
+        self.heads.push((word(0), word(1), word(2)));
         self.tf_dl.push(tf_dl);
     }
 
@@ -189,7 +199,7 @@ impl Postings {
         // With the key and impact orders lookups and rankings add.
         self.keys.capacity()
             + self.ends.capacity() * 12
-            + self.heads.capacity() * 8
+            + self.heads.capacity() * 24
             + self.tf_dl.capacity() * 8
             + 128
     }
