@@ -167,14 +167,38 @@ impl Postings {
         })
     }
 
-    /// The postings whose item keys `keep` accepts, in the same order.
+    /// The postings whose item keys `keep` accepts, in the same order, with this list's key
+    /// and impact orders carried over (filtering keeps them), so a query over some
+    /// partitions does not sort its share of a word's postings again.
     pub(super) fn filtered(&self, keep: impl Fn(&[u8]) -> bool) -> Postings {
         let mut out = Postings::default();
-        for i in 0..self.len() {
+        // Each posting's number in `out`, if kept.
+        let mut kept = vec![u32::MAX; self.len()];
+        for (i, to) in kept.iter_mut().enumerate() {
             if keep(self.key(i)) {
+                *to = out.len() as u32;
                 out.push(self.key(i), self.tf_dl[i]);
             }
         }
+        let carry = |order: &[u32]| -> Vec<u32> {
+            order
+                .iter()
+                .map(|&i| kept[i as usize])
+                .filter(|&n| n != u32::MAX)
+                .collect()
+        };
+        let by_key = carry(self.in_key_order());
+        let impact = self.by_impact();
+        let mut order = Vec::with_capacity(out.len());
+        let mut runs = Vec::new();
+        for run in impact.runs() {
+            order.extend(carry(run));
+            if runs.last().copied().unwrap_or(0) < order.len() as u32 {
+                runs.push(order.len() as u32);
+            }
+        }
+        let _ = out.by_key.set(by_key);
+        let _ = out.by_impact.set(Impact { order, runs });
         out
     }
 
@@ -329,6 +353,30 @@ mod tests {
             );
         }
         assert_eq!(touched(pid, &term::encode(&Value::from(5))), None);
+    }
+
+    /// A filtered list's carried-over key and impact orders are the ones it would work out.
+    #[test]
+    fn a_share_of_a_list_keeps_its_orders() {
+        let mut all = Postings::default();
+        for (i, tf) in [3u32, 1, 2, 1, 3, 2, 1, 1].iter().enumerate() {
+            let key = format!("{}-doc-{}", (7 - i) % 3, i);
+            all.push(key.as_bytes(), (*tf, 20 - i as u32 % 4));
+        }
+        for keep in [
+            |k: &[u8]| k[0] != b'1',
+            |k: &[u8]| k[0] == b'2',
+            |_: &[u8]| false,
+        ] {
+            let share = all.filtered(keep);
+            let mut fresh = Postings::default();
+            for i in 0..share.len() {
+                fresh.push(share.key(i), share.tf_dl[i]);
+            }
+            assert_eq!(share.in_key_order(), fresh.in_key_order());
+            assert_eq!(share.by_impact().order, fresh.by_impact().order);
+            assert_eq!(share.by_impact().runs, fresh.by_impact().runs);
+        }
     }
 
     /// A list built under a version is served only under that version; the budget drops the
