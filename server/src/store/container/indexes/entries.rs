@@ -225,11 +225,10 @@ impl EntryReader<'_> {
         let (from, to) = shares[shortest];
         let driver = Arc::clone(&lists[shortest]);
         if lists.len() == 1 {
-            return Ok(Some(Found::Postings {
+            return Ok(Some(Found::Share {
                 list: driver,
                 from,
                 to,
-                picks: None,
             }));
         }
         let parts: Vec<(&Postings, &[u32])> = lists
@@ -253,11 +252,9 @@ impl EntryReader<'_> {
             }
             picks.push(i);
         }
-        Ok(Some(Found::Postings {
+        Ok(Some(Found::Picks {
             list: driver,
-            from: 0,
-            to: 0,
-            picks: Some(picks),
+            picks,
         }))
     }
 
@@ -278,12 +275,7 @@ impl EntryReader<'_> {
             return Ok(None);
         };
         let (from, to) = self.share(&list, range);
-        Ok(Some(Found::Postings {
-            list,
-            from,
-            to,
-            picks: None,
-        }))
+        Ok(Some(Found::Share { list, from, to }))
     }
 
     /// The share of `list`'s key order inside `range`.

@@ -15,13 +15,16 @@ use std::sync::Arc;
 pub enum Found {
     /// Positions made already.
     Keys(Vec<DocPos>),
-    /// Postings of one stem: those at `picks` (posting numbers, in key order), or when
-    /// `picks` is `None` the `from..to` share of its key order.
-    Postings {
+    /// The `from..to` share of one stem's postings in key order.
+    Share {
         list: Arc<Postings>,
         from: usize,
         to: usize,
-        picks: Option<Vec<u32>>,
+    },
+    /// Postings of one stem at `picks` (posting numbers, in key order).
+    Picks {
+        list: Arc<Postings>,
+        picks: Vec<u32>,
     },
 }
 
@@ -29,8 +32,8 @@ impl Found {
     pub fn len(&self) -> usize {
         match self {
             Found::Keys(k) => k.len(),
-            Found::Postings { picks: Some(p), .. } => p.len(),
-            Found::Postings { from, to, .. } => to - from,
+            Found::Share { from, to, .. } => to - from,
+            Found::Picks { picks, .. } => picks.len(),
         }
     }
 
@@ -42,9 +45,8 @@ impl Found {
     pub fn key(&self, i: usize) -> &[u8] {
         match self {
             Found::Keys(k) => k[i].as_bytes(),
-            Found::Postings {
-                list, picks, from, ..
-            } => list.key(posting(list, picks, *from, i)),
+            Found::Share { list, from, .. } => list.key(list.in_key_order()[from + i] as usize),
+            Found::Picks { list, picks } => list.key(picks[i] as usize),
         }
     }
 
@@ -52,7 +54,7 @@ impl Found {
     pub fn pos(&self, i: usize) -> DocPos {
         match self {
             Found::Keys(k) => k[i].clone(),
-            Found::Postings { .. } => DocPos(self.key(i).to_vec()),
+            Found::Share { .. } | Found::Picks { .. } => DocPos(self.key(i).to_vec()),
         }
     }
 
@@ -84,13 +86,6 @@ impl Found {
     }
 }
 
-fn posting(list: &Postings, picks: &Option<Vec<u32>>, from: usize, i: usize) -> usize {
-    match picks {
-        Some(p) => p[i] as usize,
-        None => list.in_key_order()[from + i] as usize,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -103,19 +98,16 @@ mod tests {
             p.push(k, (1, 1));
         }
         let list = Arc::new(p);
-        let share = Found::Postings {
+        let share = Found::Share {
             list: Arc::clone(&list),
             from: 1,
             to: 4,
-            picks: None,
         };
         let keys: Vec<DocPos> = share.into_keys();
         assert_eq!(keys, [b"b", b"c", b"d"].map(|k| DocPos(k.to_vec())));
-        let picked = Found::Postings {
+        let picked = Found::Picks {
             list,
-            from: 0,
-            to: 0,
-            picks: Some(vec![1, 2]),
+            picks: vec![1, 2],
         };
         assert_eq!((picked.len(), picked.key(1)), (2, &b"d"[..]));
         assert_eq!(picked.partition_point(|k| k < &b"b"[..]), 1);
