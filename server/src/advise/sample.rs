@@ -30,7 +30,8 @@ pub const MAX_EXAMPLE_BYTES: usize = 2048;
 pub const MAX_SHAPE_TEXT: usize = 8192;
 /// The most bytes one container's sample holds (texts and examples, estimated).
 pub const MAX_CONTAINER_BYTES: usize = 4 << 20;
-/// Query texts whose shapes are remembered (each at most [`MAX_SHAPE_TEXT`] bytes: 2 MB).
+/// Query texts whose shapes are remembered (each at most [`MAX_SHAPE_TEXT`] bytes, so with
+/// their shapes and literals a few MB at most).
 const MAX_SHAPED: usize = 256;
 
 /// A query text's shape (literals replaced by parameters) and the literals taken out.
