@@ -216,13 +216,17 @@ pub fn bm25_term(tf: u32, dl: u32, i: usize, stats: &Statistics) -> f64 {
     TermWeight::new(i, stats).score(tf, dl)
 }
 
-/// The `i`-th search term's BM25 weights under `stats` (its idf, the average length), worked
-/// out once for the many postings a ranking scores: [`bm25_term`]'s arithmetic, so the same
-/// bits.
+/// The `i`-th search term's BM25 weights under `stats`, worked out once for the many
+/// postings a ranking scores: [`bm25_term`] is this arithmetic, so every path that scores
+/// (evaluation, the index, the SDKs' per-partition plan) gets the same bits.
 #[derive(Debug, Clone, Copy)]
 pub struct TermWeight {
-    idf: f64,
-    avgdl: f64,
+    /// idf · (k1 + 1).
+    scale: f64,
+    /// k1 · (1 − b).
+    base: f64,
+    /// k1 · b / avgdl: the length normalisation's share per word of the document.
+    per_word: f64,
 }
 
 impl TermWeight {
@@ -235,17 +239,25 @@ impl TermWeight {
         };
         let n = (stats.hits.get(i).copied().unwrap_or(0) as f64).min(n_docs);
         let idf = (1.0 + (n_docs - n + 0.5) / (n + 0.5)).ln();
-        Self { idf, avgdl }
+        Self {
+            scale: idf * (K1 + 1.0),
+            base: K1 * (1.0 - B),
+            per_word: K1 * B / avgdl,
+        }
     }
 
-    /// The term's score in a document of `dl` terms where it occurs `tf` times.
+    /// The term's score in a document of `dl` terms where it occurs `tf` times:
+    /// idf · tf · (k1 + 1) / (tf + k1 · (1 − b + b · dl / avgdl)), with one division — a
+    /// ranking scores thousands of postings per query, and a division's latency was most of
+    /// a posting's cost. Rises with `tf`, falls (or stays) as `dl` grows, as rounding keeps
+    /// each step monotone: what the index's impact order relies on.
+    #[inline]
     pub fn score(&self, tf: u32, dl: u32) -> f64 {
-        let tf = tf as f64;
-        if tf == 0.0 {
+        if tf == 0 {
             return 0.0;
         }
-        let norm = K1 * (1.0 - B + B * dl as f64 / self.avgdl);
-        self.idf * tf * (K1 + 1.0) / (tf + norm)
+        let tf = f64::from(tf);
+        self.scale * tf / (tf + self.base + self.per_word * f64::from(dl))
     }
 }
 
