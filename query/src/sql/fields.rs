@@ -14,8 +14,9 @@ use std::collections::BTreeSet;
 
 /// The top-level properties the bound `q` reads from a document, or `None` when it may read
 /// the document as a whole (or when the analysis cannot tell). `raw_output`: rows are the
-/// stored documents themselves, so `SELECT *` needs nothing.
-pub fn root_fields(q: &Query, raw_output: bool) -> Option<Vec<String>> {
+/// stored documents themselves, so `SELECT *` needs nothing. `ordered`: the ORDER BY's
+/// properties too (not when an index has put the documents in order already).
+pub fn root_fields(q: &Query, raw_output: bool, ordered: bool) -> Option<Vec<String>> {
     let from = q.from.as_ref()?;
     // Slots bound to the whole document: the container root, and the alias of `FROM c`.
     let mut whole: Vec<Slot> = vec![DOC_SLOT];
@@ -41,9 +42,9 @@ pub fn root_fields(q: &Query, raw_output: bool) -> Option<Vec<String>> {
         Projection::List(items) => exprs.extend(items.iter().map(|i| &i.expr)),
     }
     match &q.order_by {
-        Some(OrderBy::Items(items)) => exprs.extend(items.iter().map(|i| &i.expr)),
-        Some(OrderBy::Rank(e)) => exprs.push(e),
-        None => {}
+        Some(OrderBy::Items(items)) if ordered => exprs.extend(items.iter().map(|i| &i.expr)),
+        Some(OrderBy::Rank(e)) if ordered => exprs.push(e),
+        _ => {}
     }
     let mut fields = BTreeSet::new();
     let (mut uses, mut as_property, mut opaque) = (0usize, 0usize, false);
@@ -149,7 +150,7 @@ mod tests {
 
     fn fields_of(sql: &str) -> Option<Vec<String>> {
         let p = super::super::prepare(sql, &[], None).unwrap();
-        root_fields(&p.query, p.raw_documents)
+        root_fields(&p.query, p.raw_documents, true)
     }
 
     #[test]
@@ -171,6 +172,15 @@ mod tests {
             Some(vec!["tags".into()])
         );
         assert_eq!(fields_of("SELECT * FROM c"), Some(vec![]));
+    }
+
+    /// Rows an index has put in order read no ORDER BY property.
+    #[test]
+    fn rows_in_order_leave_the_order_by_out() {
+        let sql = "SELECT TOP 10 c.id FROM c ORDER BY RANK FullTextScore(c.text, 'fox')";
+        let p = super::super::prepare(sql, &[], None).unwrap();
+        assert_eq!(p.fields, Some(vec!["id".into(), "text".into()]));
+        assert_eq!(p.row_fields, Some(vec!["id".into()]));
     }
 
     #[test]

@@ -65,6 +65,9 @@ pub struct PreparedQuery {
     /// The top-level document properties evaluation reads, when that is all it reads (see
     /// [`fields`]); `None`: the whole document.
     pub fields: Option<Vec<String>>,
+    /// [`PreparedQuery::fields`] without the ORDER BY's: what [`PreparedQuery::rows_in_order`]
+    /// reads.
+    pub row_fields: Option<Vec<String>>,
     /// Whether evaluation calls user-defined functions (JavaScript, run off the async
     /// runtime, with the container's UDFs in its [`Ctx`]).
     pub calls_udf: bool,
@@ -127,7 +130,8 @@ pub fn prepare_in(
         let t = eval::lit_usize(t) as u64;
         limit = Some(limit.map_or(t, |l| l.min(t)));
     }
-    let fields = fields::root_fields(&query, raw_documents);
+    let fields = fields::root_fields(&query, raw_documents, true);
+    let row_fields = fields::root_fields(&query, raw_documents, false);
     Ok(PreparedQuery {
         parsed,
         query,
@@ -138,6 +142,7 @@ pub fn prepare_in(
         offset,
         limit,
         fields,
+        row_fields,
         calls_udf,
     })
 }
@@ -193,6 +198,36 @@ impl PreparedQuery {
 
     /// Evaluates one document: calls `sink` with every row it contributes.
     pub fn eval_doc(&self, doc: &Value, cx: &Ctx, sink: &mut dyn FnMut(Row) -> R<Flow>) -> R<Flow> {
+        self.eval_rows(doc, cx, true, sink)
+    }
+
+    /// Parses a stored document for [`PreparedQuery::rows_in_order`]: the properties it reads.
+    pub fn load_row_doc(&self, json: &[u8]) -> serde_json::Result<Value> {
+        match &self.row_fields {
+            Some(f) => fields::parse_fields(json, f),
+            None => serde_json::from_slice(json),
+        }
+    }
+
+    /// [`PreparedQuery::eval_doc`] for a document whose place in the ORDER BY an index has
+    /// decided already (a BM25 ranking from postings): its rows carry no keys, as working
+    /// them out (a `FullTextScore` tokenizes the whole text) would be thrown away.
+    pub fn rows_in_order(
+        &self,
+        doc: &Value,
+        cx: &Ctx,
+        sink: &mut dyn FnMut(Row) -> R<Flow>,
+    ) -> R<Flow> {
+        self.eval_rows(doc, cx, false, sink)
+    }
+
+    fn eval_rows(
+        &self,
+        doc: &Value,
+        cx: &Ctx,
+        with_keys: bool,
+        sink: &mut dyn FnMut(Row) -> R<Flow>,
+    ) -> R<Flow> {
         let q = &self.query;
         let Some(from) = &q.from else {
             return Ok(Flow::Continue);
@@ -208,7 +243,11 @@ impl PreparedQuery {
             if !eval::passes(q, row, cx)? {
                 return Ok(Flow::Continue);
             }
-            let keys = eval::order_keys(q, row, cx)?;
+            let keys = if with_keys {
+                eval::order_keys(q, row, cx)?
+            } else {
+                Vec::new()
+            };
             if raw {
                 return sink(Row { value: None, keys });
             }

@@ -91,11 +91,28 @@ pub(super) fn parse_doc(
     computed: &[ComputedProperty],
     bytes: &[u8],
 ) -> Result<Value, ExecError> {
+    parse_with(computed, bytes, |b| p.load_doc(b))
+}
+
+/// [`parse_doc`] for [`PreparedQuery::rows_in_order`]: the ORDER BY's properties left out.
+pub(super) fn parse_row_doc(
+    p: &PreparedQuery,
+    computed: &[ComputedProperty],
+    bytes: &[u8],
+) -> Result<Value, ExecError> {
+    parse_with(computed, bytes, |b| p.load_row_doc(b))
+}
+
+fn parse_with(
+    computed: &[ComputedProperty],
+    bytes: &[u8],
+    load: impl Fn(&[u8]) -> serde_json::Result<Value>,
+) -> Result<Value, ExecError> {
     let corrupt = |e: serde_json::Error| {
         ExecError::Corrupt(format!("a stored document is not valid JSON: {e}"))
     };
     if computed.is_empty() {
-        return p.load_doc(bytes).map_err(corrupt);
+        return load(bytes).map_err(corrupt);
     }
     let mut doc: Value = serde_json::from_slice(bytes).map_err(corrupt)?;
     strata_query::sql::computed::augment(&mut doc, computed, &Ctx::new(now_millis()));
