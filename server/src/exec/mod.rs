@@ -91,11 +91,21 @@ async fn run_page(
     token: Option<Continuation>,
 ) -> Result<Page, ExecError> {
     if plan.access.statistics.is_some() {
-        let (c2, plan2, token2) = (Arc::clone(&c), plan.clone(), token.clone());
-        let page = tokio::task::spawn_blocking(move || ranked::from_postings(&c2, &plan2, &token2))
+        use ranked::Ranked;
+        // On this thread when it is quick, else (or when it turns out slow) on the pool.
+        let mut answer = Ranked::Slow;
+        if token.is_none() && ranked::quick(&c, plan) {
+            answer = ranked::from_postings(&c, plan, &token, ranked::QUICK_READS)?;
+        }
+        if let Ranked::Slow = answer {
+            let (c2, plan2, token2) = (Arc::clone(&c), plan.clone(), token.clone());
+            answer = tokio::task::spawn_blocking(move || {
+                ranked::from_postings(&c2, &plan2, &token2, u64::MAX)
+            })
             .await
             .map_err(|e| ExecError::Worker(e.to_string()))??;
-        if let Some(page) = page {
+        }
+        if let Ranked::Page(page) = answer {
             return Ok(page);
         }
         let (scored, cost) = ranked::with_statistics(&c, plan).await?;

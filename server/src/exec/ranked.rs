@@ -11,6 +11,7 @@ use super::complete::run_complete;
 use super::top_postings::{self, Scored};
 use super::*;
 use crate::store::container::indexes::postings::Postings;
+use std::collections::HashSet;
 use strata_query::sql::fulltext::{Statistics, TermWeight};
 use strata_query::sql::hybrid;
 
@@ -72,36 +73,82 @@ async fn statistics(
     Ok((hybrid::add_statistics(&rows), cost))
 }
 
+/// Postings a ranking may walk on the async runtime's thread (a few hundred microseconds).
+const QUICK_POSTINGS: usize = 100_000;
+
+/// Documents a ranking may read on the async runtime's thread.
+pub(super) const QUICK_READS: u64 = 100;
+
+/// Whether [`from_postings`] is quick enough to run on the async runtime's thread rather
+/// than the blocking pool — the hop there and back cost about a tenth of a ranked query's
+/// CPU: every word's list in memory, few postings in all, and every document read a row
+/// (no WHERE to turn any down, no `SELECT VALUE` that may be undefined), few of them. A run
+/// that reads more documents all the same (expired ones) stops and goes to the pool.
+/// What [`from_postings`] made of a ranking.
+pub(super) enum Ranked {
+    Page(Page),
+    /// It cannot answer exactly as evaluation would: evaluate the query.
+    Evaluate,
+    /// It read its `reads` documents without filling the page: run it where it may take long.
+    Slow,
+}
+
+pub(super) fn quick(c: &Container, plan: &Plan) -> bool {
+    let (p, a) = (&plan.query, &plan.access);
+    let Some(ix) = &a.postings else {
+        return false;
+    };
+    let every_doc_a_row = p.query.where_.is_none()
+        && !matches!(
+            p.query.select.projection,
+            strata_query::sql::ast::Projection::Value(_)
+        );
+    if !every_doc_a_row || p.limit.is_none_or(|l| l + p.offset > QUICK_READS) {
+        return false;
+    }
+    let entries = c.entries();
+    let mut total = 0;
+    for stem in &ix.stems {
+        match entries.cached_len(&ix.postings, stem) {
+            Some(n) => total += n,
+            None => return false,
+        }
+    }
+    total <= QUICK_POSTINGS
+}
+
 /// `ORDER BY RANK FullTextScore` answered from a full-text index: statistics from the
 /// partitions' sizes, length entries and postings; every document with a posting scored from
 /// its postings alone (term frequency and length), best first; documents read only in that
 /// order, until the page's rows pass the filter, then (if too few had a posting) the rest at
 /// score zero in document order, as evaluation orders equal scores. `None` when it cannot
 /// answer exactly as evaluation would (a phrase, a continuation, a page too large to cut
-/// here) — then the query is evaluated.
+/// here) — then the query is evaluated. `reads`: the documents it may read before it gives
+/// up with [`Ranked::Slow`] (on the async runtime's thread, see [`quick`]).
 pub(super) fn from_postings(
     c: &Arc<Container>,
     plan: &Plan,
     token: &Option<Continuation>,
-) -> Result<Option<Page>, ExecError> {
+    reads: u64,
+) -> Result<Ranked, ExecError> {
     let (p, a) = (&plan.query, &plan.access);
     if token.is_some() {
-        return Ok(None);
+        return Ok(Ranked::Evaluate);
     }
     let Some(want) = p.limit.map(|l| (l + p.offset) as usize) else {
-        return Ok(None);
+        return Ok(Ranked::Evaluate);
     };
     if want > plan.paging.page_size.max(1) + p.offset as usize {
-        return Ok(None);
+        return Ok(Ranked::Evaluate);
     }
     let Some(ix) = &a.postings else {
-        return Ok(None);
+        return Ok(Ranked::Evaluate);
     };
     let mut index = IndexStats::default();
     let ranges = c.split_by_partition(&plan.routing.ranges);
     let mut lists = Vec::new();
     let Some(weights) = term_weights(c, ix, &ranges, &mut index, &mut lists)? else {
-        return Ok(None);
+        return Ok(Ranked::Evaluate);
     };
     let best = top_postings::order(&lists);
     // The best `want` (all a page needs unless the filter turns rows down); else, or when
@@ -143,6 +190,10 @@ pub(super) fn from_postings(
         }
         let (l, j, _) = ranked[at];
         at += 1;
+        // Counted as tried, read or not (an expired document reads as none).
+        if at as u64 > reads {
+            return Ok(Ranked::Slow);
+        }
         let pos = lists[l as usize].pos(j as usize);
         let Some(item) = c.load_item(&pos)? else {
             continue;
@@ -151,38 +202,24 @@ pub(super) fn from_postings(
         scanned_bytes += item.json.len() as u64;
         rows_of(p, a, &cx, &item.json, &mut rows)?;
     }
-    // Fewer rows than the page: the rest rank at zero, in document order (as evaluation
-    // orders equal scores), so they are read from the start of the ranges.
     if rows.len() < want {
         let key = |d: &Scored| lists[d.0 as usize].key(d.1 as usize);
-        let matched: std::collections::HashSet<&[u8]> = ranked.iter().map(key).collect();
-        'fill: for r in &ranges {
-            let mut cursor: Option<DocPos> = None;
-            loop {
-                let chunk = c.scan_items(r, cursor.as_ref(), 256)?;
-                let done = chunk.len() < 256;
-                for (pos, item) in &chunk {
-                    if matched.contains(pos.as_bytes()) {
-                        continue;
-                    }
-                    scanned += 1;
-                    scanned_bytes += item.json.len() as u64;
-                    rows_of(p, a, &cx, &item.json, &mut rows)?;
-                    if rows.len() >= want {
-                        break 'fill;
-                    }
-                }
-                match chunk.last() {
-                    Some((k, _)) if !done => cursor = Some(k.clone()),
-                    _ => break,
-                }
-            }
+        let matched: HashSet<&[u8]> = ranked.iter().map(key).collect();
+        let mut read = Read {
+            rows,
+            scanned,
+            bytes: scanned_bytes,
+        };
+        let whole = fill_unranked(c, plan, &cx, &ranges, &matched, reads, &mut read)?;
+        if !whole {
+            return Ok(Ranked::Slow);
         }
+        (rows, scanned, scanned_bytes) = (read.rows, read.scanned, read.bytes);
     }
     if rows.len() < want {
         // Every document is in the result: no page is cut, and evaluation pages it.
         if rows.len() > plan.paging.page_size {
-            return Ok(None);
+            return Ok(Ranked::Evaluate);
         }
     }
     let docs = rows
@@ -190,13 +227,62 @@ pub(super) fn from_postings(
         .skip(p.offset as usize)
         .take(want.saturating_sub(p.offset as usize))
         .collect();
-    Ok(Some(Page {
+    Ok(Ranked::Page(Page {
         docs,
         continuation: None,
         scanned,
         scanned_bytes,
         index,
     }))
+}
+
+/// A page's rows so far, and the documents read for them.
+struct Read {
+    rows: Vec<Bytes>,
+    scanned: u64,
+    bytes: u64,
+}
+
+/// Fewer rows than the page once every document with a posting is read: the rest rank at
+/// zero, in document order (as evaluation orders equal scores), so they are read from the
+/// start of `ranges`, leaving out the `matched` ones. False when `reads` ran out first.
+fn fill_unranked(
+    c: &Container,
+    plan: &Plan,
+    cx: &Ctx,
+    ranges: &[EpkRange],
+    matched: &HashSet<&[u8]>,
+    reads: u64,
+    read: &mut Read,
+) -> Result<bool, ExecError> {
+    let (p, a) = (&plan.query, &plan.access);
+    let want = p.limit.map_or(0, |l| (l + p.offset) as usize);
+    for r in ranges {
+        let mut cursor: Option<DocPos> = None;
+        loop {
+            let chunk = c.scan_items(r, cursor.as_ref(), 256)?;
+            let done = chunk.len() < 256;
+            for (pos, item) in &chunk {
+                if matched.contains(pos.as_bytes()) {
+                    continue;
+                }
+                if read.scanned >= reads {
+                    return Ok(false);
+                }
+                read.scanned += 1;
+                read.bytes += item.json.len() as u64;
+                rows_of(p, a, cx, &item.json, &mut read.rows)?;
+                if read.rows.len() >= want {
+                    return Ok(true);
+                }
+            }
+            match chunk.last() {
+                Some((k, _)) if !done => cursor = Some(k.clone()),
+                _ => break,
+            }
+        }
+    }
+    Ok(true)
 }
 
 /// Each word's BM25 weight under statistics of `ranges`, with the stems' postings in
@@ -282,8 +368,8 @@ fn postings_statistics(
     }))
 }
 
-/// Evaluates one stored document into the page's rows: its projection, or the document
-/// itself for `SELECT *`.
+/// Evaluates one stored document, ranked already, into the page's rows: its projection, or
+/// the document itself for `SELECT *` (no ORDER BY keys: the ranking has placed it).
 fn rows_of(
     p: &PreparedQuery,
     a: &Access,
@@ -291,8 +377,8 @@ fn rows_of(
     json: &Bytes,
     rows: &mut Vec<Bytes>,
 ) -> Result<(), ExecError> {
-    let doc = parse_doc(p, &a.computed, json)?;
-    p.eval_doc(&doc, cx, &mut |row| {
+    let doc = parse_row_doc(p, &a.computed, json)?;
+    p.rows_in_order(&doc, cx, &mut |row| {
         rows.push(match row.value {
             Some(v) => to_bytes(&v),
             None => json.clone(),

@@ -44,20 +44,18 @@ pub fn every(lists: &[Arc<Postings>], weights: &[TermWeight]) -> Vec<Scored> {
         return (0..one.len() as u32).map(|j| (0, j, score(0, j))).collect();
     }
     // Several words: their lists merged in key order, each document's terms summed.
-    let orders: Vec<&[u32]> = lists.iter().map(|p| p.in_key_order()).collect();
     let mut at = vec![0usize; lists.len()];
-    let head =
-        |i: usize, at: &[usize]| orders[i].get(at[i]).map(|&j| lists[i].sort_key(j as usize));
+    let head = |i: usize, at: &[usize]| (at[i] < lists[i].len()).then(|| lists[i].sort_key(at[i]));
     let mut scored = Vec::new();
     while let Some((first, key)) = (0..lists.len())
         .filter_map(|i| head(i, &at).map(|k| (i, k)))
         .min_by(|a, b| a.1.cmp(&b.1).then(a.0.cmp(&b.0)))
     {
-        let pos = orders[first][at[first]];
+        let pos = at[first] as u32;
         let mut total = 0.0;
         for i in first..lists.len() {
             if head(i, &at) == Some(key) {
-                total += score(i, orders[i][at[i]]);
+                total += score(i, at[i] as u32);
                 at[i] += 1;
             }
         }
@@ -140,6 +138,39 @@ impl Ord for Held {
     }
 }
 
+/// Into `next`, the lists among `proposing` whose posting at `at` is the next document in
+/// key order, found by the keys' numbers: their bytes are compared only when two lists'
+/// numbers tie. Empty when those lists are done.
+fn next_document(
+    lists: &[Arc<Postings>],
+    proposing: &[usize],
+    at: &[usize],
+    next: &mut Vec<usize>,
+) {
+    next.clear();
+    let mut low: Option<Head> = None;
+    for &i in proposing {
+        if at[i] == lists[i].len() {
+            continue;
+        }
+        let h = lists[i].head(at[i]);
+        match low.map(|l| h.cmp(&l)) {
+            Some(Ordering::Greater) => {}
+            Some(Ordering::Equal) => next.push(i),
+            _ => {
+                low = Some(h);
+                next.clear();
+                next.push(i);
+            }
+        }
+    }
+    if next.len() > 1 {
+        let key_of = |i: &usize| lists[*i].key(at[*i]);
+        let least = next.iter().map(key_of).min().unwrap_or_default();
+        next.retain(|i| key_of(i) == least);
+    }
+}
+
 /// Several words: MaxScore (see the module's doc).
 fn best_of_many(
     lists: &[Arc<Postings>],
@@ -151,7 +182,6 @@ fn best_of_many(
         let (tf, dl) = lists[i].tf_dl[j as usize];
         weights[i].score(tf, dl)
     };
-    let orders: Vec<&[u32]> = lists.iter().map(|p| p.in_key_order()).collect();
     // Each word's best score: the best of its runs' first postings.
     let bound: Vec<f64> = (0..n)
         .map(|i| {
@@ -173,21 +203,24 @@ fn best_of_many(
     let (mut seq, mut floor) = (0u64, f64::NEG_INFINITY);
     // Words `by[..e]` no longer propose documents.
     let mut e = 0;
-    // Each list's next posting's key (the merge compares these, not the lists).
-    let head = |i: usize, at: usize| orders[i].get(at).map(|&j| lists[i].sort_key(j as usize));
-    let mut heads: Vec<Option<(Head, &[u8])>> = (0..n).map(|i| head(i, 0)).collect();
-    while let Some(key) = by[e..].iter().filter_map(|&i| heads[i]).min() {
+    // The lists that hold the next document in key order.
+    let mut next: Vec<usize> = Vec::with_capacity(n);
+    loop {
+        next_document(lists, &by[e..], &at, &mut next);
+        let Some(&lead) = next.first() else {
+            break;
+        };
+        let key = lists[lead].sort_key(at[lead]);
         let mut partial = 0.0;
         for &i in &by[e..] {
             hits[i] = None;
-            if heads[i] == Some(key) {
-                let j = orders[i][at[i]];
-                let s = score(i, j);
-                hits[i] = Some((j, s));
-                partial += s;
-                at[i] += 1;
-                heads[i] = head(i, at[i]);
-            }
+        }
+        for &i in &next {
+            let j = at[i] as u32;
+            let s = score(i, j);
+            hits[i] = Some((j, s));
+            partial += s;
+            at[i] += 1;
         }
         let full = heap.len() >= want;
         if full && partial * (1.0 + SLACK) + upto[e] <= floor {
@@ -197,13 +230,11 @@ fn best_of_many(
         }
         for &i in &by[..e] {
             hits[i] = None;
-            at[i] = lists[i].seek(orders[i], at[i], key);
-            heads[i] = head(i, at[i]);
-            if heads[i] == Some(key) {
-                let j = orders[i][at[i]];
+            at[i] = lists[i].seek(at[i], lists[i].len(), key);
+            if at[i] < lists[i].len() && lists[i].sort_key(at[i]) == key {
+                let j = at[i] as u32;
                 hits[i] = Some((j, score(i, j)));
                 at[i] += 1;
-                heads[i] = head(i, at[i]);
             }
         }
         let mut total = 0.0;
@@ -244,6 +275,7 @@ fn best_of_many(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::container::indexes::postings::Gathered;
     use proptest::prelude::*;
     use strata_query::sql::fulltext::Statistics;
 
@@ -260,11 +292,11 @@ mod tests {
         // As the index orders them: by the term's text (frequency, length), then key.
         let mut entries: Vec<(String, (u32, u32))> = seen.into_iter().collect();
         entries.sort_by_key(|(k, (tf, dl))| (tf.to_string(), dl.to_string(), k.clone()));
-        let mut p = Postings::default();
+        let mut p = Gathered::default();
         for (k, tf_dl) in entries {
             p.push(k.as_bytes(), tf_dl);
         }
-        p
+        p.finish()
     }
 
     proptest! {

@@ -196,8 +196,9 @@ impl EntryReader<'_> {
 
     /// The documents of `range` with a posting of every word of a full-text probe (one stem
     /// each, and the conjunction's other words), from the decoded postings in key order: the
-    /// shortest list's documents, each looked for in the others by galloping forward (a rare
-    /// word beside a common one costs the rare word's postings, not the common one's).
+    /// shortest list leads, and the lists leapfrog, each galloping forward to the key another
+    /// landed on (a rare word beside a common one costs the rare word's postings, not the
+    /// common one's).
     /// `None` when a part is not one stem's postings (the entries are walked then).
     fn cached_conjunction(
         &self,
@@ -231,26 +232,37 @@ impl EntryReader<'_> {
                 to,
             }));
         }
-        let parts: Vec<(&Postings, &[u32])> = lists
+        let parts: Vec<(&Postings, usize)> = lists
             .iter()
             .zip(&shares)
             .enumerate()
             .filter(|(i, _)| *i != shortest)
-            .map(|(_, (list, (f, t)))| (&**list, &list.in_key_order()[*f..*t]))
+            .map(|(_, (list, &(_, t)))| (&**list, t))
             .collect();
-        let mut at = vec![0usize; parts.len()];
+        let mut at: Vec<usize> = (0..lists.len())
+            .filter(|&i| i != shortest)
+            .map(|i| shares[i].0)
+            .collect();
+        // Leapfrog: each list seeks to the key the last one landed on; a key every list lands
+        // on is a pick. The driver skips ahead too, so two rare words beside each other cost
+        // the stretches where both have documents, not the shorter list.
         let mut picks = Vec::new();
-        'docs: for &i in &driver.in_key_order()[from..to] {
-            let k = driver.sort_key(i as usize);
-            for (j, (list, part)) in parts.iter().enumerate() {
-                at[j] = list.seek(part, at[j], k);
-                match part.get(at[j]) {
-                    None => break 'docs,
-                    Some(&n) if list.sort_key(n as usize) != k => continue 'docs,
-                    Some(_) => {}
+        let mut i = from;
+        'docs: while i < to {
+            let k = driver.sort_key(i);
+            for (j, &(list, end)) in parts.iter().enumerate() {
+                at[j] = list.seek(at[j], end, k);
+                if at[j] == end {
+                    break 'docs;
+                }
+                let found = list.sort_key(at[j]);
+                if found != k {
+                    i = driver.seek(i + 1, to, found);
+                    continue 'docs;
                 }
             }
-            picks.push(i);
+            picks.push(i as u32);
+            i += 1;
         }
         Ok(Some(Found::Picks {
             list: driver,
@@ -278,16 +290,25 @@ impl EntryReader<'_> {
         Ok(Some(Found::Share { list, from, to }))
     }
 
-    /// The share of `list`'s key order inside `range`.
+    /// The share of `list` (in key order) inside `range`.
     fn share(&self, list: &Postings, range: &EpkRange) -> (usize, usize) {
-        let order = list.in_key_order();
         if range.min.is_empty() && range.max.as_str() >= "FF" {
-            return (0, order.len());
+            return (0, list.len());
         }
         let (lo, hi) = self.c.key_bounds(range);
-        let key = |i: &u32| list.key(*i as usize);
-        let from = order.partition_point(|i| key(i) < lo.as_slice());
-        let to = order.partition_point(|i| key(i) < hi.as_slice());
+        let below = |bound: &[u8]| {
+            let (mut a, mut b) = (0, list.len());
+            while a < b {
+                let mid = a + (b - a) / 2;
+                if list.key(mid) < bound {
+                    a = mid + 1;
+                } else {
+                    b = mid;
+                }
+            }
+            a
+        };
+        let (from, to) = (below(&lo), below(&hi));
         (from, to.max(from))
     }
 

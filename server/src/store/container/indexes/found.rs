@@ -21,7 +21,7 @@ pub enum Found {
         from: usize,
         to: usize,
     },
-    /// Postings of one stem at `picks` (posting numbers, in key order).
+    /// Postings of one stem at `picks` (posting numbers, ascending: in key order).
     Picks {
         list: Arc<Postings>,
         picks: Vec<u32>,
@@ -45,7 +45,7 @@ impl Found {
     pub fn key(&self, i: usize) -> &[u8] {
         match self {
             Found::Keys(k) => k[i].as_bytes(),
-            Found::Share { list, from, .. } => list.key(list.in_key_order()[from + i] as usize),
+            Found::Share { list, from, .. } => list.key(from + i),
             Found::Picks { list, picks } => list.key(picks[i] as usize),
         }
     }
@@ -93,11 +93,11 @@ mod tests {
     /// A list's share and its picks read as the positions they stand for.
     #[test]
     fn postings_read_as_their_keys() {
-        let mut p = Postings::default();
+        let mut p = super::super::postings::Gathered::default();
         for k in [&b"c"[..], b"a", b"d", b"b"] {
             p.push(k, (1, 1));
         }
-        let list = Arc::new(p);
+        let list = Arc::new(p.finish());
         let share = Found::Share {
             list: Arc::clone(&list),
             from: 1,
@@ -107,7 +107,7 @@ mod tests {
         assert_eq!(keys, [b"b", b"c", b"d"].map(|k| DocPos(k.to_vec())));
         let picked = Found::Picks {
             list,
-            picks: vec![1, 2],
+            picks: vec![0, 3],
         };
         assert_eq!((picked.len(), picked.key(1)), (2, &b"d"[..]));
         assert_eq!(picked.partition_point(|k| k < &b"b"[..]), 1);

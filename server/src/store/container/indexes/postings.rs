@@ -30,8 +30,11 @@ pub const BUDGET: usize = 64 << 20;
 /// Bytes held by every container's lists (see [`BUDGET`]).
 static HELD: AtomicUsize = AtomicUsize::new(0);
 
-/// One stem's postings in key order: the item key, the posting's term (`stem \x01 tf \x01
-/// length`) decoded, per document.
+/// One stem's postings in item key order: the item keys back to back, and per document the
+/// posting's term (`stem \x01 tf \x01 length`) decoded. Stored in key order (the entries
+/// come by frequency and length first, see [`Gathered`]), so merges and seeks across lists
+/// walk each list's arrays front to back rather than hopping through a permutation —
+/// a common word's list is megabytes, and a hop per posting was a cache miss per posting.
 #[derive(Debug, Default)]
 pub struct Postings {
     keys: Vec<u8>,
@@ -43,14 +46,70 @@ pub struct Postings {
     heads: Vec<Head>,
     /// (term frequency, document length); (0, 0) when a posting could not be decoded.
     pub tf_dl: Vec<(u32, u32)>,
-    /// The postings in item key order (worked out the first time a lookup asks).
-    by_key: OnceLock<Vec<u32>>,
     /// The postings by impact (worked out the first time a ranking asks).
     by_impact: OnceLock<Impact>,
 }
 
+/// Postings gathered in the order the index entries come (by frequency and length, then
+/// key), made a [`Postings`] in key order by [`Gathered::finish`].
+#[derive(Debug, Default)]
+pub struct Gathered {
+    keys: Vec<u8>,
+    ends: Vec<u32>,
+    tf_dl: Vec<(u32, u32)>,
+}
+
+impl Gathered {
+    /// Adds a document's posting (one per document).
+    pub fn push(&mut self, key: &[u8], tf_dl: (u32, u32)) {
+        self.keys.extend_from_slice(key);
+        self.ends.push(self.keys.len() as u32);
+        self.tf_dl.push(tf_dl);
+    }
+
+    /// The postings in item key order.
+    pub fn finish(self) -> Postings {
+        let key = |i: usize| {
+            let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
+            &self.keys[start..self.ends[i] as usize]
+        };
+        let heads: Vec<Head> = (0..self.ends.len()).map(|i| head_of(key(i))).collect();
+        let mut order: Vec<u32> = (0..self.ends.len() as u32).collect();
+        order.sort_unstable_by(|&a, &b| {
+            let (a, b) = (a as usize, b as usize);
+            (heads[a], key(a)).cmp(&(heads[b], key(b)))
+        });
+        let mut out = Postings {
+            keys: Vec::with_capacity(self.keys.len()),
+            ends: Vec::with_capacity(order.len()),
+            heads: Vec::with_capacity(order.len()),
+            tf_dl: Vec::with_capacity(order.len()),
+            by_impact: OnceLock::new(),
+        };
+        for i in order {
+            let i = i as usize;
+            out.append(key(i), heads[i], self.tf_dl[i]);
+        }
+        out
+    }
+}
+
 /// A key's bytes 4..28 as numbers, zeros past its end (see [`Postings::sort_key`]).
 pub type Head = (u64, u64, u64);
+
+/// A key's [`Head`]: its bytes 4..28, zeros past its end.
+fn head_of(key: &[u8]) -> Head {
+    let mut head = [0u8; 24];
+    let tail = key.get(4..).unwrap_or_default();
+    let n = tail.len().min(24);
+    head[..n].copy_from_slice(&tail[..n]);
+    let word = |i: usize| {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&head[i * 8..i * 8 + 8]);
+        u64::from_be_bytes(w)
+    };
+    (word(0), word(1), word(2))
+}
 
 /// A stem's postings in runs of equal term frequency, each run by length, then key: BM25
 /// falls (or stays) along a run whatever the corpus's statistics, so a run's first posting
@@ -94,6 +153,12 @@ impl Postings {
         &self.keys[start..self.ends[i] as usize]
     }
 
+    /// Posting `i`'s key's numbers (see [`Postings::sort_key`]).
+    #[inline]
+    pub fn head(&self, i: usize) -> Head {
+        self.heads[i]
+    }
+
     /// Posting `i`'s key as it sorts: its [`heads`](Postings::heads) number, then its bytes.
     /// Ordered as the bytes are — the number is the bytes it covers (zeros past a short
     /// key's end, where a prefix sorts first anyway) — and merges and seeks across lists
@@ -103,33 +168,25 @@ impl Postings {
         (self.heads[i], self.key(i))
     }
 
-    /// The postings' positions in item key order (a stem's entries are ordered by frequency
-    /// and length first): what a lookup hands on, sorted once per list rather than per query.
-    pub fn in_key_order(&self) -> &[u32] {
-        self.by_key.get_or_init(|| {
-            let mut order: Vec<u32> = (0..self.len() as u32).collect();
-            order.sort_unstable_by(|&a, &b| {
-                self.sort_key(a as usize).cmp(&self.sort_key(b as usize))
-            });
-            order
-        })
-    }
-
-    /// The first place at or after `at` in `order` (postings of this list in key order)
-    /// whose key is not below `k`: doubling steps forward, then a binary search within the
-    /// last step — a rare word's documents looked for in a common word's list cost a few
-    /// comparisons each, not a walk of the list.
-    pub fn seek(&self, order: &[u32], at: usize, k: (Head, &[u8])) -> usize {
-        let below = |n: usize| self.sort_key(order[n] as usize) < k;
-        if at >= order.len() || !below(at) {
+    /// The first posting at or after `at` and before `end` whose key is not below `k`
+    /// (`end` if none): doubling steps forward, then a binary search within the last step —
+    /// a rare word's documents looked for in a common word's list cost a few comparisons
+    /// each, not a walk of the list.
+    pub fn seek(&self, at: usize, end: usize, k: (Head, &[u8])) -> usize {
+        // The numbers first: the bytes only when they tie.
+        let below = |n: usize| match self.heads[n].cmp(&k.0) {
+            std::cmp::Ordering::Equal => self.key(n) < k.1,
+            o => o.is_lt(),
+        };
+        if at >= end || !below(at) {
             return at;
         }
-        // `below(lo)` holds throughout; `hi` is past the end or not below.
+        // `below(lo)` holds throughout; `hi` is `end` or not below.
         let (mut lo, mut step) = (at, 1usize);
         let mut hi = loop {
             let next = lo + step;
-            if next >= order.len() || !below(next) {
-                break next.min(order.len());
+            if next >= end || !below(next) {
+                break next.min(end);
             }
             lo = next;
             step *= 2;
@@ -151,8 +208,8 @@ impl Postings {
             let mut order: Vec<u32> = (0..self.len() as u32).collect();
             order.sort_unstable_by(|&a, &b| {
                 let (x, y) = (self.tf_dl[a as usize], self.tf_dl[b as usize]);
-                x.cmp(&y)
-                    .then_with(|| self.sort_key(a as usize).cmp(&self.sort_key(b as usize)))
+                // Posting numbers are in key order.
+                x.cmp(&y).then(a.cmp(&b))
             });
             let mut runs = Vec::new();
             for i in 1..order.len() {
@@ -167,9 +224,9 @@ impl Postings {
         })
     }
 
-    /// The postings whose item keys `keep` accepts, in the same order, with this list's key
-    /// and impact orders carried over (filtering keeps them), so a query over some
-    /// partitions does not sort its share of a word's postings again.
+    /// The postings whose item keys `keep` accepts, in the same order, with this list's
+    /// impact order carried over (filtering keeps it), so a query over some partitions does
+    /// not sort its share of a word's postings again.
     pub(super) fn filtered(&self, keep: impl Fn(&[u8]) -> bool) -> Postings {
         let mut out = Postings::default();
         // Each posting's number in `out`, if kept.
@@ -177,7 +234,7 @@ impl Postings {
         for (i, to) in kept.iter_mut().enumerate() {
             if keep(self.key(i)) {
                 *to = out.len() as u32;
-                out.push(self.key(i), self.tf_dl[i]);
+                out.append(self.key(i), self.heads[i], self.tf_dl[i]);
             }
         }
         let carry = |order: &[u32]| -> Vec<u32> {
@@ -187,7 +244,6 @@ impl Postings {
                 .filter(|&n| n != u32::MAX)
                 .collect()
         };
-        let by_key = carry(self.in_key_order());
         let impact = self.by_impact();
         let mut order = Vec::with_capacity(out.len());
         let mut runs = Vec::new();
@@ -197,32 +253,22 @@ impl Postings {
                 runs.push(order.len() as u32);
             }
         }
-        let _ = out.by_key.set(by_key);
         let _ = out.by_impact.set(Impact { order, runs });
         out
     }
 
-    /// Appends a posting (the next in the list's order).
-    pub fn push(&mut self, key: &[u8], tf_dl: (u32, u32)) {
+    /// Appends the posting that follows the list's last in key order.
+    fn append(&mut self, key: &[u8], head: Head, tf_dl: (u32, u32)) {
         self.keys.extend_from_slice(key);
         self.ends.push(self.keys.len() as u32);
-        let mut head = [0u8; 24];
-        let tail = key.get(4..).unwrap_or_default();
-        let n = tail.len().min(24);
-        head[..n].copy_from_slice(&tail[..n]);
-        let word = |i: usize| {
-            let mut w = [0u8; 8];
-            w.copy_from_slice(&head[i * 8..i * 8 + 8]);
-            u64::from_be_bytes(w)
-        };
-        self.heads.push((word(0), word(1), word(2)));
+        self.heads.push(head);
         self.tf_dl.push(tf_dl);
     }
 
     fn bytes(&self) -> usize {
-        // With the key and impact orders lookups and rankings add.
+        // With the impact order rankings add.
         self.keys.capacity()
-            + self.ends.capacity() * 12
+            + self.ends.capacity() * 8
             + self.heads.capacity() * 24
             + self.tf_dl.capacity() * 8
             + 128
@@ -355,25 +401,62 @@ mod tests {
         assert_eq!(touched(pid, &term::encode(&Value::from(5))), None);
     }
 
-    /// A filtered list's carried-over key and impact orders are the ones it would work out.
+    /// Postings gathered in entry order come out in key order, each with its own numbers.
+    #[test]
+    fn gathered_postings_are_kept_in_key_order() {
+        let mut g = Gathered::default();
+        // One container's keys (they share its 4-byte number), short and long.
+        let long = [&[0, 0, 0, 1][..], &[7; 24], b"b"].concat();
+        let longer = [&[0, 0, 0, 1][..], &[7; 24], b"ab"].concat();
+        let keys: [&[u8]; 6] = [
+            b"\0\0\0\x01zz",
+            &longer,
+            b"\0\0\0\x01a",
+            &long,
+            b"\0\0\0\x01a\0",
+            b"\0\0\0\x01",
+        ];
+        for (i, k) in keys.iter().enumerate() {
+            g.push(k, (i as u32, 10 + i as u32));
+        }
+        let p = g.finish();
+        let mut sorted = keys.to_vec();
+        sorted.sort();
+        let got: Vec<&[u8]> = (0..p.len()).map(|i| p.key(i)).collect();
+        assert_eq!(got, sorted);
+        for i in 0..p.len() {
+            let was = keys.iter().position(|k| *k == p.key(i)).unwrap_or(99) as u32;
+            assert_eq!(p.tf_dl[i], (was, 10 + was));
+            assert_eq!(p.sort_key(i).0, head_of(p.key(i)));
+        }
+        // A seek lands on the first key not below the one sought, within its bounds.
+        assert_eq!(p.seek(0, p.len(), p.sort_key(3)), 3);
+        assert_eq!(p.seek(4, p.len(), p.sort_key(3)), 4);
+        assert_eq!(p.seek(0, 2, p.sort_key(3)), 2);
+    }
+
+    /// A filtered list's carried-over impact order is the one it would work out.
     #[test]
     fn a_share_of_a_list_keeps_its_orders() {
-        let mut all = Postings::default();
+        let mut g = Gathered::default();
         for (i, tf) in [3u32, 1, 2, 1, 3, 2, 1, 1].iter().enumerate() {
             let key = format!("{}-doc-{}", (7 - i) % 3, i);
-            all.push(key.as_bytes(), (*tf, 20 - i as u32 % 4));
+            g.push(key.as_bytes(), (*tf, 20 - i as u32 % 4));
         }
+        let all = g.finish();
         for keep in [
             |k: &[u8]| k[0] != b'1',
             |k: &[u8]| k[0] == b'2',
             |_: &[u8]| false,
         ] {
             let share = all.filtered(keep);
-            let mut fresh = Postings::default();
+            let mut fresh = Gathered::default();
             for i in 0..share.len() {
                 fresh.push(share.key(i), share.tf_dl[i]);
             }
-            assert_eq!(share.in_key_order(), fresh.in_key_order());
+            let fresh = fresh.finish();
+            let keys = |p: &Postings| (0..p.len()).map(|i| p.key(i).to_vec()).collect::<Vec<_>>();
+            assert_eq!(keys(&share), keys(&fresh));
             assert_eq!(share.by_impact().order, fresh.by_impact().order);
             assert_eq!(share.by_impact().runs, fresh.by_impact().runs);
         }
@@ -384,8 +467,9 @@ mod tests {
     #[test]
     fn a_bumped_bucket_retires_its_lists() {
         let cache = PostingsCache::default();
-        let mut p = Postings::default();
+        let mut p = Gathered::default();
         p.push(b"doc-1", (2, 9));
+        let p = p.finish();
         let key: Key = (0, [1; 8], b"s".to_vec());
         let b = bucket(&key.1, &key.2);
         cache.keep(key.clone(), 0, Arc::new(p));
@@ -395,8 +479,9 @@ mod tests {
         let now = cache.versions[b].load(Ordering::Acquire);
         assert!(cache.get(&key, now).is_none(), "a write retired it");
         for i in 0..(BUDGET / (1 << 20) + 8) {
-            let mut big = Postings::default();
+            let mut big = Gathered::default();
             big.push(&vec![0u8; 1 << 20], (1, 1));
+            let big = big.finish();
             cache.keep((0, [2; 8], i.to_be_bytes().to_vec()), 0, Arc::new(big));
         }
         assert!(cache.held_bytes() <= BUDGET, "{}", cache.held_bytes());

@@ -2,7 +2,7 @@
 //! write has touched the stem ([`super::postings`]), else read from the index entries.
 
 use super::entries::EntryReader;
-use super::postings::{bucket, Postings};
+use super::postings::{bucket, Gathered, Postings};
 use crate::store::container::lookup::IndexStats;
 use crate::store::index::path_id_of;
 use crate::store::StoreError;
@@ -37,17 +37,32 @@ impl EntryReader<'_> {
             stats.entries += p.len() as u64;
             return Ok(Some(p));
         }
-        let mut p = Postings::default();
+        let mut p = Gathered::default();
         if !self.read_postings(path, span, &[EpkRange::full()], &mut p, stats)? {
             return Ok(None);
         }
-        let p = Arc::new(p);
+        let p = Arc::new(p.finish());
         cache.keep(key, version, Arc::clone(&p));
         Ok(Some(p))
     }
 }
 
 impl EntryReader<'_> {
+    /// How many postings `stem` has under the full-text path `path`, if its list is in memory
+    /// and current: what a query asks before choosing to rank on the async runtime's thread
+    /// (see `exec::ranked::quick`) — nothing is read.
+    pub fn cached_len(&self, path: &[Seg], stem: &str) -> Option<usize> {
+        if !self.state.ready {
+            return None;
+        }
+        let span = strata_query::index::fulltext::stem_span(stem);
+        let pid = path_id_of(path);
+        let cache = &self.c.postings;
+        let version = cache.versions[bucket(&pid, &span.lo)].load(Ordering::Acquire);
+        let key = (self.state.gen, pid, span.lo);
+        cache.get(&key, version).map(|p| p.len())
+    }
+
     /// The postings of `stem` under the full-text path `path` in `ranges` (physical
     /// partitions, or parts of them): the container's list in memory, filtered to the ranges
     /// unless they cover it all; else read from the entries. `None` while the index is
@@ -73,7 +88,7 @@ impl EntryReader<'_> {
             };
             return Ok(Some(Arc::new(all.filtered(inside))));
         }
-        let mut p = Postings::default();
+        let mut p = Gathered::default();
         // A stem's postings of every partition are one key range (ordered by term, then
         // document): ranges that follow one another are read in one walk, not one each.
         let contiguous = ranges.windows(2).all(|w| w[0].max == w[1].min);
@@ -88,7 +103,7 @@ impl EntryReader<'_> {
         if !self.read_postings(path, &span, ranges, &mut p, stats)? {
             return Ok(None);
         }
-        Ok(Some(Arc::new(p)))
+        Ok(Some(Arc::new(p.finish())))
     }
 
     /// Appends the entries of `span` under `path` in each of `ranges` to `p`, decoded; false
@@ -98,7 +113,7 @@ impl EntryReader<'_> {
         path: &[Seg],
         span: &Span,
         ranges: &[EpkRange],
-        p: &mut Postings,
+        p: &mut Gathered,
         stats: &mut IndexStats,
     ) -> Result<bool, StoreError> {
         for r in ranges {
