@@ -325,13 +325,12 @@ fn sizes(
     index: &mut IndexStats,
 ) -> Result<Option<(u64, u64)>, ExecError> {
     let (mut documents, mut words) = (0u64, 0u64);
-    let map = c.partitions();
     let entries = c.entries();
     for r in ranges {
         // A whole physical partition: its live count, kept in memory; a part of one (a
         // logical partition, a feed range): its logical partitions' sizes.
-        documents += match map.ranges.iter().find(|p| p.range == *r) {
-            Some(p) => p.count,
+        documents += match c.count_of_partition(r) {
+            Some(n) => n,
             None => c.stored_count(r, index)?,
         };
         let Some(w) = entries.total_words(&ix.lengths, r, index)? else {

@@ -115,7 +115,7 @@ impl PartitionMap {
     pub fn overlapping(&self, r: &EpkRange) -> Vec<&RangeState> {
         self.ranges
             .iter()
-            .filter(|s| s.epk_range().overlaps(r))
+            .filter(|s| strata_query::pk::epk::overlap(&s.rec.min, &s.rec.max, &r.min, &r.max))
             .collect()
     }
 }

@@ -48,6 +48,17 @@ impl Container {
         }
     }
 
+    /// The live document count of the physical partition whose range is exactly `r`, if one
+    /// is (BM25's document count per ranked query, without a snapshot of the whole map).
+    pub fn count_of_partition(&self, r: &EpkRange) -> Option<u64> {
+        let map = read(&self.map);
+        let found = map
+            .ranges
+            .iter()
+            .find(|s| s.rec.min == r.min && s.rec.max == r.max);
+        found.map(|s| s.count)
+    }
+
     /// The EPK range of a live physical partition; `None` once it split (or if it never was).
     pub fn range_of_id(&self, id: u32) -> Option<EpkRange> {
         read(&self.map).by_id(id).map(RangeState::epk_range)

@@ -7,12 +7,13 @@
 use super::entries::EntryReader;
 use super::{sorted, EntryIndex, IndexKind};
 use crate::store::container::{lock, read};
+use crate::store::index::path_id_of;
 use crate::store::lookup::IndexStats;
 use crate::store::StoreError;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::Mutex;
-use strata_query::index::policy::{print_path, Seg};
+use strata_query::index::policy::Seg;
 use strata_query::index::{term, Span};
 use strata_query::pk::EpkRange;
 use strata_query::sql::fulltext::Language;
@@ -50,8 +51,12 @@ impl EntryIndex for FullTextIndex {
     }
 }
 
-/// A total's lengths path and EPK range (min, max).
-type SumKey = (String, String, String);
+/// A total's lengths path (its id) and a hash of its EPK range: looked up per range per ranked
+/// query, so without making strings; the range itself is kept with the total and compared.
+type SumKey = ([u8; 8], u64);
+
+/// A kept total: its range (min, max), the version it was counted at, and the total.
+type Sum = (String, String, u64, u64);
 
 /// Total words of a full-text path's texts per EPK range (BM25's average document length
 /// needs it), kept while no write lands in the range: the sum reads one length entry per
@@ -59,7 +64,7 @@ type SumKey = (String, String, String);
 #[derive(Default)]
 pub struct WordTotals {
     /// (lengths path, range min, range max) → (version counted at, total).
-    sums: Mutex<HashMap<SumKey, (u64, u64)>>,
+    sums: Mutex<HashMap<SumKey, Sum>>,
     /// One query sums while the others wait for its answer (a burst of cold queries would
     /// otherwise each read every length entry at once).
     summing: Mutex<()>,
@@ -81,13 +86,17 @@ impl EntryReader<'_> {
             .max()
             .unwrap_or(0);
         let version = lsn ^ (u64::from(self.state.gen) << 48);
-        let key = (print_path(lengths), range.min.clone(), range.max.clone());
+        let mut h = xxhash_rust::xxh3::Xxh3::new();
+        h.update(range.min.as_bytes());
+        h.update(&[0]);
+        h.update(range.max.as_bytes());
+        let key = (path_id_of(lengths), h.digest());
         let totals = &self.c.word_totals;
         let cached = || {
             lock(&totals.sums)
                 .get(&key)
-                .filter(|(v, _)| *v == version)
-                .map(|(_, n)| *n)
+                .filter(|(min, max, v, _)| *v == version && *min == range.min && *max == range.max)
+                .map(|(.., n)| *n)
         };
         if let Some(n) = cached() {
             return Ok(Some(n));
@@ -116,7 +125,7 @@ impl EntryReader<'_> {
         if sums.len() > 4096 {
             sums.clear();
         }
-        sums.insert(key, (version, sum));
+        sums.insert(key, (range.min.clone(), range.max.clone(), version, sum));
         Ok(Some(sum))
     }
 }
