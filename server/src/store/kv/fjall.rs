@@ -92,8 +92,9 @@ impl FjallKv {
         // every read searches the memtable first, and a replayed one of up to MEMTABLE bytes
         // (a third of a 1M-item store's documents after a load) made a point read's skiplist
         // search a third of its cost for as long as the server ran; flushed, the tables' filters
-        // answer instead. A flush is fjall's own path when a memtable fills (`rotate_memtable`
-        // seals it and queues the flush; the journal stays until the table is written).
+        // answer instead. A flush is fjall's own path when a memtable fills (`rotate_memtable`,
+        // public but doc-hidden in the pinned fjall 3.1.13, seals it and queues the flush; the
+        // journal stays until the table is written, and `tests/crash.rs` kills and reopens).
         for ks in &spaces {
             if let Err(e) = ks.rotate_memtable() {
                 tracing::warn!(error = %e, "the memtable replayed at start could not be queued to flush");
