@@ -73,8 +73,9 @@ async fn statistics(
     Ok((hybrid::add_statistics(&rows), cost))
 }
 
-/// Postings a ranking may walk on the async runtime's thread (a few hundred microseconds).
-const QUICK_POSTINGS: usize = 100_000;
+/// Postings a ranking may walk on the async runtime's thread: a few hundred microseconds, and
+/// about a millisecond if every one of them ties and is sorted.
+const QUICK_POSTINGS: usize = 30_000;
 
 /// Documents a ranking may read on the async runtime's thread.
 pub(super) const QUICK_READS: u64 = 100;
@@ -83,7 +84,8 @@ pub(super) const QUICK_READS: u64 = 100;
 /// than the blocking pool — the hop there and back cost about a tenth of a ranked query's
 /// CPU: every word's list in memory, few postings in all, and every document read a row
 /// (no WHERE to turn any down, no `SELECT VALUE` that may be undefined), few of them. A run
-/// that reads more documents all the same (expired ones) stops and goes to the pool.
+/// that reads more documents all the same (expired ones), or needs every posting sorted,
+/// stops and goes to the pool.
 /// What [`from_postings`] made of a ranking.
 pub(super) enum Ranked {
     Page(Page),
@@ -175,6 +177,10 @@ pub(super) fn from_postings(
     let mut at = 0;
     while rows.len() < want {
         if at == ranked.len() && !complete {
+            if reads < u64::MAX {
+                // Scoring and sorting every posting is the pool's work.
+                return Ok(Ranked::Slow);
+            }
             // The best ran out before the page filled: every document, sorted, continues
             // after them (they are its first `at`).
             ranked = top_postings::every(&lists, &weights);
