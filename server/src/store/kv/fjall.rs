@@ -90,9 +90,9 @@ impl FjallKv {
         }
         // What the journal replayed into the memtables goes to tables in the background:
         // every read searches the memtable first, and a replayed one of up to MEMTABLE bytes
-        // (a third of a 1M-item store's documents after a load) made a point read's skiplist
-        // search a third of its cost for as long as the server ran; flushed, the tables' filters
-        // answer instead. A flush is fjall's own path when a memtable fills (`rotate_memtable`,
+        // (by size, a few hundred thousand of a 1M-item store's documents after a load) made
+        // a point read's skiplist search a third of its cost for as long as the server ran
+        // (perf, fulltext suite); flushed, the tables' filters answer instead. A flush is fjall's own path when a memtable fills (`rotate_memtable`,
         // public but doc-hidden in the pinned fjall 3.1.13, seals it and queues the flush; the
         // journal stays until the table is written, and `tests/crash.rs` kills and reopens).
         for ks in &spaces {

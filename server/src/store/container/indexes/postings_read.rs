@@ -2,7 +2,7 @@
 //! write has touched the stem ([`super::postings`]), else read from the index entries.
 
 use super::entries::EntryReader;
-use super::postings::{bucket, Gathered, Postings};
+use super::postings::{bucket, Gathered, Key, Postings};
 use crate::store::container::lookup::IndexStats;
 use crate::store::index::path_id_of;
 use crate::store::StoreError;
@@ -27,13 +27,8 @@ impl EntryReader<'_> {
         if !self.state.ready || !stem_span {
             return Ok(None);
         }
-        let pid = path_id_of(path);
-        let key = (self.state.gen, pid, span.lo.clone());
-        let cache = &self.c.postings;
-        let b = bucket(&pid, &span.lo);
-        // Read before the entries: a write that commits from here on moves it past this.
-        let version = cache.versions[b].load(Ordering::Acquire);
-        if let Some(p) = cache.get(&key, version) {
+        let (key, version, held) = self.held(path, span);
+        if let Some(p) = held {
             stats.entries += p.len() as u64;
             return Ok(Some(p));
         }
@@ -42,8 +37,20 @@ impl EntryReader<'_> {
             return Ok(None);
         }
         let p = Arc::new(p.finish());
-        cache.keep(key, version, Arc::clone(&p));
+        self.c.postings.keep(key, version, Arc::clone(&p));
         Ok(Some(p))
+    }
+
+    /// The cache's key for a stem's `span` under `path`, the version of its bucket — read
+    /// before any entry, so a write that commits from here on moves it past this — and the
+    /// list held under that version, if any.
+    fn held(&self, path: &[Seg], span: &Span) -> (Key, u64, Option<Arc<Postings>>) {
+        let pid = path_id_of(path);
+        let cache = &self.c.postings;
+        let version = cache.versions[bucket(&pid, &span.lo)].load(Ordering::Acquire);
+        let key = (self.state.gen, pid, span.lo.clone());
+        let held = cache.get(&key, version);
+        (key, version, held)
     }
 }
 
@@ -56,11 +63,7 @@ impl EntryReader<'_> {
             return None;
         }
         let span = strata_query::index::fulltext::stem_span(stem);
-        let pid = path_id_of(path);
-        let cache = &self.c.postings;
-        let version = cache.versions[bucket(&pid, &span.lo)].load(Ordering::Acquire);
-        let key = (self.state.gen, pid, span.lo);
-        cache.get(&key, version).map(|p| p.len())
+        self.held(path, &span).2.map(|p| p.len())
     }
 
     /// The postings of `stem` under the full-text path `path` in `ranges` (physical
