@@ -1,12 +1,24 @@
 //! Distance kernels over `f32` and `i8` slices, written as fixed-width chunked loops that the
-//! compiler turns into SIMD on every target (SSE2 at least) without `unsafe` or a C library.
+//! compiler turns into SIMD on every target without `unsafe` or a C library.
 //!
 //! Measured against `simsimd` (runtime-dispatched AVX2 C kernels) on this repository's 2-core
 //! AVX2 machine, 100,000 × 768 dimensions: dot products over `f32` 23.8 ms here vs 21.0 ms,
 //! over `i8` 7.6 ms vs 7.3 ms. A scan is bound by memory bandwidth, not arithmetic, so the C
 //! dependency would buy about a tenth.
+//!
+//! A graph search is not a scan: it visits codes at random, one at a time, and there the
+//! instruction set shows. Built for the x86-64 baseline (SSE2), the `i8` product widens bytes
+//! with shifts and shuffles; `multiversion` compiles each kernel again for AVX2 and picks that
+//! copy at run time when the CPU has it (a safe dispatch: no `unsafe` here, no build flag that
+//! would make the binary fail on an older CPU). Measured on this 2-core machine, a 768-byte
+//! code picked at random from 100,000: 381 ns per `i8` product built for SSE2, 201 ns with
+//! AVX2 (AVX-512 was slower, 252 ns, and is not offered); from a thousand codes that stay in
+//! cache, 69 ns and 30 ns. `f32` products, 772 and 562 ns.
+
+use multiversion::multiversion;
 
 /// `Σ a·b`.
+#[multiversion(targets("x86_64+avx2+fma"))]
 pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     const W: usize = 16;
     let n = a.len().min(b.len());
@@ -27,6 +39,7 @@ pub fn dot(a: &[f32], b: &[f32]) -> f32 {
 }
 
 /// `Σ (a-b)²`.
+#[multiversion(targets("x86_64+avx2+fma"))]
 pub fn l2sq(a: &[f32], b: &[f32]) -> f32 {
     const W: usize = 16;
     let n = a.len().min(b.len());
@@ -48,6 +61,7 @@ pub fn l2sq(a: &[f32], b: &[f32]) -> f32 {
 }
 
 /// `Σ a·b` over `i8` codes, exact in `i32` (up to 2^31 / 127² ≈ 133,000 dimensions).
+#[multiversion(targets("x86_64+avx2"))]
 pub fn dot_i8(a: &[i8], b: &[i8]) -> i32 {
     const W: usize = 32;
     let n = a.len().min(b.len());
