@@ -724,3 +724,79 @@ async fn a_shard_key_gives_each_value_its_own_graph() {
     let got = ids(&query(&s, coll, &t5, params, false).await);
     assert!(!got.contains(&"d5".to_string()), "{got:?}");
 }
+
+/// Where the index's row holds a document's numbers exactly (each one a float32 value, as
+/// embeddings written from a `Float32Array` or numpy `float32` are), it sorts by its own `f64`
+/// score instead of parsing the document's vector: the rows, their order and the scores
+/// returned are those of a container without a vector index, to the bit, for each distance
+/// function, through pages, for documents that are not exact, for a zero vector (unscored:
+/// last) and after a document is rewritten with numbers that round to the same float32 values
+/// (the row stays, the document is no longer exact).
+#[tokio::test]
+async fn index_scores_are_the_evaluators_to_the_bit() {
+    let s = TestServer::start_with(four_partitions(None)).await;
+    let mut g = Gen(11);
+    let mut vs = g.vectors(300);
+    for (i, v) in vs.iter_mut().enumerate() {
+        if i % 4 != 0 {
+            v.iter_mut().for_each(|x| *x = f64::from(*x as f32));
+        }
+    }
+    vs[5] = vec![0.0; DIMS];
+    let queries = g.vectors(4);
+    let sqls = [
+        "SELECT c.id, VectorDistance(c.v, @q) AS s FROM c ORDER BY VectorDistance(c.v, @q)",
+        "SELECT TOP 30 c.id FROM c ORDER BY VectorDistance(c.v, @q)",
+        "SELECT TOP 30 c.id, c.cat FROM c WHERE c.cat != 2 ORDER BY VectorDistance(c.v, @q)",
+    ];
+    let pages = [("x-ms-max-item-count", "7")];
+    for distance in ["cosine", "euclidean", "dotproduct"] {
+        let (ix, plain) = (format!("exact-{distance}"), format!("plain-{distance}"));
+        make_with(&s, &ix, "flat", distance).await;
+        s.setup_with(
+            DB,
+            &plain,
+            json!({"partitionKey": {"paths": ["/pk"], "kind": "Hash", "version": 2},
+                "vectorEmbeddingPolicy": {"vectorEmbeddings": [
+                    {"path": "/v", "dataType": "float32", "dimensions": DIMS, "distanceFunction": distance}]}}),
+        )
+        .await;
+        load(&s, &ix, &vs).await;
+        load(&s, &plain, &vs).await;
+        let params = json!([{"name": "@q", "value": queries[0]}]);
+        let p = until_indexed(&s, &ix, sqls[1], params).await;
+        assert!(p.contains("flat index on /v (300 vectors"), "{p}");
+        for round in 0..2 {
+            for q in &queries {
+                let params = json!([{"name": "@q", "value": q}]);
+                for sql in sqls {
+                    let (got, _) = s.query_all(DB, &ix, sql, params.clone(), &pages).await;
+                    let (want, _) = s.query_all(DB, &plain, sql, params.clone(), &pages).await;
+                    assert!(!want.is_empty(), "{sql}");
+                    assert_eq!(got, want, "{distance}, round {round}: {sql}");
+                }
+            }
+            // Every exact document rewritten with numbers a hair off its float32 values: the
+            // same rows to the index, no longer the document's numbers.
+            for (i, v) in vs.iter().enumerate().filter(|(i, _)| i % 4 != 0 && *i != 5) {
+                let nudged: Vec<f64> = v.iter().map(|x| x * (1.0 + 1e-12)).collect();
+                assert!(nudged.iter().zip(v).any(|(a, b)| a != b));
+                let pk = format!("p{}", i % 50);
+                let doc = json!({"id": format!("d{i}"), "pk": pk, "cat": i % 3, "v": nudged});
+                for coll in [&ix, &plain] {
+                    let r = s
+                        .post(
+                            &format!("/dbs/{DB}/colls/{coll}/docs"),
+                            &[
+                                ("x-ms-documentdb-partitionkey", &json!([pk]).to_string()),
+                                ("x-ms-documentdb-is-upsert", "True"),
+                            ],
+                            doc.clone(),
+                        )
+                        .await;
+                    assert!(r.status.is_success(), "{r:?}");
+                }
+            }
+        }
+    }
+}

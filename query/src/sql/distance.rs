@@ -53,6 +53,13 @@ impl Distance {
     }
 }
 
+/// The value `VectorDistance` takes for a document whose score ([`Distance::score`] of its
+/// vector and the query's, in that order) is `score`: the evaluator's own conversion, so that
+/// an index that computes the score from the same numbers gives the same ORDER BY key.
+pub fn score_key(score: Option<f64>) -> Option<serde_json::Value> {
+    score.and_then(super::value::number)
+}
+
 #[cfg(test)]
 mod tests {
     use super::Distance;

@@ -71,6 +71,9 @@ pub fn distance_of(e: &Expr) -> Option<String> {
 pub struct VectorSearch {
     pub path: String,
     pub vector: Vec<f32>,
+    /// The vector's numbers as the evaluator reads them (`f64`), for scores that must equal
+    /// its own (see [`score_key`]).
+    pub exact: Vec<f64>,
     pub distance: String,
     pub brute_force: bool,
     /// `searchListSizeMultiplier` (diskANN's beam per result; the service's default 10).
@@ -93,7 +96,8 @@ pub fn search_of(q: &Query) -> Option<VectorSearch> {
         return None;
     }
     let path = doc_path(args.first()?)?;
-    let vector = constant_numbers(args.get(1)?)?;
+    let exact = constant_numbers(args.get(1)?)?;
+    let vector = exact.iter().map(|x| *x as f32).collect();
     let brute_force = matches!(args.get(2), Some(Expr::Lit(Value::Bool(true))));
     let option = |name: &str| -> Option<usize> {
         let v = match args.get(3)? {
@@ -109,6 +113,7 @@ pub fn search_of(q: &Query) -> Option<VectorSearch> {
     Some(VectorSearch {
         path,
         vector,
+        exact,
         distance: distance_of(first).unwrap_or_else(|| "cosine".into()),
         brute_force,
         list_multiplier: option("searchListSizeMultiplier").unwrap_or(10),
@@ -117,15 +122,15 @@ pub fn search_of(q: &Query) -> Option<VectorSearch> {
 }
 
 /// The numbers of a constant array expression.
-fn constant_numbers(e: &Expr) -> Option<Vec<f32>> {
+fn constant_numbers(e: &Expr) -> Option<Vec<f64>> {
     match e {
-        Expr::Lit(Value::Array(a)) => a.iter().map(|v| v.as_f64().map(|x| x as f32)).collect(),
+        Expr::Lit(Value::Array(a)) => a.iter().map(Value::as_f64).collect(),
         Expr::Array(items) => items
             .iter()
             .map(|i| match i {
-                Expr::Lit(v) => v.as_f64().map(|x| x as f32),
+                Expr::Lit(v) => v.as_f64(),
                 Expr::Unary(UnOp::Neg, x) => match x.as_ref() {
-                    Expr::Lit(v) => v.as_f64().map(|x| -x as f32),
+                    Expr::Lit(v) => v.as_f64().map(|x| -x),
                     _ => None,
                 },
                 _ => None,

@@ -190,7 +190,15 @@ pub(super) fn best_in_index_order(
             scanned += 1;
             bytes += item.json.len() as u64;
             // Index order is never chosen for queries reading computed properties.
-            if let Err(e) = rows_after(p, &cx, (&key, &item.json), last, desc, (&mut best, held)) {
+            if let Err(e) = rows_after(
+                p,
+                &cx,
+                (&key, &item.json),
+                None,
+                last,
+                desc,
+                (&mut best, held),
+            ) {
                 failed = Some(e);
                 return false;
             }
@@ -363,22 +371,28 @@ fn page_of(
 }
 
 /// Evaluates the stored document `json` at `pos` and adds its rows that sort after `last`
-/// to `best`.
+/// to `best`. With `known` sort keys (an index's, equal to the evaluator's), the document is
+/// read without the properties only the ORDER BY reads, and its rows take those keys.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn rows_after(
     p: &PreparedQuery,
     cx: &Ctx,
     (pos, json): (&DocPos, &Bytes),
+    known: Option<&[Option<Value>]>,
     last: Option<&Ranked>,
     desc: &[bool],
     (best, held): (&mut Vec<Ranked>, &memory::Held),
 ) -> Result<(), ExecError> {
-    let doc = parse_doc(p, &[], json)?;
+    let doc = match known {
+        Some(_) => parse_row_doc(p, &[], json)?,
+        None => parse_doc(p, &[], json)?,
+    };
     let mut ord = 0u64;
     let mut over = None;
-    p.eval_doc(&doc, cx, &mut |row| {
+    let mut sink = |row: sql::Row| {
         ord += 1;
         let r = Ranked {
-            keys: row.keys,
+            keys: known.map_or(row.keys, <[_]>::to_vec),
             doc: pos.clone(),
             ord,
             value: match row.value {
@@ -394,7 +408,11 @@ pub(super) fn rows_after(
             best.push(r);
         }
         Ok(Flow::Continue)
-    })?;
+    };
+    match known {
+        Some(_) => p.rows_in_order(&doc, cx, &mut sink)?,
+        None => p.eval_doc(&doc, cx, &mut sink)?,
+    };
     over.map_or(Ok(()), Err)
 }
 

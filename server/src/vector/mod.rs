@@ -8,7 +8,7 @@ pub mod kernels;
 pub mod quant;
 pub mod set;
 
-pub use set::{Found, SearchOpts, VectorSet};
+pub use set::{Found, Hit, Origin, SearchOpts, VectorSet};
 
 /// How distance is measured (the embedding's `distanceFunction`): the query crate's one type,
 /// which the evaluator scores with too.

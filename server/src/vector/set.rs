@@ -1,7 +1,14 @@
 //! The vectors of one embedding path of a container, in memory, each under the key of the
-//! document it came from: `f32` rows (unit length for cosine), `i8` codes for the quantized
-//! kinds, and a [`Graph`] over them for diskANN. Slots are appended; an update or delete
-//! leaves a tombstone (the key is gone, the row stays as a graph waypoint).
+//! document it came from: `f32` rows (the document's numbers, rounded to `f32`), `i8` codes
+//! for the quantized kinds (of unit rows for cosine), and a [`Graph`] over them for diskANN.
+//! Slots are appended; an update or delete leaves a tombstone (the key is gone, the row stays
+//! as a graph waypoint).
+//!
+//! Each slot also knows the document version its row came from and whether the row holds
+//! that version's numbers exactly (each one a `float32` value, as embeddings written from a
+//! `Float32Array` or numpy `float32` are): then a search can give the `f64` score the
+//! evaluator would compute from the document, and a query need not parse the document's
+//! vector to order it.
 
 use super::graph::Graph;
 use super::kernels::{dot, l2sq, normalize};
@@ -17,8 +24,10 @@ pub const TRAIN_AT: usize = 1000;
 pub struct VectorSet {
     pub params: Params,
     data: Vec<f32>,
-    /// `|v|²` per slot (for euclidean distances over codes).
+    /// `|v|²` per slot (euclidean distances over codes; cosine's unit length).
     norms: Vec<f32>,
+    /// Where each slot's row came from.
+    origins: Vec<Origin>,
     codes: Vec<i8>,
     quant: Option<Quantizer>,
     keys: Vec<Option<Box<[u8]>>>,
@@ -48,11 +57,33 @@ struct Shard {
     graph: Option<Graph>,
 }
 
+/// Where a slot's row came from: its document's version (the write's LSN and place in its
+/// transaction) and whether the row's `f32` values are the document's numbers exactly.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Origin {
+    pub lsn: u64,
+    pub sub: u32,
+    pub exact: bool,
+}
+
+/// One vector a search found.
+#[derive(Debug)]
+pub struct Hit {
+    /// The set's distance (smaller is nearer).
+    pub distance: f32,
+    pub key: Box<[u8]>,
+    pub origin: Origin,
+    /// `VectorDistance`'s `f64` score of the document's vector, computed from the row as the
+    /// evaluator computes it from the document, when the row is exact and the search was
+    /// given the query's `f64` numbers (`None` also for cosine with a zero vector).
+    pub score: Option<f64>,
+}
+
 /// What a search found: keys closest first, and whether every live vector the filter accepts
 /// is among them (else a caller that needs more asks again with a larger `want`).
 #[derive(Debug, Default)]
 pub struct Found {
-    pub keys: Vec<(f32, Box<[u8]>)>,
+    pub keys: Vec<Hit>,
     pub exhausted: bool,
     /// Vectors whose distance was computed.
     pub scored: usize,
@@ -82,6 +113,7 @@ impl VectorSet {
             params,
             data: Vec::new(),
             norms: Vec::new(),
+            origins: Vec::new(),
             codes: Vec::new(),
             quant: None,
             keys: Vec::new(),
@@ -118,6 +150,7 @@ impl VectorSet {
     pub fn held_bytes(&self) -> usize {
         self.data.capacity() * 4
             + self.norms.capacity() * 4
+            + self.origins.capacity() * std::mem::size_of::<Origin>()
             + self.codes.capacity()
             + self
                 .shards
@@ -129,11 +162,14 @@ impl VectorSet {
     }
 
     /// Sets the vector of `key` (`None`: it has none, or the document is gone); `shard` is
-    /// its shard key value's identity (empty without a shard key).
-    pub fn set(&mut self, key: &[u8], v: Option<&[f32]>, shard: &[u8]) {
-        if self.holds(key, v, shard) {
+    /// its shard key value's identity (empty without a shard key), `origin` the version it
+    /// came from.
+    pub fn set(&mut self, key: &[u8], v: Option<&[f32]>, shard: &[u8], origin: Origin) {
+        if let Some(slot) = self.holds(key, v, shard) {
             // The same vector again (a write that changed other properties, or a build
-            // replaying a write it also read): nothing to replace, nothing to relink.
+            // replaying a write it also read): nothing to replace, nothing to relink; only
+            // the version it is known to be from moves on.
+            self.origins[slot as usize] = origin;
             return;
         }
         if let Some(slot) = self.slot_of.remove(key) {
@@ -143,23 +179,21 @@ impl VectorSet {
         let Some(v) = v.filter(|v| v.len() == self.params.dims) else {
             return;
         };
-        let mut row = v.to_vec();
-        if self.params.metric == Distance::Cosine {
-            normalize(&mut row);
-        }
+        let row = v;
         let slot = self.keys.len() as u32;
-        self.norms.push(dot(&row, &row));
+        self.norms.push(dot(row, row));
+        self.origins.push(origin);
         if let Some(q) = &self.quant {
             let at = self.codes.len();
             self.codes.resize(at + row.len(), 0);
-            q.encode(&row, &mut self.codes[at..]);
+            q.encode(&self.unit(row), &mut self.codes[at..]);
         }
         // Grown by an eighth at a time, not doubled: the rows are most of the set's memory.
         if self.data.capacity() < self.data.len() + row.len() {
             self.data.reserve_exact(row.len().max(self.data.len() / 8));
             self.codes.reserve_exact(self.codes.len() / 8);
         }
-        self.data.extend_from_slice(&row);
+        self.data.extend_from_slice(row);
         let boxed: Box<[u8]> = key.into();
         self.keys.push(Some(boxed.clone()));
         self.key_bytes += boxed.len();
@@ -193,29 +227,35 @@ impl VectorSet {
         }
     }
 
-    /// Whether `key` already holds exactly `v` (as stored: unit length for cosine) in `shard`.
-    fn holds(&self, key: &[u8], v: Option<&[f32]>, shard: &[u8]) -> bool {
-        let (Some(&slot), Some(v)) = (self.slot_of.get(key), v) else {
-            return false;
-        };
+    /// The slot of `key` if it already holds exactly `v` in `shard`.
+    fn holds(&self, key: &[u8], v: Option<&[f32]>, shard: &[u8]) -> Option<u32> {
+        let (&slot, v) = (self.slot_of.get(key)?, v?);
         let joined = self.shard_of[slot as usize] as usize;
-        if v.len() != self.params.dims || self.shards[joined].value != shard {
-            return false;
-        }
-        if self.params.metric != Distance::Cosine {
-            return self.row(slot) == v;
-        }
-        let mut row = v.to_vec();
-        normalize(&mut row);
-        self.row(slot) == row.as_slice()
+        (self.shards[joined].value == shard && self.row(slot) == v).then_some(slot)
     }
 
-    /// Fits the quantizer to the rows held and codes them all.
+    /// `row` as the codes and the graph see it: of unit length for cosine.
+    fn unit<'r>(&self, row: &'r [f32]) -> std::borrow::Cow<'r, [f32]> {
+        if self.params.metric != Distance::Cosine {
+            return std::borrow::Cow::Borrowed(row);
+        }
+        let mut u = row.to_vec();
+        normalize(&mut u);
+        std::borrow::Cow::Owned(u)
+    }
+
+    /// Fits the quantizer to the rows held (as [`VectorSet::unit`] makes them) and codes them
+    /// all.
     fn train(&mut self) {
         let d = self.params.dims;
-        let q = Quantizer::train(d, self.data.chunks_exact(d));
+        let units: Vec<f32> = self
+            .data
+            .chunks_exact(d)
+            .flat_map(|r| self.unit(r).into_owned())
+            .collect();
+        let q = Quantizer::train(d, units.chunks_exact(d));
         let mut codes = vec![0i8; self.data.len()];
-        for (row, out) in self.data.chunks_exact(d).zip(codes.chunks_exact_mut(d)) {
+        for (row, out) in units.chunks_exact(d).zip(codes.chunks_exact_mut(d)) {
             q.encode(row, out);
         }
         self.codes = codes;
@@ -232,10 +272,25 @@ impl VectorSet {
         &self.codes[slot as usize * d..(slot as usize + 1) * d]
     }
 
-    /// Squared L2 between two slots: what the graph is built on (for unit rows it orders
-    /// as cosine does).
+    /// `1/|v|` of a slot (0 for a zero vector), scaling its row to unit length for cosine.
+    fn inv_len(&self, slot: u32) -> f32 {
+        let n = self.norms[slot as usize];
+        if n > 0.0 {
+            1.0 / n.sqrt()
+        } else {
+            0.0
+        }
+    }
+
+    /// Squared L2 between two slots: what the graph is built on; for cosine, between the
+    /// rows scaled to unit length (which orders as cosine does).
     fn pair(&self, a: u32, b: u32) -> f32 {
-        l2sq(self.row(a), self.row(b))
+        if self.params.metric != Distance::Cosine {
+            return l2sq(self.row(a), self.row(b));
+        }
+        let (ia, ib) = (self.inv_len(a), self.inv_len(b));
+        let unit = |i: f32| if i > 0.0 { 1.0 } else { 0.0 };
+        unit(ia) + unit(ib) - 2.0 * dot(self.row(a), self.row(b)) * ia * ib
     }
 
     /// Whether tombstones are as many as the live vectors (and past a training set's worth):
@@ -254,7 +309,8 @@ impl VectorSet {
         for shard in &self.shards {
             for &slot in &shard.members {
                 if let Some(key) = &self.keys[slot as usize] {
-                    fresh.set(key, Some(self.row(slot)), &shard.value);
+                    let origin = self.origins[slot as usize];
+                    fresh.set(key, Some(self.row(slot)), &shard.value, origin);
                 }
             }
         }
@@ -321,8 +377,21 @@ impl VectorSet {
     fn exact(&self, q: &Query, slot: u32) -> f32 {
         match self.params.metric {
             Distance::Euclidean => l2sq(&q.v, self.row(slot)),
-            Distance::Cosine | Distance::DotProduct => -dot(&q.v, self.row(slot)),
+            Distance::DotProduct => -dot(&q.v, self.row(slot)),
+            // A zero vector has no cosine: the evaluator ranks it after every scored one,
+            // and so must the index, or a page would settle before the rows that precede it.
+            Distance::Cosine => match self.inv_len(slot) {
+                0.0 => f32::INFINITY,
+                inv => -dot(&q.v, self.row(slot)) * inv,
+            },
         }
+    }
+
+    /// The evaluator's `f64` score of a slot whose row is exact (see [`Hit::score`]).
+    fn score(&self, q64: Option<&[f64]>, slot: u32) -> Option<f64> {
+        let q64 = q64.filter(|_| self.origins[slot as usize].exact)?;
+        let row: Vec<f64> = self.row(slot).iter().map(|x| f64::from(*x)).collect();
+        self.params.metric.score(&row, q64)
     }
 
     /// Distance over codes when there are codes, else exact.
@@ -342,10 +411,12 @@ impl VectorSet {
     /// shard when `None`): exactly (flat, brute force, few vectors), over codes re-ranked
     /// exactly (quantizedFlat), or by a beam search of each shard's graph plus an exact scan
     /// of its slots not linked yet (diskANN). Vectors of another length than the set's are
-    /// never close.
+    /// never close. With `q64` (the query's numbers as the evaluator reads them) the hits
+    /// with exact rows carry the evaluator's score.
     pub fn search(
         &self,
         q: &[f32],
+        q64: Option<&[f64]>,
         want: usize,
         (lo, hi): (&[u8], &[u8]),
         only: Option<&[Vec<u8>]>,
@@ -430,7 +501,14 @@ impl VectorSet {
         }
         let keys = cands
             .into_iter()
-            .filter_map(|(d, s)| self.keys[s as usize].as_ref().map(|k| (d, k.clone())))
+            .filter_map(|(distance, s)| {
+                Some(Hit {
+                    distance,
+                    key: self.keys[s as usize].clone()?,
+                    origin: self.origins[s as usize],
+                    score: self.score(q64, s),
+                })
+            })
             .collect();
         Found {
             keys,
@@ -479,18 +557,18 @@ mod tests {
             degree: 4,
         });
         let shard: &[u8] = b"";
-        set.set(&key(1), Some(&[1.0, 2.0, 3.0]), shard);
+        set.set(&key(1), Some(&[1.0, 2.0, 3.0]), shard, Origin::default());
         while let Some(l) = set.plan_next() {
             set.link(l);
         }
-        set.set(&key(1), Some(&[1.0, 2.0, 3.0]), shard);
+        set.set(&key(1), Some(&[1.0, 2.0, 3.0]), shard, Origin::default());
         assert_eq!((set.len(), set.dead(), set.unlinked()), (1, 0, 0));
-        set.set(&key(1), Some(&[3.0, 2.0, 1.0]), shard);
+        set.set(&key(1), Some(&[3.0, 2.0, 1.0]), shard, Origin::default());
         assert_eq!((set.len(), set.dead(), set.unlinked()), (1, 1, 1));
         // The same vector under another shard key value moves to that value's shard.
-        set.set(&key(1), Some(&[3.0, 2.0, 1.0]), b"other");
+        set.set(&key(1), Some(&[3.0, 2.0, 1.0]), b"other", Origin::default());
         assert_eq!((set.len(), set.dead()), (1, 2));
-        set.set(&key(1), None, shard);
+        set.set(&key(1), None, shard, Origin::default());
         assert_eq!((set.len(), set.dead()), (0, 3));
     }
 
@@ -524,7 +602,7 @@ mod tests {
             }
         };
         for (i, r) in rows.iter().enumerate() {
-            set.set(&key(i as u32), Some(r), &value(i as u32));
+            set.set(&key(i as u32), Some(r), &value(i as u32), Origin::default());
         }
         while let Some(l) = set.plan_next() {
             set.link(l);
@@ -546,11 +624,11 @@ mod tests {
         ];
         for (qi, (lo, hi, only)) in searches.iter().enumerate() {
             let q = &rows[qi * 97];
-            let found = set.search(q, 10, (&key(*lo), &key(*hi)), *only, opts);
+            let found = set.search(q, None, 10, (&key(*lo), &key(*hi)), *only, opts);
             let got: Vec<u32> = found
                 .keys
                 .iter()
-                .map(|(_, k)| u32::from_be_bytes([k[0], k[1], k[2], k[3]]))
+                .map(|h| u32::from_be_bytes([h.key[0], h.key[1], h.key[2], h.key[3]]))
                 .collect();
             let allowed = |i: u32| i >= *lo && i < *hi && only.is_none_or(|o| o[0] == value(i));
             assert!(
@@ -568,14 +646,14 @@ mod tests {
         // An update moves the vector, a removal takes it out.
         let far = vec![9.0; dims];
         let (a, end) = (key(0), key(3000));
-        set.set(&key(5), Some(&far), &value(5));
-        let found = set.search(&far, 1, (&a, &end), None, opts);
-        assert_eq!(&found.keys[0].1[..], &key(5));
-        let found = set.search(&far, 1, (&a, &end), Some(&even), opts);
-        assert_ne!(&found.keys[0].1[..], &key(5), "key 5 is odd");
-        set.set(&key(5), None, &value(5));
-        let found = set.search(&far, 1, (&a, &end), None, opts);
-        assert_ne!(&found.keys[0].1[..], &key(5));
+        set.set(&key(5), Some(&far), &value(5), Origin::default());
+        let found = set.search(&far, None, 1, (&a, &end), None, opts);
+        assert_eq!(&found.keys[0].key[..], &key(5));
+        let found = set.search(&far, None, 1, (&a, &end), Some(&even), opts);
+        assert_ne!(&found.keys[0].key[..], &key(5), "key 5 is odd");
+        set.set(&key(5), None, &value(5), Origin::default());
+        let found = set.search(&far, None, 1, (&a, &end), None, opts);
+        assert_ne!(&found.keys[0].key[..], &key(5));
         assert_eq!(set.len(), 2999);
     }
 }

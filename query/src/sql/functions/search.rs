@@ -119,10 +119,9 @@ pub(super) fn call<'a>(f: SearchFn, args: Vec<Val<'a>>, lang: Language) -> R<Val
                     .and_then(Distance::parse),
                 _ => None,
             };
-            match func.unwrap_or(Distance::Cosine).score(&xs, &ys) {
-                Some(s) => n(s),
-                None => Val::Undef,
-            }
+            Val::from_opt(crate::sql::distance::score_key(
+                func.unwrap_or(Distance::Cosine).score(&xs, &ys),
+            ))
         }
     })
 }

@@ -11,7 +11,7 @@
 //! is written, so a crash loses nothing — the next start rebuilds them.
 
 use super::*;
-use crate::vector::{Found, Params, SearchOpts, VectorSet};
+use crate::vector::{Found, Origin, Params, SearchOpts, VectorSet};
 use strata_query::index::vector::{Distance, IndexKind, VectorPolicy};
 use strata_query::pk::epk::effective_partition_key;
 use strata_query::pk::{PartitionKeyDefinition, PartitionKind};
@@ -56,8 +56,21 @@ pub struct Vectors {
 /// One staged change: the set, and what changes in it.
 pub(super) type Change = (Arc<PathIndex>, Staged);
 
-/// A document's item key, its vector (`None`: none, or the document is gone) and its shard.
-pub(super) type Staged = (Vec<u8>, Option<Vec<f32>>, Vec<u8>);
+/// A document's item key, its vector (`None`: none, or the document is gone), its shard and
+/// the version it came from.
+#[derive(Debug)]
+pub(super) struct Staged {
+    pub(super) key: Vec<u8>,
+    pub(super) vector: Option<Vec<f32>>,
+    pub(super) shard: Vec<u8>,
+    pub(super) origin: Origin,
+}
+
+impl Staged {
+    fn apply(&self, set: &mut VectorSet) {
+        set.set(&self.key, self.vector.as_deref(), &self.shard, self.origin);
+    }
+}
 
 impl Vectors {
     /// The sets `policy` asks for (built later by [`Container::start_vectors`]).
@@ -104,8 +117,9 @@ impl Vectors {
 }
 
 impl PathIndex {
-    /// The vector of `doc` at this path: an array of numbers of the set's length.
-    pub(super) fn extract(&self, doc: &Value) -> Option<Vec<f32>> {
+    /// The vector of `doc` at this path (an array of numbers of the set's length), and
+    /// whether `f32` holds each of its numbers exactly.
+    pub(super) fn extract(&self, doc: &Value) -> Option<(Vec<f32>, bool)> {
         let mut v = doc;
         for s in &self.segs {
             v = v.get(s)?;
@@ -114,7 +128,16 @@ impl PathIndex {
         if a.len() != self.params.dims {
             return None;
         }
-        a.iter().map(|x| x.as_f64().map(|f| f as f32)).collect()
+        let mut exact = true;
+        let row = a
+            .iter()
+            .map(|x| {
+                let f = x.as_f64()?;
+                exact &= f64::from(f as f32) == f;
+                Some(f as f32)
+            })
+            .collect::<Option<Vec<f32>>>()?;
+        Some((row, exact))
     }
 
     /// The shard of `doc`'s vector: its shard key value's EPK (empty without a shard key).
@@ -134,10 +157,9 @@ impl PathIndex {
             Journal::Unbuilt => {}
             Journal::Building(j) => j.push(change),
             Journal::Ready => {
-                let (key, v, shard) = change;
                 let consolidate = {
                     let mut set = write(&self.set);
-                    set.set(&key, v.as_deref(), &shard);
+                    change.apply(&mut set);
                     set.needs_consolidation()
                 };
                 if consolidate {
@@ -150,7 +172,7 @@ impl PathIndex {
                 }
             }
             Journal::Consolidating(j) => {
-                write(&self.set).set(&change.0, change.1.as_deref(), &change.2);
+                change.apply(&mut write(&self.set));
                 j.push(change);
                 drop(state);
                 self.link_in_background();
@@ -175,8 +197,8 @@ impl PathIndex {
                 if let Journal::Consolidating(journal) =
                     std::mem::replace(&mut *state, Journal::Ready)
                 {
-                    for (k, v, shard) in journal {
-                        fresh.set(&k, v.as_deref(), &shard);
+                    for change in journal {
+                        change.apply(&mut fresh);
                     }
                 }
                 let dropped = read(&me.set).dead();
@@ -201,13 +223,13 @@ impl PathIndex {
     /// closest to `q`, closest first (see [`VectorSet::search`]).
     pub fn search(
         &self,
-        q: &[f32],
+        (q, q64): (&[f32], Option<&[f64]>),
         want: usize,
         bounds: (&[u8], &[u8]),
         only: Option<&[Vec<u8>]>,
         opts: SearchOpts,
     ) -> Found {
-        read(&self.set).search(q, want, bounds, only, opts)
+        read(&self.set).search(q, q64, want, bounds, only, opts)
     }
 
     /// Whether queries may read the set.
@@ -321,8 +343,13 @@ impl Container {
                 for (pos, item) in &chunk {
                     let doc: Value = serde_json::from_slice(&item.json)
                         .map_err(|e| StoreError::Corrupt(format!("a stored document: {e}")))?;
-                    if let Some(v) = ix.extract(&doc) {
-                        set.set(&pos.0, Some(&v), &ix.shard(&doc));
+                    if let Some((v, exact)) = ix.extract(&doc) {
+                        let origin = Origin {
+                            lsn: item.lsn,
+                            sub: item.sub,
+                            exact,
+                        };
+                        set.set(&pos.0, Some(&v), &ix.shard(&doc), origin);
                         n += 1;
                     }
                 }
@@ -334,8 +361,8 @@ impl Container {
         }
         let mut state = lock(&ix.state);
         if let Journal::Building(journal) = std::mem::replace(&mut *state, Journal::Ready) {
-            for (k, v, shard) in journal {
-                set.set(&k, v.as_deref(), &shard);
+            for change in journal {
+                change.apply(&mut set);
             }
         }
         *write(&ix.set) = set;

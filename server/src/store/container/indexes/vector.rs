@@ -3,10 +3,10 @@
 //! The set is rebuilt from the documents at start, not backfilled here.
 
 use super::{DocRef, IndexKind, IndexMaintainer, Txn};
-use crate::store::container::vectors::PathIndex;
+use crate::store::container::vectors::{PathIndex, Staged};
 use crate::store::container::{Container, DocPos};
 use crate::store::StoreError;
-use crate::vector::{Found, SearchOpts};
+use crate::vector::{Found, Origin, SearchOpts};
 use serde_json::Value;
 use std::sync::Arc;
 use strata_query::sql::ast::Query;
@@ -40,10 +40,20 @@ impl IndexMaintainer for VectorIndex {
         new: Option<&Value>,
     ) -> Result<(), StoreError> {
         // Staged even without a vector: the old version (not parsed) may have had one.
-        let v = new.and_then(|d| self.path.extract(d));
+        let (vector, exact) = match new.and_then(|d| self.path.extract(d)) {
+            Some((v, exact)) => (Some(v), exact),
+            None => (None, false),
+        };
         let shard = new.map(|d| self.path.shard(d)).unwrap_or_default();
-        t.vector_changes
-            .push((Arc::clone(&self.path), (doc.key.to_vec(), v, shard)));
+        // The version this write makes (indexes are maintained before it takes its place).
+        let (lsn, sub) = t.tx.peek_change();
+        let staged = Staged {
+            key: doc.key.to_vec(),
+            vector,
+            shard,
+            origin: Origin { lsn, sub, exact },
+        };
+        t.vector_changes.push((Arc::clone(&self.path), staged));
         Ok(())
     }
 
@@ -61,6 +71,23 @@ impl IndexMaintainer for VectorIndex {
             p.metric
         )
     }
+}
+
+/// A document a vector search found.
+pub struct Candidate {
+    pub pos: DocPos,
+    /// The index's distance (smaller is nearer; rounded to `f32`).
+    pub distance: f32,
+    /// The ORDER BY key the evaluator would give the document, if the index's row holds the
+    /// numbers of the version with this LSN and place exactly (see [`Origin`]).
+    pub known: Option<Known>,
+}
+
+/// The `VectorDistance` key of one version of a document (see [`Candidate::known`]).
+pub struct Known {
+    pub lsn: u64,
+    pub sub: u32,
+    pub key: Option<Value>,
 }
 
 /// A vector index chosen for a query, with the query's search: decided once when the plan is
@@ -114,7 +141,7 @@ impl VectorAccess {
         range: &strata_query::pk::EpkRange,
         need: usize,
         k: usize,
-    ) -> (Vec<(DocPos, f32)>, bool) {
+    ) -> (Vec<Candidate>, bool) {
         let s = &self.search;
         let opts = SearchOpts {
             brute_force: s.brute_force,
@@ -127,12 +154,24 @@ impl VectorAccess {
         let (lo, hi) = c.key_bounds(range);
         let Found {
             keys, exhausted, ..
-        } = self
-            .index
-            .search(&s.vector, need, (&lo, &hi), self.shards.as_deref(), opts);
+        } = self.index.search(
+            (&s.vector, Some(&s.exact)),
+            need,
+            (&lo, &hi),
+            self.shards.as_deref(),
+            opts,
+        );
         let docs = keys
             .into_iter()
-            .map(|(d, k)| (DocPos(k.into_vec()), d))
+            .map(|h| Candidate {
+                pos: DocPos(h.key.into_vec()),
+                distance: h.distance,
+                known: h.origin.exact.then(|| Known {
+                    lsn: h.origin.lsn,
+                    sub: h.origin.sub,
+                    key: strata_query::sql::distance::score_key(h.score),
+                }),
+            })
             .collect();
         (docs, exhausted)
     }
