@@ -10,7 +10,7 @@ use std::collections::HashMap;
 type R<T> = Result<T, QueryError>;
 
 pub struct Binder<'p> {
-    params: &'p HashMap<String, Value>,
+    params: &'p HashMap<&'p str, &'p Value>,
     next_slot: Slot,
     /// Whether any expression calls a user-defined function.
     calls_udf: bool,
@@ -18,7 +18,7 @@ pub struct Binder<'p> {
 
 /// Binds a parsed query with its parameters (names without `@`); also says whether it calls
 /// user-defined functions.
-pub fn bind(mut q: Query, params: &HashMap<String, Value>) -> R<(Query, bool)> {
+pub fn bind(mut q: Query, params: &HashMap<&str, &Value>) -> R<(Query, bool)> {
     let mut b = Binder {
         params,
         next_slot: DOC_SLOT + 1,
@@ -228,7 +228,7 @@ impl Binder<'_> {
     }
 
     fn param(&self, name: &str) -> R<Value> {
-        self.params.get(name).cloned().ok_or_else(|| {
+        self.params.get(name).map(|v| (*v).clone()).ok_or_else(|| {
             QueryError::semantic(format!(
                 "The parameter @{name} is used in the query but was not given a value."
             ))

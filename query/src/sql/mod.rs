@@ -103,23 +103,26 @@ pub fn prepare_in(
 ) -> Result<PreparedQuery, QueryError> {
     let mut parsed = parser::parse(sql)?;
     vector::apply(&mut parsed, vectors);
-    let map: HashMap<String, Value> = params.iter().cloned().collect();
+    let map: HashMap<&str, &Value> = params.iter().map(|(k, v)| (k.as_str(), v)).collect();
     let (query, calls_udf) = bind::bind(parsed.clone(), &map)?;
     let mode = Mode::of(&query);
     let routing = match pk {
         Some(def) => routing::route(&query, def),
         None => Routing::FanOut,
     };
-    let mut fp_input = sql.to_string();
+    // Parameters hashed by their structure, numbers by their bits: formatting a vector
+    // query's hundreds of numbers as text was a twentieth of the query's CPU.
+    let mut fp = xxhash_rust::xxh3::Xxh3::new();
+    fp.update(sql.as_bytes());
     let mut sorted: Vec<&(String, Value)> = params.iter().collect();
     sorted.sort_by(|a, b| a.0.cmp(&b.0));
     for (k, v) in sorted {
-        fp_input.push('\u{1}');
-        fp_input.push_str(k);
-        fp_input.push('=');
-        fp_input.push_str(&v.to_string());
+        fp.update(b"\x01");
+        fp.update(k.as_bytes());
+        fp.update(b"=");
+        value::hash_into(&mut fp, v);
     }
-    let fingerprint = format!("{:016x}", xxhash_rust::xxh3::xxh3_64(fp_input.as_bytes()));
+    let fingerprint = format!("{:016x}", fp.digest());
     let raw_documents = matches!(query.select.projection, Projection::Star)
         && query.from.as_ref().is_some_and(|f| {
             f.joins.is_empty() && matches!(f.first.kind, SourceKind::Value(Expr::Slot(DOC_SLOT, _)))

@@ -272,6 +272,52 @@ pub fn object(m: Map<String, Value>) -> Value {
     Value::Object(m)
 }
 
+/// Feeds a JSON value into the hash by its structure: numbers by their bits, not their text
+/// (a vector query's parameter is hundreds of numbers, and formatting each one cost more than
+/// the rest of a prepared-query lookup). Values equal as parameters hash equal; a cache that
+/// keys on this still compares them on a hit.
+pub fn hash_into(h: &mut xxhash_rust::xxh3::Xxh3, v: &Value) {
+    match v {
+        Value::Null => h.update(b"n"),
+        Value::Bool(b) => h.update(if *b { b"t" } else { b"f" }),
+        Value::Number(n) => match (n.as_u64(), n.as_i64(), n.as_f64()) {
+            (Some(u), _, _) => {
+                h.update(b"u");
+                h.update(&u.to_le_bytes());
+            }
+            (None, Some(i), _) => {
+                h.update(b"i");
+                h.update(&i.to_le_bytes());
+            }
+            (None, None, f) => {
+                h.update(b"d");
+                h.update(&f.unwrap_or(f64::NAN).to_bits().to_le_bytes());
+            }
+        },
+        Value::String(t) => {
+            h.update(b"s");
+            h.update(&(t.len() as u64).to_le_bytes());
+            h.update(t.as_bytes());
+        }
+        Value::Array(a) => {
+            h.update(b"[");
+            h.update(&(a.len() as u64).to_le_bytes());
+            for x in a {
+                hash_into(h, x);
+            }
+        }
+        Value::Object(o) => {
+            h.update(b"{");
+            h.update(&(o.len() as u64).to_le_bytes());
+            for (k, x) in o {
+                h.update(&(k.len() as u64).to_le_bytes());
+                h.update(k.as_bytes());
+                hash_into(h, x);
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

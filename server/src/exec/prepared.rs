@@ -55,51 +55,6 @@ fn entry_bytes(text: &str, params: &[(String, Value)]) -> Option<usize> {
     (total <= MAX_ENTRY_BYTES).then_some(total)
 }
 
-/// Feeds a JSON value into the hash by its structure: numbers by their bits, not their text
-/// (a vector query's parameter is hundreds of numbers, and formatting each one cost more than
-/// the rest of the lookup). Values equal as parameters hash equal; a hit still compares them.
-fn hash_value(h: &mut xxhash_rust::xxh3::Xxh3, v: &Value) {
-    match v {
-        Value::Null => h.update(b"n"),
-        Value::Bool(b) => h.update(if *b { b"t" } else { b"f" }),
-        Value::Number(n) => match (n.as_u64(), n.as_i64(), n.as_f64()) {
-            (Some(u), _, _) => {
-                h.update(b"u");
-                h.update(&u.to_le_bytes());
-            }
-            (None, Some(i), _) => {
-                h.update(b"i");
-                h.update(&i.to_le_bytes());
-            }
-            (None, None, f) => {
-                h.update(b"d");
-                h.update(&f.unwrap_or(f64::NAN).to_bits().to_le_bytes());
-            }
-        },
-        Value::String(t) => {
-            h.update(b"s");
-            h.update(&(t.len() as u64).to_le_bytes());
-            h.update(t.as_bytes());
-        }
-        Value::Array(a) => {
-            h.update(b"[");
-            h.update(&(a.len() as u64).to_le_bytes());
-            for x in a {
-                hash_value(h, x);
-            }
-        }
-        Value::Object(o) => {
-            h.update(b"{");
-            h.update(&(o.len() as u64).to_le_bytes());
-            for (k, x) in o {
-                h.update(&(k.len() as u64).to_le_bytes());
-                h.update(k.as_bytes());
-                hash_value(h, x);
-            }
-        }
-    }
-}
-
 impl Prepared {
     /// The prepared form of `text` with `params` on the container `cid` (resource id `rid`)
     /// with partition key definition `pk` and the distance functions of its vector embeddings (`vectors`, asked only on a miss): from the cache, or
@@ -119,7 +74,7 @@ impl Prepared {
             h.update(b"\x01");
             h.update(k.as_bytes());
             h.update(b"=");
-            hash_value(&mut h, v);
+            strata_query::sql::value::hash_into(&mut h, v);
         }
         let key = (cid, h.digest128());
         if let Some(e) = self.map.get(&key) {
