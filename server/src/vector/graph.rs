@@ -68,9 +68,11 @@ impl Graph {
             .sum()
     }
 
-    /// Greedy beam search with a candidate list of `l` nodes; `dist` measures a node from the
-    /// query.
-    pub fn search(&self, l: usize, dist: &mut dyn FnMut(u32) -> f32) -> Beam {
+    /// Greedy beam search with a candidate list of `l` nodes; `dist` measures nodes from the
+    /// query, appending their distances to its output in order. It is handed a node's unseen
+    /// neighbours together so that it can fetch the next ones' vectors from memory while it
+    /// measures the current one (see `VectorSet::measure`).
+    pub fn search(&self, l: usize, dist: &mut dyn FnMut(&[u32], &mut Vec<f32>)) -> Beam {
         let mut beam = Beam::default();
         let Some(e) = self.entry else { return beam };
         let l = l.max(1);
@@ -86,11 +88,13 @@ impl Graph {
         let n = self.adj.len();
         let seeds = SEEDS.min(n);
         let mut cand: Vec<(f32, u32, bool)> = Vec::with_capacity(l + 1);
-        for s in std::iter::once(e).chain((0..seeds).map(|i| (i * n / seeds) as u32)) {
-            if !first_visit(s) {
-                continue;
-            }
-            let d = dist(s);
+        let mut fresh: Vec<u32> = std::iter::once(e)
+            .chain((0..seeds).map(|i| (i * n / seeds) as u32))
+            .filter(|s| first_visit(*s))
+            .collect();
+        let mut ds: Vec<f32> = Vec::with_capacity(fresh.len().max(self.degree * 2));
+        dist(&fresh, &mut ds);
+        for (&s, &d) in fresh.iter().zip(&ds) {
             beam.scored.push((d, s));
             cand.push((d, s, false));
         }
@@ -102,11 +106,11 @@ impl Graph {
             next = i + 1;
             let (dn, n, _) = cand[i];
             beam.expanded.push((dn, n));
-            for &nb in &self.adj[n as usize] {
-                if !first_visit(nb) {
-                    continue;
-                }
-                let d = dist(nb);
+            fresh.clear();
+            fresh.extend(self.adj[n as usize].iter().filter(|nb| first_visit(**nb)));
+            ds.clear();
+            dist(&fresh, &mut ds);
+            for (&nb, &d) in fresh.iter().zip(&ds) {
                 beam.scored.push((d, nb));
                 if cand.len() >= l && d >= cand[cand.len() - 1].0 {
                     continue;
@@ -128,7 +132,9 @@ impl Graph {
         if self.entry.is_none() {
             return Vec::new();
         }
-        let beam = self.search(self.list, &mut |n| pair(p, n));
+        let beam = self.search(self.list, &mut |ns, out| {
+            out.extend(ns.iter().map(|&n| pair(p, n)));
+        });
         let mut pool = beam.best;
         pool.extend(beam.expanded);
         self.prune(p, pool, pair)
@@ -217,7 +223,9 @@ mod tests {
                 .map(|n| (l2(&q, &pts[n as usize]), n))
                 .collect();
             exact.sort_by(|a, b| a.0.total_cmp(&b.0));
-            let beam = g.search(48, &mut |n| l2(&q, &pts[n as usize]));
+            let beam = g.search(48, &mut |ns, out| {
+                out.extend(ns.iter().map(|&n| l2(&q, &pts[n as usize])));
+            });
             let found: Vec<u32> = beam.best.iter().take(10).map(|c| c.1).collect();
             hits += exact[..10].iter().filter(|e| found.contains(&e.1)).count();
         }

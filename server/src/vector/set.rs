@@ -14,7 +14,11 @@ use super::graph::Graph;
 use super::kernels::{dot, l2sq, normalize};
 use super::quant::{Quantizer, QueryCode};
 use super::{Distance, IndexKind, Params};
+use prefetch_index::prefetch_index;
 use std::collections::HashMap;
+
+/// How far ahead [`VectorSet::measure`] fetches.
+const AHEAD: usize = 2;
 
 /// Vectors trained on before codes exist: fewer are scanned exactly.
 pub const TRAIN_AT: usize = 1000;
@@ -394,6 +398,38 @@ impl VectorSet {
         self.params.metric.score(&row, q64)
     }
 
+    /// [`VectorSet::approx`] of each slot of `slots`, in order, into `out`; while one is
+    /// measured, the code (or row) two ahead is fetched into the cache. A graph search reads
+    /// vectors at random, one after another, and waits on memory more than it computes:
+    /// measured on this 2-core machine over 100,000 codes of 768 bytes read at random, the
+    /// AVX2 product took 122 ns a code, 91 ns fetching one ahead, 76 ns two ahead (73 ns
+    /// three or four ahead).
+    fn measure(&self, q: &Query, slots: impl Iterator<Item = u32> + Clone, out: &mut Vec<f32>) {
+        let d = self.params.dims;
+        let fetch = |s: u32| match &q.code {
+            Some(_) => {
+                let at = s as usize * d;
+                (at..at + d)
+                    .step_by(64)
+                    .for_each(|i| prefetch_index(&self.codes, i));
+            }
+            None => {
+                let at = s as usize * d;
+                (at..at + d)
+                    .step_by(16)
+                    .for_each(|i| prefetch_index(&self.data, i));
+            }
+        };
+        let mut ahead = slots.clone().skip(AHEAD);
+        slots.clone().take(AHEAD).for_each(fetch);
+        for s in slots {
+            if let Some(next) = ahead.next() {
+                fetch(next);
+            }
+            out.push(self.approx(q, s));
+        }
+    }
+
     /// Distance over codes when there are codes, else exact.
     fn approx(&self, q: &Query, slot: u32) -> f32 {
         let Some(code) = &q.code else {
@@ -461,7 +497,9 @@ impl VectorSet {
                 Some(g) if !opts.brute_force && list < g.len() => {
                     exhausted = false;
                     let m = &shard.members;
-                    let beam = g.search(list.max(want), &mut |n| self.approx(&q, m[n as usize]));
+                    let beam = g.search(list.max(want), &mut |ns, out| {
+                        self.measure(&q, ns.iter().map(|&n| m[n as usize]), out)
+                    });
                     cands.extend(
                         beam.scored
                             .into_iter()
