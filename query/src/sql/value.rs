@@ -275,44 +275,52 @@ pub fn object(m: Map<String, Value>) -> Value {
 /// Feeds a JSON value into the hash by its structure: numbers by their bits, not their text
 /// (a vector query's parameter is hundreds of numbers, and formatting each one cost more than
 /// the rest of a prepared-query lookup). Values equal as parameters hash equal; a cache that
-/// keys on this still compares them on a hit.
+/// keys on this still compares them on a hit. The structure is written out first and hashed
+/// in one update: two streaming updates per number were 2% of a vector query.
 pub fn hash_into(h: &mut xxhash_rust::xxh3::Xxh3, v: &Value) {
+    let mut bytes = Vec::with_capacity(256);
+    encode(&mut bytes, v);
+    h.update(&bytes);
+}
+
+fn encode(out: &mut Vec<u8>, v: &Value) {
     match v {
-        Value::Null => h.update(b"n"),
-        Value::Bool(b) => h.update(if *b { b"t" } else { b"f" }),
+        Value::Null => out.push(b'n'),
+        Value::Bool(b) => out.push(if *b { b't' } else { b'f' }),
         Value::Number(n) => match (n.as_u64(), n.as_i64(), n.as_f64()) {
             (Some(u), _, _) => {
-                h.update(b"u");
-                h.update(&u.to_le_bytes());
+                out.push(b'u');
+                out.extend_from_slice(&u.to_le_bytes());
             }
             (None, Some(i), _) => {
-                h.update(b"i");
-                h.update(&i.to_le_bytes());
+                out.push(b'i');
+                out.extend_from_slice(&i.to_le_bytes());
             }
             (None, None, f) => {
-                h.update(b"d");
-                h.update(&f.unwrap_or(f64::NAN).to_bits().to_le_bytes());
+                out.push(b'd');
+                out.extend_from_slice(&f.unwrap_or(f64::NAN).to_bits().to_le_bytes());
             }
         },
         Value::String(t) => {
-            h.update(b"s");
-            h.update(&(t.len() as u64).to_le_bytes());
-            h.update(t.as_bytes());
+            out.push(b's');
+            out.extend_from_slice(&(t.len() as u64).to_le_bytes());
+            out.extend_from_slice(t.as_bytes());
         }
         Value::Array(a) => {
-            h.update(b"[");
-            h.update(&(a.len() as u64).to_le_bytes());
+            out.push(b'[');
+            out.extend_from_slice(&(a.len() as u64).to_le_bytes());
+            out.reserve(a.len() * 9);
             for x in a {
-                hash_into(h, x);
+                encode(out, x);
             }
         }
         Value::Object(o) => {
-            h.update(b"{");
-            h.update(&(o.len() as u64).to_le_bytes());
+            out.push(b'{');
+            out.extend_from_slice(&(o.len() as u64).to_le_bytes());
             for (k, x) in o {
-                h.update(&(k.len() as u64).to_le_bytes());
-                h.update(k.as_bytes());
-                hash_into(h, x);
+                out.extend_from_slice(&(k.len() as u64).to_le_bytes());
+                out.extend_from_slice(k.as_bytes());
+                encode(out, x);
             }
         }
     }
