@@ -9,7 +9,10 @@
 //! distances its caller gives: from the query to a node, and between two nodes. A deleted
 //! node stays in the graph as a waypoint (its caller no longer returns it).
 
-/// The graph: adjacency lists and the node searches start from.
+/// The graph: adjacency lists and the node searches start from. The lists sit in one flat
+/// array, [`Graph::stride`] slots a node, so that a search step reads a node's edges with one
+/// random access instead of two (a list's header, then its heap block), and a node costs its
+/// edges and two bytes rather than a growing heap allocation.
 #[derive(Debug, Clone)]
 pub struct Graph {
     /// Most neighbours per node (the service's DiskANN uses 32 to 64; `R` in the paper).
@@ -22,7 +25,9 @@ pub struct Graph {
     /// vectors; 1.0 keeps diverse edges and finds 99.9% in the same time. The long edges α
     /// would add come from the spread start nodes of every search instead.
     pub alpha: f32,
-    adj: Vec<Vec<u32>>,
+    /// Node `n`'s out-edges are `edges[n * stride..][..lens[n]]`.
+    edges: Vec<u32>,
+    lens: Vec<u16>,
     entry: Option<u32>,
 }
 
@@ -46,26 +51,45 @@ impl Graph {
             degree,
             list,
             alpha: 1.0,
-            adj: Vec::new(),
+            edges: Vec::new(),
+            lens: Vec::new(),
             entry: None,
         }
     }
 
     /// Nodes in the graph.
     pub fn len(&self) -> usize {
-        self.adj.len()
+        self.lens.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.adj.is_empty()
+        self.lens.is_empty()
     }
 
     /// Bytes the adjacency lists take.
     pub fn held_bytes(&self) -> usize {
-        self.adj
-            .iter()
-            .map(|a| a.capacity() * 4 + std::mem::size_of::<Vec<u32>>())
-            .sum()
+        self.edges.capacity() * 4 + self.lens.capacity() * 2
+    }
+
+    /// Slots a node's list has: `degree` and the quarter of slack [`Graph::link`] lets a
+    /// list grow by before pruning it, and one for the edge that tips it over.
+    fn stride(&self) -> usize {
+        self.degree + self.degree / 4 + 1
+    }
+
+    /// Node `n`'s out-edges.
+    fn out(&self, n: u32) -> &[u32] {
+        let at = n as usize * self.stride();
+        &self.edges[at..at + usize::from(self.lens[n as usize])]
+    }
+
+    /// Replaces node `n`'s out-edges with `list` (at most [`Graph::stride`]).
+    fn set_out(&mut self, n: u32, list: &[u32]) {
+        let s = self.stride();
+        let list = &list[..list.len().min(s)];
+        let at = n as usize * s;
+        self.edges[at..at + list.len()].copy_from_slice(list);
+        self.lens[n as usize] = list.len() as u16;
     }
 
     /// Greedy beam search with a candidate list of `l` nodes; `dist` measures nodes from the
@@ -76,7 +100,7 @@ impl Graph {
         let mut beam = Beam::default();
         let Some(e) = self.entry else { return beam };
         let l = l.max(1);
-        let mut seen = vec![0u64; self.adj.len().div_ceil(64)];
+        let mut seen = vec![0u64; self.len().div_ceil(64)];
         let mut first_visit = |n: u32| {
             let (w, b) = (n as usize / 64, n % 64);
             let fresh = seen[w] >> b & 1 == 0;
@@ -85,7 +109,7 @@ impl Graph {
         };
         // Besides the entry, nodes spread over the insertion order: with data in clusters a
         // search then starts near the query's cluster instead of walking there.
-        let n = self.adj.len();
+        let n = self.len();
         let seeds = SEEDS.min(n);
         let mut cand: Vec<(f32, u32, bool)> = Vec::with_capacity(l + 1);
         let mut fresh: Vec<u32> = std::iter::once(e)
@@ -107,7 +131,7 @@ impl Graph {
             let (dn, n, _) = cand[i];
             beam.expanded.push((dn, n));
             fresh.clear();
-            fresh.extend(self.adj[n as usize].iter().filter(|nb| first_visit(**nb)));
+            fresh.extend(self.out(n).iter().filter(|nb| first_visit(**nb)));
             ds.clear();
             dist(&fresh, &mut ds);
             for (&nb, &d) in fresh.iter().zip(&ds) {
@@ -144,25 +168,32 @@ impl Graph {
     /// a neighbour past a quarter more than `degree` is pruned back to `degree` (the slack
     /// saves most of those prunes, the costly part of an insert).
     pub fn link(&mut self, p: u32, out: Vec<u32>, pair: &dyn Fn(u32, u32) -> f32) {
-        debug_assert_eq!(p as usize, self.adj.len());
-        self.adj.push(Vec::new());
+        debug_assert_eq!(p as usize, self.len());
+        let s = self.stride();
+        if self.edges.capacity() < self.edges.len() + s {
+            // An eighth more at a time, not doubled, as the set grows its rows.
+            self.edges.reserve_exact(s.max(self.edges.len() / 8));
+        }
+        self.edges.resize(self.edges.len() + s, 0);
+        self.lens.push(0);
         if self.entry.is_none() {
             self.entry = Some(p);
         }
         for &n in &out {
-            let list = &mut self.adj[n as usize];
-            if list.contains(&p) {
+            if self.out(n).contains(&p) {
                 continue;
             }
-            list.push(p);
-            if list.len() <= self.degree + self.degree / 4 {
+            let len = usize::from(self.lens[n as usize]);
+            self.edges[n as usize * s + len] = p;
+            self.lens[n as usize] += 1;
+            if len < self.degree + self.degree / 4 {
                 continue;
             }
-            let cands: Vec<(f32, u32)> = list.iter().map(|&m| (pair(n, m), m)).collect();
+            let cands: Vec<(f32, u32)> = self.out(n).iter().map(|&m| (pair(n, m), m)).collect();
             let kept = self.prune(n, cands, pair);
-            self.adj[n as usize] = kept;
+            self.set_out(n, &kept);
         }
-        self.adj[p as usize] = out;
+        self.set_out(p, &out);
     }
 
     /// [`Graph::plan`] then [`Graph::link`].
@@ -231,6 +262,6 @@ mod tests {
         }
         let recall = hits as f64 / 1000.0;
         assert!(recall >= 0.95, "recall@10 {recall}");
-        assert!(g.adj.iter().all(|a| a.len() <= 20));
+        assert!(g.lens.iter().all(|l| *l <= 20));
     }
 }
