@@ -269,7 +269,7 @@ mod top_postings;
 
 pub use access_path::{access, AccessPath};
 use complete::run_complete;
-use nearest::best_nearest;
+use nearest::{best_nearest, Nearest};
 use ordered::run_ordered;
 pub use plan::{route, Paging, Plan};
 pub use scan::to_bytes;

@@ -23,11 +23,31 @@ fn margin(d: f32) -> f32 {
     1e-5 * d.abs().max(1e-3)
 }
 
+/// What [`best_nearest`] made of a page.
+pub(super) enum Nearest {
+    /// The page's rows; `None` when the index ran out of candidates before the page had
+    /// `want` rows: documents without a vector then decide, which only a scan finds.
+    Found(Option<PartBest>),
+    /// It did not settle within the rounds it was allowed: run it where it may take long.
+    Slow,
+}
+
+/// Whether a first page of `want` rows may be searched on the async runtime's thread (the
+/// hop to the blocking pool and back was 7% of a vector query's CPU): a small search (see
+/// [`VectorAccess::is_small`]), no WHERE clause (so the first round of candidates settles the
+/// page, barring ties), documents read from the local store, at most 100 of them; it stops
+/// after one round if the page is not settled.
+pub(super) fn quick(c: &Container, p: &PreparedQuery, vector: &VectorAccess, want: usize) -> bool {
+    c.reads_locally()
+        && p.query.where_.is_none()
+        && want as u64 <= super::ranked::QUICK_READS
+        && vector.is_small(want)
+}
+
 /// The best `want` rows of `parts` (physical partitions' ranges) after `last`, from the
 /// index's candidates (see the module's doc). A filter that rejects candidates makes it ask
-/// the ranges that may have more for four times as many, again. `None` when the index ran
-/// out of candidates before the page had `want` rows: documents without a vector then decide,
-/// which only a scan finds.
+/// the ranges that may have more for four times as many, again — up to `rounds` searches in
+/// all, then [`Nearest::Slow`].
 #[allow(clippy::too_many_arguments)]
 pub(super) fn best_nearest(
     c: &Container,
@@ -35,19 +55,19 @@ pub(super) fn best_nearest(
     vector: &VectorAccess,
     parts: &[EpkRange],
     last: Option<&Ranked>,
-    want: usize,
+    (want, rounds): (usize, usize),
     desc: &[bool],
     held: &memory::Held,
-) -> Result<Option<PartBest>, ExecError> {
+) -> Result<Nearest, ExecError> {
     if want == 0 {
         // TOP 0, or a page whose limit is spent: nothing to read.
-        return Ok(Some(PartBest {
+        return Ok(Nearest::Found(Some(PartBest {
             rows: Vec::new(),
             scanned: 0,
             bytes: 0,
             candidates: 0,
             index: IndexStats::default(),
-        }));
+        })));
     }
     let cx = query_ctx(c, p);
     // One more than the page from each partition: if one partition holds the whole page, its
@@ -70,7 +90,7 @@ pub(super) fn best_nearest(
     };
     let mut best: Vec<Ranked> = Vec::new();
     let (mut scanned, mut bytes) = (0u64, 0u64);
-    loop {
+    for _ in 0..rounds {
         // Below the frontier every vector of every partition has been handed out: the
         // nearest of the farthest candidates of the partitions that have more.
         let mut frontier = f32::INFINITY;
@@ -113,13 +133,13 @@ pub(super) fn best_nearest(
                     let more = !pending.is_empty() || !open.is_empty();
                     let candidates = best.len() as u64 + u64::from(more);
                     keep_best(&mut best, want, desc, held);
-                    return Ok(Some(PartBest {
+                    return Ok(Nearest::Found(Some(PartBest {
                         rows: best,
                         scanned,
                         bytes,
                         candidates,
                         index: IndexStats::default(),
-                    }));
+                    })));
                 }
             }
             if read >= pending.len() || next > frontier {
@@ -139,11 +159,12 @@ pub(super) fn best_nearest(
         pending.drain(..read);
         if open.is_empty() && pending.is_empty() {
             // Every vector was handed out and the page is still short.
-            return Ok(None);
+            return Ok(Nearest::Found(None));
         }
         need = need.saturating_mul(4);
         k = need;
     }
+    Ok(Nearest::Slow)
 }
 
 /// The sort keys of `item` from the index (see the module's doc): when the query sorts by

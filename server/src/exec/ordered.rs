@@ -292,14 +292,30 @@ pub(super) async fn run_ordered(
             Arc::clone(&last),
             Arc::clone(&held),
         );
-        let parts2 = parts.clone();
-        let nearest = tokio::task::spawn_blocking(move || {
-            let last = last2.as_ref().as_ref();
-            best_nearest(&c2, &p2, &vector, &parts2, last, want, &desc2, &held2)
-        })
-        .await
-        .map_err(|e| ExecError::Worker(e.to_string()))??;
-        if let Some(found) = nearest {
+        let mut nearest = Nearest::Slow;
+        if last.is_none() && nearest::quick(&c, &p, &vector, want) {
+            nearest = best_nearest(&c, &p, &vector, &parts, None, (want, 1), &desc, &held)?;
+        }
+        if let Nearest::Slow = nearest {
+            let parts2 = parts.clone();
+            nearest = tokio::task::spawn_blocking(move || {
+                let last = last2.as_ref().as_ref();
+                let (want, rounds) = (want, usize::MAX);
+                best_nearest(
+                    &c2,
+                    &p2,
+                    &vector,
+                    &parts2,
+                    last,
+                    (want, rounds),
+                    &desc2,
+                    &held2,
+                )
+            })
+            .await
+            .map_err(|e| ExecError::Worker(e.to_string()))??;
+        }
+        if let Nearest::Found(Some(found)) = nearest {
             return Ok(page_of(&p, consumed, skip, want, &desc, vec![found]));
         }
     }

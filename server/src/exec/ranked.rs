@@ -80,12 +80,6 @@ const QUICK_POSTINGS: usize = 30_000;
 /// Documents a ranking may read on the async runtime's thread.
 pub(super) const QUICK_READS: u64 = 100;
 
-/// Whether [`from_postings`] is quick enough to run on the async runtime's thread rather
-/// than the blocking pool — the hop there and back cost about a tenth of a ranked query's
-/// CPU: every word's list in memory, few postings in all, and every document read a row
-/// (no WHERE to turn any down, no `SELECT VALUE` that may be undefined), few of them. A run
-/// that reads more documents all the same (expired ones), or needs every posting sorted,
-/// stops and goes to the pool.
 /// What [`from_postings`] made of a ranking.
 pub(super) enum Ranked {
     Page(Page),
@@ -95,6 +89,12 @@ pub(super) enum Ranked {
     Slow,
 }
 
+/// Whether [`from_postings`] is quick enough to run on the async runtime's thread rather
+/// than the blocking pool — the hop there and back cost about a tenth of a ranked query's
+/// CPU: every word's list in memory, few postings in all, and every document read a row
+/// (no WHERE to turn any down, no `SELECT VALUE` that may be undefined), few of them, from
+/// the local store. A run that reads more documents all the same (expired ones), or needs
+/// every posting sorted, stops and goes to the pool.
 pub(super) fn quick(c: &Container, plan: &Plan) -> bool {
     let (p, a) = (&plan.query, &plan.access);
     let Some(ix) = &a.postings else {
@@ -105,7 +105,8 @@ pub(super) fn quick(c: &Container, plan: &Plan) -> bool {
             p.query.select.projection,
             strata_query::sql::ast::Projection::Value(_)
         );
-    if !every_doc_a_row || p.limit.is_none_or(|l| l + p.offset > QUICK_READS) {
+    if !every_doc_a_row || !c.reads_locally() || p.limit.is_none_or(|l| l + p.offset > QUICK_READS)
+    {
         return false;
     }
     let entries = c.entries();

@@ -118,6 +118,12 @@ impl Container {
             .collect()
     }
 
+    /// Whether documents are read from this process's own store (not over the network):
+    /// only then may a short read run on the async runtime's thread.
+    pub fn reads_locally(&self) -> bool {
+        !self.engine.is_remote()
+    }
+
     /// How many index candidates a walk loads at once: one at a time on a local store (a
     /// walk that stops early reads no more than it visits), growing batches on a remote one
     /// (a round trip costs as much as many rows).

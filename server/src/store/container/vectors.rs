@@ -232,6 +232,11 @@ impl PathIndex {
         read(&self.set).search(q, q64, want, bounds, only, opts)
     }
 
+    /// Vectors not linked into a graph yet.
+    pub fn unlinked(&self) -> usize {
+        read(&self.set).unlinked()
+    }
+
     /// Whether queries may read the set.
     pub fn ready(&self) -> bool {
         matches!(

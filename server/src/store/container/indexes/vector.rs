@@ -146,10 +146,7 @@ impl VectorAccess {
         let opts = SearchOpts {
             brute_force: s.brute_force,
             rerank: s.rerank_multiplier,
-            list: k
-                .max(1)
-                .saturating_mul(s.list_multiplier)
-                .max(self.index.params.list),
+            list: self.beam(k),
         };
         let (lo, hi) = c.key_bounds(range);
         let Found {
@@ -174,6 +171,29 @@ impl VectorAccess {
             })
             .collect();
         (docs, exhausted)
+    }
+
+    /// The beam of a search for `k` results.
+    fn beam(&self, k: usize) -> usize {
+        k.max(1)
+            .saturating_mul(self.search.list_multiplier)
+            .max(self.index.params.list)
+    }
+
+    /// Whether a search for `k` results is small enough to run on the async runtime's thread
+    /// (a few hundred microseconds at the defaults): one graph, a beam of at most 200, at
+    /// most 1,000 vectors re-ranked or not yet linked (those are measured exactly), no brute
+    /// force.
+    pub fn is_small(&self, k: usize) -> bool {
+        let s = &self.search;
+        let one_graph =
+            self.index.shard_key.is_none() || self.shards.as_ref().is_some_and(|v| v.len() == 1);
+        one_graph
+            && !s.brute_force
+            && self.index.params.kind == crate::vector::IndexKind::DiskAnn
+            && self.beam(k) <= 200
+            && k.saturating_mul(s.rerank_multiplier) <= 1000
+            && self.index.unlinked() <= 1000
     }
 
     /// The index as the plan names it: kind, path, size, and how it is searched.
