@@ -33,19 +33,22 @@ impl Distance {
     /// similarity for cosine and dot product, the distance for euclidean; `None` for cosine
     /// with a zero vector. The vector indexes compute the same functions over `f32` rows
     /// (`server/src/vector/kernels.rs`), ordered so that smaller is nearer.
-    pub fn score(self, x: &[f64], y: &[f64]) -> Option<f64> {
-        let dot: f64 = x.iter().zip(y).map(|(p, q)| p * q).sum();
+    ///
+    /// `x` may be `f32` numbers (an index's row): each is widened to `f64` where the sums take
+    /// it, so the result is bit for bit the score of the same numbers given as `f64`.
+    pub fn score<X: Copy + Into<f64>>(self, x: &[X], y: &[f64]) -> Option<f64> {
+        let dot: f64 = x.iter().zip(y).map(|(&p, q)| p.into() * q).sum();
         match self {
             Distance::DotProduct => Some(dot),
             Distance::Euclidean => Some(
                 x.iter()
                     .zip(y)
-                    .map(|(p, q)| (p - q) * (p - q))
+                    .map(|(&p, q)| (p.into() - q) * (p.into() - q))
                     .sum::<f64>()
                     .sqrt(),
             ),
             Distance::Cosine => {
-                let nx = x.iter().map(|p| p * p).sum::<f64>().sqrt();
+                let nx = x.iter().map(|&p| p.into() * p.into()).sum::<f64>().sqrt();
                 let ny = y.iter().map(|p| p * p).sum::<f64>().sqrt();
                 (nx != 0.0 && ny != 0.0).then(|| dot / (nx * ny))
             }
@@ -75,5 +78,14 @@ mod tests {
         assert_eq!(Distance::Euclidean.score(&x, &y), Some(2f64.sqrt()));
         assert_eq!(Distance::Cosine.score(&x, &y), Some(24.0 / 25.0));
         assert_eq!(Distance::Cosine.score(&[0.0, 0.0], &y), None);
+        // f32 numbers score as the same numbers widened.
+        let (a, b) = ([0.1f32, -2.7, 3.3e-3], [0.7, 1.1, -0.25]);
+        let wide = a.map(f64::from);
+        for d in [Distance::Cosine, Distance::DotProduct, Distance::Euclidean] {
+            assert_eq!(
+                d.score(&a, &b).map(f64::to_bits),
+                d.score(&wide, &b).map(f64::to_bits)
+            );
+        }
     }
 }

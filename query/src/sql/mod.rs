@@ -101,7 +101,19 @@ pub fn prepare_in(
     pk: Option<&PartitionKeyDefinition>,
     vectors: &[(String, &'static str)],
 ) -> Result<PreparedQuery, QueryError> {
-    let mut parsed = parser::parse(sql)?;
+    prepare_parsed(sql, parser::parse(sql)?, params, pk, vectors)
+}
+
+/// [`prepare_in`] of a query already parsed from `sql` (by [`parser::parse`]): a server that
+/// keeps parsed texts skips the parse when only the parameters change, as they do from one
+/// vector search to the next.
+pub fn prepare_parsed(
+    sql: &str,
+    mut parsed: Query,
+    params: &[(String, Value)],
+    pk: Option<&PartitionKeyDefinition>,
+    vectors: &[(String, &'static str)],
+) -> Result<PreparedQuery, QueryError> {
     vector::apply(&mut parsed, vectors);
     let map: HashMap<&str, &Value> = params.iter().map(|(k, v)| (k.as_str(), v)).collect();
     let (query, calls_udf) = bind::bind(parsed.clone(), &map)?;

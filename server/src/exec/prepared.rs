@@ -14,6 +14,7 @@ use serde_json::Value;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use strata_query::sql::ast::Query;
 use strata_query::sql::{self, PreparedQuery, QueryError};
 
 /// Entries kept; past it the oldest go (queries are cheap to prepare again).
@@ -41,7 +42,16 @@ pub struct Prepared {
     order: Mutex<VecDeque<Key>>,
     /// Estimated bytes of the entries in `map`.
     bytes: AtomicUsize,
+    /// Parsed texts by hash, for queries prepared again with other parameters (those too
+    /// heavy for `map` above all: a vector search's text repeats, its embedding does not,
+    /// and parsing was a fortieth of its CPU).
+    texts: DashMap<u64, (String, Query)>,
 }
+
+/// Parsed texts kept (see [`Prepared::parsed`]).
+const TEXTS: usize = 256;
+/// The longest text whose parse is kept: with its tree, a few times this each.
+const MAX_TEXT_BYTES: usize = 4 << 10;
 
 /// What an entry for `text` and `params` holds, estimated: the text and parameters twice
 /// (the key, and bound into the plan) as in-memory JSON values, and the plan's own tree. The
@@ -68,6 +78,11 @@ impl Prepared {
         text: &str,
         params: &[(String, Value)],
     ) -> Result<Arc<PreparedQuery>, QueryError> {
+        let Some(cost) = entry_bytes(text, params) else {
+            // Too heavy to keep (a vector search's embedding, say): the text's parse may
+            // still be kept, and hashing the parameters for a key would be wasted.
+            return self.prepare(rid, pk, &vectors(), text, params);
+        };
         let mut h = xxhash_rust::xxh3::Xxh3::new();
         h.update(text.as_bytes());
         for (k, v) in params {
@@ -83,19 +98,54 @@ impl Prepared {
                 return Ok(Arc::clone(q));
             }
         }
-        let mut p = sql::prepare_in(text, params, Some(pk), &vectors())?;
+        let p = self.prepare(rid, pk, &vectors(), text, params)?;
+        self.keep(
+            key,
+            (text.to_string(), params.to_vec()),
+            Arc::clone(&p),
+            cost,
+        );
+        Ok(p)
+    }
+
+    /// `text` prepared with `params`, its parse taken from (or added to) the kept texts.
+    fn prepare(
+        &self,
+        rid: &str,
+        pk: &strata_query::pk::PartitionKeyDefinition,
+        vectors: &[(String, &'static str)],
+        text: &str,
+        params: &[(String, Value)],
+    ) -> Result<Arc<PreparedQuery>, QueryError> {
+        let parsed = self.parsed(text)?;
+        let mut p = sql::prepare_parsed(text, parsed, params, Some(pk), vectors)?;
         // A token resumes this query on this container only.
         p.fingerprint = format!("{rid}:{}", p.fingerprint);
-        let p = Arc::new(p);
-        if let Some(cost) = entry_bytes(text, params) {
-            self.keep(
-                key,
-                (text.to_string(), params.to_vec()),
-                Arc::clone(&p),
-                cost,
-            );
+        Ok(Arc::new(p))
+    }
+
+    /// The parse of `text`: kept for texts up to [`MAX_TEXT_BYTES`], at most [`TEXTS`] of
+    /// them (past that an arbitrary one goes: a parse is cheap to redo). Texts that do not
+    /// parse are not kept.
+    fn parsed(&self, text: &str) -> Result<Query, QueryError> {
+        if text.len() > MAX_TEXT_BYTES {
+            return sql::parser::parse(text);
         }
-        Ok(p)
+        let key = xxhash_rust::xxh3::xxh3_64(text.as_bytes());
+        if let Some(e) = self.texts.get(&key) {
+            if e.0 == text {
+                return Ok(e.1.clone());
+            }
+        }
+        let parsed = sql::parser::parse(text)?;
+        if self.texts.len() >= TEXTS {
+            let any = self.texts.iter().next().map(|e| *e.key());
+            if let Some(k) = any {
+                self.texts.remove(&k);
+            }
+        }
+        self.texts.insert(key, (text.to_string(), parsed.clone()));
+        Ok(parsed)
     }
 
     /// Adds an entry, then evicts the oldest ones until the cache is within its bounds.
@@ -173,6 +223,8 @@ mod tests {
             .unwrap();
         assert!(!Arc::ptr_eq(&a, &b), "too heavy to keep");
         assert_eq!(cache.held_bytes(), 0);
+        assert_eq!(cache.texts.len(), 1, "its text's parse is kept");
+        assert_eq!(a.fingerprint, b.fingerprint);
         // Entries just under the per-entry bound, far more than fit.
         let mid = |i: usize| vec![("p".to_string(), json!([i, "x".repeat(20_000)]))];
         for i in 0..2_000 {
@@ -182,6 +234,13 @@ mod tests {
             assert!(cache.held_bytes() <= MAX_BYTES);
         }
         assert!(cache.map.len() < 1024, "{}", cache.map.len());
+        for i in 0..2 * TEXTS {
+            let text = format!("SELECT TOP {i} c.id FROM c");
+            cache
+                .get(1, "r1", &pk, Default::default, &text, &[])
+                .unwrap();
+        }
+        assert!(cache.texts.len() <= TEXTS, "{}", cache.texts.len());
         let recent = cache
             .get(1, "r1", &pk, Default::default, sql, &mid(1999))
             .unwrap();

@@ -394,8 +394,7 @@ impl VectorSet {
     /// The evaluator's `f64` score of a slot whose row is exact (see [`Hit::score`]).
     fn score(&self, q64: Option<&[f64]>, slot: u32) -> Option<f64> {
         let q64 = q64.filter(|_| self.origins[slot as usize].exact)?;
-        let row: Vec<f64> = self.row(slot).iter().map(|x| f64::from(*x)).collect();
-        self.params.metric.score(&row, q64)
+        self.params.metric.score(self.row(slot), q64)
     }
 
     /// [`VectorSet::approx`] of each slot of `slots`, in order, into `out`; while one is
