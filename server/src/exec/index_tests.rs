@@ -139,7 +139,7 @@ async fn check_all(c: &Arc<Container>, filters: &[(usize, i64)]) {
     }
 }
 
-async fn wait_ready(c: &Container) {
+pub(super) async fn wait_ready(c: &Container) {
     for _ in 0..500 {
         if c.index_state().ready {
             return;

@@ -277,6 +277,8 @@ use scan::*;
 use streaming::run_streaming;
 
 #[cfg(test)]
+mod fulltext_tests;
+#[cfg(test)]
 mod index_tests;
 #[cfg(test)]
 mod plan_tests;

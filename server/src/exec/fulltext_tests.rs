@@ -1,0 +1,235 @@
+//! Full-text postings never change an answer: for random corpora written, rewritten and
+//! deleted in random orders, every `FullTextContains*` filter and every `ORDER BY RANK` over
+//! `FullTextScore` (alone, filtered, paged, fused by `RRF`) returns exactly what the same
+//! container without a full-text index returns (every document evaluated, BM25's statistics
+//! counted by the statistics query) — with the index as written, across a split, and while an
+//! index added by a policy replace is built and after. The evaluator's exact f64 BM25 is the
+//! oracle, so a posting the writes left stale, a statistic counted twice, or a ranking that
+//! skips a document it should not shows up as a different row or order.
+
+use super::*;
+use crate::store::container::Limits;
+use crate::store::{Store, StoreConfig};
+use proptest::prelude::*;
+use serde_json::{json, Map};
+use strata_query::pk::epk::effective_partition_key;
+use strata_query::pk::PartitionKey;
+
+/// Words in several forms of a stem, stop words and mixed case: the analyser's work is part
+/// of what the index and the evaluator must agree on.
+const WORDS: [&str; 16] = [
+    "river", "rivers", "Swimming", "swims", "swimmer", "the", "a", "blue", "ocean", "Ocean",
+    "forest", "light", "lights", "stone", "bridge", "music",
+];
+
+/// A text of `words` (indexes into [`WORDS`]); `None` leaves the property out, and a number
+/// stands where a text may be expected.
+fn text(words: &[usize], kind: u8) -> Option<Value> {
+    match kind {
+        0 => None,
+        1 => Some(json!(7)),
+        _ => Some(json!(words
+            .iter()
+            .map(|&w| WORDS[w % WORDS.len()])
+            .collect::<Vec<_>>()
+            .join(" "))),
+    }
+}
+
+/// One write: document `id` in partition `pk` gets a text (or is deleted when `kind` is 9).
+type Write = (u8, u8, Vec<usize>, u8);
+
+fn write() -> impl Strategy<Value = Write> {
+    (
+        0u8..40,
+        0u8..5,
+        prop::collection::vec(0usize..WORDS.len(), 0..12),
+        prop_oneof![
+            1 => Just(0u8),
+            1 => Just(1u8),
+            12 => Just(2u8),
+            2 => Just(9u8),
+        ],
+    )
+}
+
+/// Queries over `/t`, each with its own words.
+const QUERIES: [&str; 12] = [
+    "SELECT VALUE c.id FROM c WHERE FullTextContains(c.t, @a)",
+    "SELECT VALUE c.id FROM c WHERE FullTextContains(c.t, 'blue ocean')",
+    "SELECT VALUE c.id FROM c WHERE FullTextContainsAll(c.t, @a, @b)",
+    "SELECT VALUE c.id FROM c WHERE FullTextContainsAny(c.t, @a, @b)",
+    "SELECT VALUE COUNT(1) FROM c WHERE FullTextContains(c.t, @a) OR c.pk = 'p1'",
+    "SELECT TOP 5 c.id FROM c WHERE FullTextContains(c.t, @a) ORDER BY c.id",
+    "SELECT TOP 7 c.id FROM c ORDER BY RANK FullTextScore(c.t, @a)",
+    "SELECT TOP 7 c.id FROM c ORDER BY RANK FullTextScore(c.t, @a, @b)",
+    "SELECT c.id FROM c WHERE c.pk != 'p2' ORDER BY RANK FullTextScore(c.t, @a) OFFSET 2 LIMIT 6",
+    "SELECT TOP 30 c.id FROM c ORDER BY RANK FullTextScore(c.t, @b)",
+    "SELECT TOP 6 c.id FROM c ORDER BY RANK RRF(FullTextScore(c.t, @a), FullTextScore(c.t, @b))",
+    "SELECT TOP 6 c.id FROM c ORDER BY RANK RRF(FullTextScore(c.t, @a), FullTextScore(c.t, @b), [1, 3])",
+];
+
+/// Every page of `sql` with `@a`/`@b` bound, 4 rows at a time, as planned; `None` when it
+/// does not prepare or fails (so must the other container's).
+async fn answer(
+    c: &Arc<Container>,
+    sql: &str,
+    ab: (&str, &str),
+    postings: &mut usize,
+) -> Option<Vec<Value>> {
+    let params = [("a".into(), json!(ab.0)), ("b".into(), json!(ab.1))];
+    let p = Arc::new(sql::prepare(sql, &params, Some(&c.pk)).ok()?);
+    let a = Arc::new(access(c, &p, true).ok()?);
+    if a.to_string().contains("postings") {
+        *postings += 1;
+    }
+    let mut out = Vec::new();
+    let mut token = None;
+    for _ in 0..500 {
+        let mut plan = (*super::tests::whole(c, &p, 4, false)).clone();
+        plan.access = Arc::clone(&a);
+        let page = run(Arc::clone(c), Arc::new(plan), token).await.ok()?;
+        out.extend(
+            page.docs
+                .iter()
+                .map(|d| serde_json::from_slice::<Value>(d).expect("json")),
+        );
+        token = page.continuation;
+        if token.is_none() {
+            return Some(out);
+        }
+    }
+    panic!("{sql} never finished");
+}
+
+/// Both containers answer every query alike (`ix` has, or is building, the index), and
+/// the plans of `ix` read postings when it has them, those of `plain` never.
+async fn check_all([ix, plain]: &[Arc<Container>; 2], words: &[(usize, usize)]) {
+    let (mut from_postings, mut never) = (0, 0);
+    for &(a, b) in words {
+        let ab = (WORDS[a], WORDS[b]);
+        for sql in QUERIES {
+            let indexed = answer(ix, sql, ab, &mut from_postings).await;
+            let evaluated = answer(plain, sql, ab, &mut never).await;
+            assert!(evaluated.is_some(), "{sql} with {ab:?} evaluates");
+            assert_eq!(indexed, evaluated, "{sql} with @a, @b = {ab:?}");
+        }
+    }
+    assert_eq!(never, 0);
+    let indexed = !ix.index_state().policy.full_text.is_empty();
+    assert_eq!(
+        indexed,
+        from_postings > 0,
+        "{from_postings} plans read postings"
+    );
+}
+
+/// The same write to both containers.
+async fn apply_both(cs: &[Arc<Container>; 2], w: &Write) {
+    for c in cs {
+        apply(c, w).await;
+    }
+}
+
+async fn apply(c: &Container, (id, pk, words, kind): &Write) {
+    let (id, pk) = (format!("d{id:02}"), format!("p{pk}"));
+    let key = PartitionKey::from_header(&json!([pk]).to_string()).expect("key");
+    let epk = effective_partition_key(&c.pk, &key).expect("epk");
+    // An id lives in one partition here: the first write of it chose it.
+    let (_, durable) = c
+        .write(|t| -> Result<(), crate::error::CosmosError> {
+            let found = (0..5).find_map(|p| {
+                let k = PartitionKey::from_header(&json!([format!("p{p}")]).to_string()).ok()?;
+                let e = effective_partition_key(&c.pk, &k).ok()?;
+                t.get_raw(&e, &id).ok().flatten().map(|item| (e, item))
+            });
+            if *kind == 9 {
+                if let Some((e, item)) = found {
+                    t.delete(&e, &id, &item)?;
+                }
+                return Ok(());
+            }
+            let (epk, prev, pk) = match found {
+                Some((e, item)) => {
+                    let old: Value = serde_json::from_slice(&item.json).expect("stored json");
+                    (e, Some(item), old["pk"].clone())
+                }
+                None => (epk.clone(), None, json!(pk)),
+            };
+            let mut d = json!({"id": id, "pk": pk});
+            if let Some(t) = text(words, *kind) {
+                d["t"] = t;
+            }
+            let Value::Object(m) = d else { unreachable!() };
+            crate::items::ops::put(t, &epk, &id, m, prev.as_ref()).map(|_| ())
+        })
+        .expect("write");
+    c.durable(durable).await.expect("durable");
+}
+
+fn props(indexed: bool) -> Map<String, Value> {
+    let mut props = Map::new();
+    props.insert(
+        "fullTextPolicy".into(),
+        json!({"defaultLanguage": "en-US", "fullTextPaths": [{"path": "/t", "language": "en-US"}]}),
+    );
+    let indexes = if indexed {
+        json!([{"path": "/t"}])
+    } else {
+        json!([])
+    };
+    props.insert(
+        "indexingPolicy".into(),
+        json!({"includedPaths": [{"path": "/*"}], "fullTextIndexes": indexes}),
+    );
+    props
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 16, ..ProptestConfig::default() })]
+
+    #[test]
+    fn full_text_postings_answer_as_evaluation(
+        first in prop::collection::vec(write(), 10..60),
+        then in prop::collection::vec(write(), 0..30),
+        indexed_from_start in any::<bool>(),
+        words in prop::collection::vec((0usize..WORDS.len(), 0usize..WORDS.len()), 3),
+    ) {
+        let rt = tokio::runtime::Runtime::new().expect("runtime");
+        rt.block_on(async move {
+            let store = Store::open(StoreConfig {
+                data_dir: None,
+                postgres: None,
+                limits: Limits { initial_partitions: Some(2), partition_split_bytes: 2048, ..Limits::default() },
+            })
+            .expect("store");
+            store.create_database("d", None).await.expect("db");
+            let mut cs = Vec::new();
+            for (name, indexed) in [("ix", indexed_from_start), ("plain", false)] {
+                let pk = strata_query::pk::PartitionKeyDefinition::hash_v2("/pk");
+                cs.push(store.create_container("d", name, pk, props(indexed), None).await.expect("container"));
+            }
+            let Ok(cs): Result<[Arc<Container>; 2], _> = cs.try_into() else { unreachable!() };
+            for w in &first { apply_both(&cs, w).await; }
+            check_all(&cs, &words).await;
+            // Rewrites and deletes after the postings were read (and decoded) once.
+            for w in &then { apply_both(&cs, w).await; }
+            check_all(&cs, &words).await;
+            for c in &cs {
+                store.split_once(c).await.expect("split");
+            }
+            check_all(&cs, &words).await;
+            if !indexed_from_start {
+                // The index added by a policy replace: answers while it is built, and after.
+                let ix = &cs[0];
+                let mut p = ix.with_meta(|m| m.props.clone());
+                p.insert("indexingPolicy".into(), props(true)["indexingPolicy"].clone());
+                store.replace_container(ix, p).await.expect("replace");
+                check_all(&cs, &words).await;
+                super::index_tests::wait_ready(ix).await;
+                for w in then.iter().rev() { apply_both(&cs, w).await; }
+                check_all(&cs, &words).await;
+            }
+        });
+    }
+}
