@@ -244,20 +244,77 @@ fn add_months(t: i64, months: i64) -> Option<i64> {
     })
 }
 
+/// `t` moved by `k` of the date and time part named `part` (`DATETIMEADD`'s arithmetic, and
+/// `NOW`'s and `AGO`'s): `None` for an unknown part or a result out of range.
+pub fn add(part_name: &str, k: i64, t: i64) -> Option<i64> {
+    let r = match part(part_name)? {
+        Part::Year => add_months(t, k.checked_mul(12)?)?,
+        Part::Month => add_months(t, k)?,
+        Part::Nano => t.checked_add(k / 100)?,
+        other => t.checked_add(k.checked_mul(unit_ticks(other)?)?)?,
+    };
+    in_range(r)
+}
+
+/// The civil fields of `t`: year, month, day, hour, minute, second and the second's ticks.
+pub fn civil(t: i64) -> [i64; 7] {
+    let p = from_ticks(t);
+    [p.y, p.mo, p.d, p.h, p.mi, p.s, p.frac]
+}
+
+/// [`parse`], also with a space between the date and the time (`2024-10-10 14:40:20`, as
+/// `DATETIMEFORMAT` and `IS_DATETIME` take it).
+pub fn parse_spaced(text: &str) -> Option<i64> {
+    match text.get(10..11) {
+        Some(" ") => parse(&format!("{}T{}", &text[..10], &text[11..])),
+        _ => parse(text),
+    }
+}
+
+/// Whether `text` is a date-time as `IS_DATETIME` defines it (its reference page's rules):
+/// `YYYY-MM-DD`, then `Z`, or a space or `T` and `hh:mm:ss`, optionally `.` and one to seven
+/// digits, optionally `Z` — and a real calendar date and time.
+pub fn is_datetime(text: &str) -> bool {
+    let b = text.as_bytes();
+    let digits =
+        |r: std::ops::Range<usize>| b.get(r).is_some_and(|x| x.iter().all(u8::is_ascii_digit));
+    let date = b.len() >= 10
+        && digits(0..4)
+        && b[4] == b'-'
+        && digits(5..7)
+        && b[7] == b'-'
+        && digits(8..10);
+    let rest = &b[10.min(b.len())..];
+    let shape = date
+        && match rest {
+            [] | [b'Z'] => true,
+            [b' ' | b'T', time @ ..] => {
+                let time = time.strip_suffix(b"Z").unwrap_or(time);
+                let hms = time.len() >= 8
+                    && digits(11..13)
+                    && time[2] == b':'
+                    && digits(14..16)
+                    && time[5] == b':'
+                    && digits(17..19);
+                hms && match &time[8..] {
+                    [] => true,
+                    [b'.', frac @ ..] => {
+                        (1..=7).contains(&frac.len()) && frac.iter().all(u8::is_ascii_digit)
+                    }
+                    _ => false,
+                }
+            }
+            _ => false,
+        };
+    shape && parse_spaced(text.strip_suffix('Z').unwrap_or(text)).is_some()
+}
+
 pub fn call(name: &str, a: &[Val<'_>]) -> Option<Value> {
     let str_at = |i: usize| a.get(i).and_then(|v| v.as_str());
     match name {
         "DATETIMEADD" => {
-            let p = part(str_at(0)?)?;
-            let k = int(&a[1])?;
-            let t = parse(str_at(2)?)?;
-            let r = match p {
-                Part::Year => add_months(t, k.checked_mul(12)?)?,
-                Part::Month => add_months(t, k)?,
-                Part::Nano => t.checked_add(k / 100)?,
-                other => t.checked_add(k.checked_mul(unit_ticks(other)?)?)?,
-            };
-            Some(Value::String(format_ticks(in_range(r)?)))
+            let r = add(str_at(0)?, int(&a[1])?, parse(str_at(2)?)?)?;
+            Some(Value::String(format_ticks(r)))
         }
         "DATETIMEDIFF" => {
             let p = part(str_at(0)?)?;

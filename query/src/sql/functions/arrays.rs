@@ -1,6 +1,8 @@
 //! Array, object and conditional functions.
 
 use super::*;
+use std::cmp::Ordering;
+use std::collections::HashSet;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ArrayFn {
@@ -12,6 +14,13 @@ pub enum ArrayFn {
     ArraySlice,
     SetIntersect,
     SetUnion,
+    SetDifference,
+    SetEqual,
+    ArrayMax,
+    ArrayMin,
+    ArraySum,
+    ArrayAvg,
+    ArrayMedian,
     Choose,
     ObjectToArray,
     Iif,
@@ -51,7 +60,22 @@ pub(super) fn call<'a>(f: ArrayFn, args: Vec<Val<'a>>, _cx: &Ctx) -> R<Val<'a>> 
             _ => Val::Undef,
         },
         ArrayFn::ArraySlice => array_slice(a)?,
-        ArrayFn::SetIntersect | ArrayFn::SetUnion => set_op(f, a)?,
+        ArrayFn::SetIntersect | ArrayFn::SetUnion | ArrayFn::SetDifference => set_op(f, a)?,
+        ArrayFn::SetEqual => match (get(0), get(1)) {
+            (Some(Value::Array(x)), Some(Value::Array(y))) => {
+                let set = |v: &[Value]| v.iter().map(canonical).collect::<HashSet<String>>();
+                b(set(x) == set(y))
+            }
+            _ => Val::Undef,
+        },
+        ArrayFn::ArrayMax | ArrayFn::ArrayMin => match get(0) {
+            Some(Value::Array(x)) => Val::from_opt(extreme(x, f == ArrayFn::ArrayMax)),
+            _ => Val::Undef,
+        },
+        ArrayFn::ArraySum | ArrayFn::ArrayAvg | ArrayFn::ArrayMedian => match get(0) {
+            Some(Value::Array(x)) => Val::from_opt(numeric(f, x).and_then(number)),
+            _ => Val::Undef,
+        },
         ArrayFn::Choose => match int(&a[0]) {
             Some(i) if i >= 1 && (i as usize) < a.len() => {
                 args.into_iter().nth(i as usize).unwrap_or(Val::Undef)
@@ -135,13 +159,15 @@ fn array_slice<'a>(a: &[Val<'a>]) -> R<Val<'a>> {
     )))
 }
 
-/// `SetIntersect` and `SetUnion`: distinct values, in first appearance order.
+/// `SetIntersect`, `SetUnion` and `SetDifference`: distinct values, in first appearance
+/// order (of the second array for an intersection, as the service answers; of the first for
+/// a difference: `SETDIFFERENCE([1, 2, 6, 7], [1, 2, 3])` is `[6, 7]`).
 fn set_op<'a>(f: ArrayFn, a: &[Val<'a>]) -> R<Val<'a>> {
     let get = |i: usize| a.get(i).and_then(|v| v.get());
     let (Some(Value::Array(x)), Some(Value::Array(y))) = (get(0), get(1)) else {
         return Ok(Val::Undef);
     };
-    let mut seen = std::collections::HashSet::new();
+    let mut seen = HashSet::new();
     let mut out = Vec::new();
     if f == ArrayFn::SetUnion {
         for v in x.iter().chain(y) {
@@ -149,9 +175,17 @@ fn set_op<'a>(f: ArrayFn, a: &[Val<'a>]) -> R<Val<'a>> {
                 out.push(v.clone());
             }
         }
+    } else if f == ArrayFn::SetDifference {
+        let ys: HashSet<String> = y.iter().map(canonical).collect();
+        for v in x {
+            let k = canonical(v);
+            if !ys.contains(&k) && seen.insert(k) {
+                out.push(v.clone());
+            }
+        }
     } else {
         // Cosmos returns the intersection in the order of the second array.
-        let xs: std::collections::HashSet<String> = x.iter().map(canonical).collect();
+        let xs: HashSet<String> = x.iter().map(canonical).collect();
         for v in y {
             let k = canonical(v);
             if xs.contains(&k) && seen.insert(k) {
@@ -192,4 +226,68 @@ fn object_to_array<'a>(a: &[Val<'a>]) -> R<Val<'a>> {
             })
             .collect(),
     )))
+}
+
+/// `ARRAY_MAX` (`max`) or `ARRAY_MIN` of an array's strings, numbers, booleans and nulls,
+/// ranked as the service documents: any string above any number, above any boolean, above
+/// null; strings by code point, numbers by value, `false` below `true`. An object or array
+/// element, or no element, has no answer (undefined).
+fn extreme(x: &[Value], max: bool) -> Option<Value> {
+    let rank = |v: &Value| match v {
+        Value::Null => Some(0),
+        Value::Bool(_) => Some(1),
+        Value::Number(_) => Some(2),
+        Value::String(_) => Some(3),
+        _ => None,
+    };
+    let cmp = |p: &Value, q: &Value| -> Ordering {
+        match (p, q) {
+            (Value::Bool(a), Value::Bool(b)) => a.cmp(b),
+            (Value::Number(a), Value::Number(b)) => {
+                let (a, b) = (a.as_f64().unwrap_or(0.0), b.as_f64().unwrap_or(0.0));
+                a.total_cmp(&b)
+            }
+            (Value::String(a), Value::String(b)) => a.cmp(b),
+            _ => rank(p).cmp(&rank(q)),
+        }
+    };
+    let mut best: Option<&Value> = None;
+    for v in x {
+        rank(v)?;
+        let wanted = if max {
+            Ordering::Greater
+        } else {
+            Ordering::Less
+        };
+        if best.is_none_or(|cur| cmp(v, cur) == wanted) {
+            best = Some(v);
+        }
+    }
+    best.cloned()
+}
+
+/// `ARRAY_SUM`, `ARRAY_AVG` or `ARRAY_MEDIAN` of an array of numbers: any other element makes
+/// it undefined (the array literal has already left undefined elements out, as the service
+/// ignores them). Sums run left to right in `f64`, as the documented results come out
+/// (`ARRAY_AVG([1, -2.7, 3, -4])` is -0.675); a median of an even count is the mean of the
+/// middle two (`-0.8500000000000001` for those numbers). The sum of no numbers is 0; their
+/// average and median are undefined.
+fn numeric(f: ArrayFn, x: &[Value]) -> Option<f64> {
+    let nums: Vec<f64> = x.iter().map(Value::as_f64).collect::<Option<_>>()?;
+    let sum = || nums.iter().fold(0.0, |acc, v| acc + v);
+    match f {
+        ArrayFn::ArraySum => Some(sum()),
+        _ if nums.is_empty() => None,
+        ArrayFn::ArrayAvg => Some(sum() / nums.len() as f64),
+        _ => {
+            let mut sorted = nums.clone();
+            sorted.sort_by(f64::total_cmp);
+            let mid = sorted.len() / 2;
+            Some(if sorted.len() % 2 == 1 {
+                sorted[mid]
+            } else {
+                (sorted[mid - 1] + sorted[mid]) / 2.0
+            })
+        }
+    }
 }

@@ -8,6 +8,7 @@
 mod arrays;
 mod dates;
 mod math;
+mod regex;
 mod search;
 mod spatial_fns;
 mod strings;
@@ -16,6 +17,7 @@ mod types;
 pub use arrays::ArrayFn;
 pub use dates::DateFn;
 pub use math::MathFn;
+pub use regex::RegexFn;
 pub use search::SearchFn;
 pub use spatial_fns::SpatialFn;
 pub use strings::StrFn;
@@ -39,6 +41,7 @@ pub enum Func {
     Math(MathFn),
     Array(ArrayFn),
     Date(DateFn),
+    Regex(RegexFn),
     Spatial(SpatialFn),
     Search(SearchFn),
 }
@@ -55,6 +58,7 @@ const FUNCTIONS: &[(&str, usize, usize, Func)] = &[
     ("IS_OBJECT", 1, 1, Func::Type(TypeFn::IsObject)),
     ("IS_PRIMITIVE", 1, 1, Func::Type(TypeFn::IsPrimitive)),
     ("IS_STRING", 1, 1, Func::Type(TypeFn::IsString)),
+    ("IS_DATETIME", 1, 1, Func::Type(TypeFn::IsDateTime)),
     ("CONCAT", 2, usize::MAX, Func::Str(StrFn::Concat)),
     ("CONTAINS", 2, 3, Func::Str(StrFn::Contains)),
     ("ENDSWITH", 2, 3, Func::Str(StrFn::EndsWith)),
@@ -79,7 +83,50 @@ const FUNCTIONS: &[(&str, usize, usize, Func)] = &[
     ("STRINGTONULL", 1, 1, Func::Str(StrFn::StringToNull)),
     ("STRINGTONUMBER", 1, 1, Func::Str(StrFn::StringToNumber)),
     ("STRINGTOOBJECT", 1, 1, Func::Str(StrFn::StringToObject)),
-    ("REGEXMATCH", 2, 3, Func::Str(StrFn::RegexMatch)),
+    ("REGEXMATCH", 2, 3, Func::Regex(RegexFn::Match)),
+    ("REGEXEXTRACT", 2, 4, Func::Regex(RegexFn::Extract)),
+    ("REGEXEXTRACTALL", 2, 4, Func::Regex(RegexFn::ExtractAll)),
+    ("REGEXREPLACE", 3, 4, Func::Regex(RegexFn::Replace)),
+    ("REGEXREPLACEALL", 3, 4, Func::Regex(RegexFn::ReplaceAll)),
+    (
+        "CONTAINS_ANY_CI",
+        2,
+        usize::MAX,
+        Func::Str(StrFn::ContainsAnyCi),
+    ),
+    (
+        "CONTAINS_ANY_CS",
+        2,
+        usize::MAX,
+        Func::Str(StrFn::ContainsAnyCs),
+    ),
+    (
+        "CONTAINS_ALL_CI",
+        2,
+        usize::MAX,
+        Func::Str(StrFn::ContainsAllCi),
+    ),
+    (
+        "CONTAINS_ALL_CS",
+        2,
+        usize::MAX,
+        Func::Str(StrFn::ContainsAllCs),
+    ),
+    ("LASTINDEXOF", 2, 3, Func::Str(StrFn::LastIndexOf)),
+    ("SUBSTRINGAFTER", 2, 2, Func::Str(StrFn::SubstringAfter)),
+    ("SUBSTRINGBEFORE", 2, 2, Func::Str(StrFn::SubstringBefore)),
+    (
+        "LASTSUBSTRINGAFTER",
+        2,
+        2,
+        Func::Str(StrFn::LastSubstringAfter),
+    ),
+    (
+        "LASTSUBSTRINGBEFORE",
+        2,
+        2,
+        Func::Str(StrFn::LastSubstringBefore),
+    ),
     ("STRINGJOIN", 2, 2, Func::Str(StrFn::StringJoin)),
     ("STRINGSPLIT", 2, 2, Func::Str(StrFn::StringSplit)),
     ("ABS", 1, 1, Func::Math(MathFn::Abs)),
@@ -146,6 +193,13 @@ const FUNCTIONS: &[(&str, usize, usize, Func)] = &[
     ("ARRAY_SLICE", 2, 3, Func::Array(ArrayFn::ArraySlice)),
     ("SETINTERSECT", 2, 2, Func::Array(ArrayFn::SetIntersect)),
     ("SETUNION", 2, 2, Func::Array(ArrayFn::SetUnion)),
+    ("SETDIFFERENCE", 2, 2, Func::Array(ArrayFn::SetDifference)),
+    ("SETEQUAL", 2, 2, Func::Array(ArrayFn::SetEqual)),
+    ("ARRAY_MAX", 1, 1, Func::Array(ArrayFn::ArrayMax)),
+    ("ARRAY_MIN", 1, 1, Func::Array(ArrayFn::ArrayMin)),
+    ("ARRAY_SUM", 1, 1, Func::Array(ArrayFn::ArraySum)),
+    ("ARRAY_AVG", 1, 1, Func::Array(ArrayFn::ArrayAvg)),
+    ("ARRAY_MEDIAN", 1, 1, Func::Array(ArrayFn::ArrayMedian)),
     ("CHOOSE", 2, usize::MAX, Func::Array(ArrayFn::Choose)),
     ("OBJECTTOARRAY", 1, 3, Func::Array(ArrayFn::ObjectToArray)),
     ("IIF", 3, 3, Func::Array(ArrayFn::Iif)),
@@ -199,6 +253,12 @@ const FUNCTIONS: &[(&str, usize, usize, Func)] = &[
         Func::Date(DateFn::DateTimeToTimestamp),
     ),
     ("TICKSTODATETIME", 1, 1, Func::Date(DateFn::TicksToDateTime)),
+    ("NOW", 0, 2, Func::Date(DateFn::Now)),
+    ("AGO", 2, 2, Func::Date(DateFn::Ago)),
+    ("DATETIMEFORMAT", 2, 2, Func::Date(DateFn::DateTimeFormat)),
+    ("DAY", 1, 1, Func::Date(DateFn::Day)),
+    ("MONTH", 1, 1, Func::Date(DateFn::Month)),
+    ("YEAR", 1, 1, Func::Date(DateFn::Year)),
     (
         "TIMESTAMPTODATETIME",
         1,
@@ -323,6 +383,7 @@ pub fn call_in<'a>(f: Func, args: Vec<Val<'a>>, cx: &Ctx, path: Option<&str>) ->
         Func::Math(g) => math::call(g, args, cx),
         Func::Array(g) => arrays::call(g, args, cx),
         Func::Date(g) => dates::call(g, args, cx),
+        Func::Regex(g) => regex::call(g, args, cx),
         Func::Spatial(g) => spatial_fns::call(g, args, cx),
         Func::Search(g) => search::call(g, args, cx.text_language(path)),
     }

@@ -28,9 +28,17 @@ pub enum StrFn {
     StringToNull,
     StringToNumber,
     StringToObject,
-    RegexMatch,
     StringJoin,
     StringSplit,
+    ContainsAnyCi,
+    ContainsAnyCs,
+    ContainsAllCi,
+    ContainsAllCs,
+    LastIndexOf,
+    SubstringAfter,
+    SubstringBefore,
+    LastSubstringAfter,
+    LastSubstringBefore,
 }
 
 pub(super) fn call<'a>(f: StrFn, args: Vec<Val<'a>>, _cx: &Ctx) -> R<Val<'a>> {
@@ -124,7 +132,6 @@ pub(super) fn call<'a>(f: StrFn, args: Vec<Val<'a>>, _cx: &Ctx) -> R<Val<'a>> {
         | StrFn::StringToNull
         | StrFn::StringToNumber
         | StrFn::StringToObject => string_to(f, a)?,
-        StrFn::RegexMatch => regex_match(a)?,
         StrFn::StringJoin => string_join(a)?,
         StrFn::StringSplit => match (a[0].as_str(), a[1].as_str()) {
             (Some(x), Some(sep)) if !sep.is_empty() => {
@@ -139,7 +146,88 @@ pub(super) fn call<'a>(f: StrFn, args: Vec<Val<'a>>, _cx: &Ctx) -> R<Val<'a>> {
             (Some(x), Some(_)) => Val::Own(Value::Array(vec![Value::String(x.to_string())])),
             _ => Val::Undef,
         },
+        StrFn::ContainsAnyCi
+        | StrFn::ContainsAnyCs
+        | StrFn::ContainsAllCi
+        | StrFn::ContainsAllCs => contains_many(f, a),
+        StrFn::LastIndexOf => last_index_of(a),
+        StrFn::SubstringAfter
+        | StrFn::SubstringBefore
+        | StrFn::LastSubstringAfter
+        | StrFn::LastSubstringBefore => match (a[0].as_str(), a[1].as_str()) {
+            (Some(x), Some(d)) => s(split_at_delimiter(f, x, d).to_string()),
+            _ => Val::Undef,
+        },
     })
+}
+
+/// `CONTAINS_ANY_CI/CS` and `CONTAINS_ALL_CI/CS`: as the service defines them, `CONTAINS(x,
+/// e1, ci) OR … OR CONTAINS(x, eN, ci)` (AND for ALL) in the language's three-valued logic:
+/// a search value that is undefined or not a string is an undefined term, which a `true`
+/// (a `false` for ALL) still decides. `CONTAINS_ANY_CS("Have a nice day!", undefined, "had")`
+/// is undefined, `CONTAINS_ALL_CS(…, undefined, "had")` false.
+fn contains_many<'a>(f: StrFn, a: &[Val<'a>]) -> Val<'a> {
+    let ci = matches!(f, StrFn::ContainsAnyCi | StrFn::ContainsAllCi);
+    let any = matches!(f, StrFn::ContainsAnyCi | StrFn::ContainsAnyCs);
+    let hay = a[0]
+        .as_str()
+        .map(|x| if ci { x.to_lowercase() } else { x.to_string() });
+    let term = |v: &Val<'_>| -> Option<bool> {
+        let (hay, w) = (hay.as_deref()?, v.as_str()?);
+        Some(if ci {
+            hay.contains(&w.to_lowercase())
+        } else {
+            hay.contains(w)
+        })
+    };
+    let terms: Vec<Option<bool>> = a[1..].iter().map(term).collect();
+    if terms.contains(&Some(any)) {
+        b(any)
+    } else if terms.contains(&None) {
+        Val::Undef
+    } else {
+        b(!any)
+    }
+}
+
+/// `LASTINDEXOF(x, y[, start])`: the character position of the last `y` in `x` that lies
+/// wholly at or before `start` (as .NET's `LastIndexOf` searches back from a position:
+/// `LASTINDEXOF("abcdeabc", "abc", 6)` is 0, with 7 it is 5), or -1.
+fn last_index_of<'a>(a: &[Val<'a>]) -> Val<'a> {
+    let (Some(x), Some(y)) = (a[0].as_str(), a[1].as_str()) else {
+        return Val::Undef;
+    };
+    let (xc, yc) = (chars_of(x), chars_of(y));
+    // One past the last position a match may cover.
+    let end = match a.get(2) {
+        Some(v) => match int(v) {
+            Some(i) if i < 0 => return n(-1.0),
+            Some(i) => (i as usize).saturating_add(1).min(xc.len()),
+            None => return Val::Undef,
+        },
+        None => xc.len(),
+    };
+    let found = (0..=end.saturating_sub(yc.len()))
+        .rev()
+        .find(|&i| yc.len() <= end && xc[i..i + yc.len()] == yc[..]);
+    n(found.map_or(-1.0, |i| i as f64))
+}
+
+/// The part of `x` after (before) the first (last) `d`, for `SUBSTRINGAFTER`,
+/// `SUBSTRINGBEFORE`, `LASTSUBSTRINGAFTER` and `LASTSUBSTRINGBEFORE`. Where the service's
+/// pages are silent, as XPath's `substring-after` and `substring-before`, whose names these
+/// take: no `d` in `x` gives the empty string, and an empty `d` occurs at the start (first)
+/// and at the end (last).
+fn split_at_delimiter<'x>(f: StrFn, x: &'x str, d: &str) -> &'x str {
+    let at = match f {
+        StrFn::SubstringAfter | StrFn::SubstringBefore => x.find(d),
+        _ => x.rfind(d),
+    };
+    match (at, f) {
+        (None, _) => "",
+        (Some(i), StrFn::SubstringAfter | StrFn::LastSubstringAfter) => &x[i + d.len()..],
+        (Some(i), _) => &x[..i],
+    }
 }
 
 /// `CONCAT`: undefined when any argument is not a string; bounded by the size budget.
@@ -246,38 +334,6 @@ fn string_to<'a>(f: StrFn, a: &[Val<'a>]) -> R<Val<'a>> {
     } else {
         Val::Undef
     })
-}
-
-/// `RegexMatch(s, pattern[, modifiers])`.
-fn regex_match<'a>(a: &[Val<'a>]) -> R<Val<'a>> {
-    let (Some(x), Some(p)) = (a[0].as_str(), a[1].as_str()) else {
-        return Ok(Val::Undef);
-    };
-    let mods = match a.get(2) {
-        Some(v) => match v.as_str() {
-            Some(m) => m.to_string(),
-            None => return Ok(Val::Undef),
-        },
-        None => String::new(),
-    };
-    let mut builder = regex::RegexBuilder::new(p);
-    for m in mods.chars() {
-        match m {
-            'i' => builder.case_insensitive(true),
-            'm' => builder.multi_line(true),
-            's' => builder.dot_matches_new_line(true),
-            'x' => builder.ignore_whitespace(true),
-            other => {
-                return Err(QueryError::semantic(format!(
-                    "Invalid RegexMatch modifier '{other}': use i, m, s or x."
-                )))
-            }
-        };
-    }
-    let re = builder.build().map_err(|e| {
-        QueryError::semantic(format!("Invalid regular expression in RegexMatch: {e}"))
-    })?;
-    Ok(b(re.is_match(x)))
 }
 
 /// `StringJoin(array, separator)`.

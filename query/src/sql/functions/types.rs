@@ -14,6 +14,7 @@ pub enum TypeFn {
     IsObject,
     IsPrimitive,
     IsString,
+    IsDateTime,
 }
 
 pub(super) fn call<'a>(f: TypeFn, args: Vec<Val<'a>>, _cx: &Ctx) -> R<Val<'a>> {
@@ -36,5 +37,6 @@ pub(super) fn call<'a>(f: TypeFn, args: Vec<Val<'a>>, _cx: &Ctx) -> R<Val<'a>> {
             Some(Value::Null | Value::Bool(_) | Value::Number(_) | Value::String(_))
         )),
         TypeFn::IsString => b(matches!(get(0), Some(Value::String(_)))),
+        TypeFn::IsDateTime => b(a[0].as_str().is_some_and(datetime::is_datetime)),
     })
 }
