@@ -62,6 +62,16 @@ async fn queries_survive_partition_splits() {
     s.stop().await;
 }
 
+/// Query advice, as the SDK's own (skipped) end-to-end test asks for it: each rule's id on the
+/// first page, decoded by the SDK into its message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sdk_reads_query_advice() {
+    let s = TestServer::start().await;
+    let out = script(&s, "query_advice.py", vec![]).await;
+    assert!(out.contains("ok"), "{out}");
+    s.stop().await;
+}
+
 /// The documented query cases (tests/data/query-cases.json) through the official SDK.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn documented_query_cases() {

@@ -74,9 +74,11 @@ pub mod header {
     pub const PARTITION_KEY_RANGE_ID: &str = "x-ms-documentdb-partitionkeyrangeid";
     pub const POPULATE_INDEX_METRICS: &str = "x-ms-cosmos-populateindexmetrics";
     pub const POPULATE_PARTITION_STATISTICS: &str = "x-ms-documentdb-populatepartitionstatistics";
+    pub const POPULATE_QUERY_ADVICE: &str = "x-ms-cosmos-populatequeryadvice";
     pub const POST_TRIGGER_INCLUDE: &str = "x-ms-documentdb-post-trigger-include";
     pub const PREFER: &str = "prefer";
     pub const PRE_TRIGGER_INCLUDE: &str = "x-ms-documentdb-pre-trigger-include";
+    pub const QUERY_ADVICE: &str = "x-ms-cosmos-query-advice";
     pub const QUERY_METRICS: &str = "x-ms-documentdb-query-metrics";
     pub const REQUEST_DURATION_MS: &str = "x-ms-request-duration-ms";
     pub const RESOURCE_QUOTA: &str = "x-ms-resource-quota";

@@ -5,6 +5,7 @@
 //! several partitions combine). The server scans partitions and feeds documents to
 //! [`PreparedQuery::eval_doc`] or [`PreparedQuery::accumulate_doc`]; this crate does no I/O.
 
+pub mod advice;
 pub mod aggregate;
 pub mod arith;
 pub mod ast;

@@ -267,6 +267,14 @@ pub async fn query_items(app: &App, req: &Req, c: &Arc<Container>) -> Result<Rep
             index_metrics(c, &plan.access, scoped_by_key),
         );
     }
+    // The service gives advice on a query's first page only (learn.microsoft.com/cosmos-db/
+    // query/advisor).
+    if req.flag(header::POPULATE_QUERY_ADVICE) && !token_given {
+        let ids = sql::advice::advice(&p.query);
+        if !ids.is_empty() {
+            reply = reply.header(header::QUERY_ADVICE, sql::advice::header_value(&ids));
+        }
+    }
     if req.flag(header::EXPLAIN) {
         reply = reply.header(header::QUERY_PLAN, escape_plan(&plan.to_string()));
     }
