@@ -179,7 +179,9 @@ fn generate(shape: &Shape) -> Data {
     let base: Vec<f32> = (0..n).flat_map(|i| g.draw(i)).collect();
     let queries: Vec<f32> = (0..QUERIES).flat_map(|i| g.draw(i * 7 + 3)).collect();
     let mut stream = Vec::new();
-    for i in 0..n {
+    // `BAKEOFF_NO_STREAM=1`: no update stream (the built index alone).
+    let streamed = std::env::var_os("BAKEOFF_NO_STREAM").is_none();
+    for i in (0..n).filter(|_| streamed) {
         if i % 10 == 3 {
             stream.push(Op::Replace(i as u32, g.draw(i)));
         } else if i % 20 == 7 {
