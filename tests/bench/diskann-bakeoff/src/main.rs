@@ -179,12 +179,14 @@ fn generate(shape: &Shape) -> Data {
     let base: Vec<f32> = (0..n).flat_map(|i| g.draw(i)).collect();
     let queries: Vec<f32> = (0..QUERIES).flat_map(|i| g.draw(i * 7 + 3)).collect();
     let mut stream = Vec::new();
-    // `BAKEOFF_NO_STREAM=1`: no update stream (the built index alone).
+    // `BAKEOFF_NO_STREAM=1`: no update stream (the built index alone); `BAKEOFF_STREAM=
+    // replaces` or `deletes`: that half of it only.
     let streamed = std::env::var_os("BAKEOFF_NO_STREAM").is_none();
+    let only = std::env::var("BAKEOFF_STREAM").unwrap_or_default();
     for i in (0..n).filter(|_| streamed) {
-        if i % 10 == 3 {
+        if i % 10 == 3 && only != "deletes" {
             stream.push(Op::Replace(i as u32, g.draw(i)));
-        } else if i % 20 == 7 {
+        } else if i % 20 == 7 && only != "replaces" {
             stream.push(Op::Delete(i as u32));
         }
     }
