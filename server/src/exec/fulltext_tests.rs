@@ -83,23 +83,9 @@ async fn answer(
     if a.to_string().contains("postings") {
         *postings += 1;
     }
-    let mut out = Vec::new();
-    let mut token = None;
-    for _ in 0..500 {
-        let mut plan = (*super::tests::whole(c, &p, 4, false)).clone();
-        plan.access = Arc::clone(&a);
-        let page = run(Arc::clone(c), Arc::new(plan), token).await.ok()?;
-        out.extend(
-            page.docs
-                .iter()
-                .map(|d| serde_json::from_slice::<Value>(d).expect("json")),
-        );
-        token = page.continuation;
-        if token.is_none() {
-            return Some(out);
-        }
-    }
-    panic!("{sql} never finished");
+    super::index_tests::every_page(c, &p, a, 4, false)
+        .await
+        .ok()
 }
 
 /// Both containers answer every query alike (`ix` has, or is building, the index), and

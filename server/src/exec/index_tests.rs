@@ -85,28 +85,39 @@ async fn answer(c: &Arc<Container>, sql: &str, k: &Value, scan: bool) -> Option<
     let p = Arc::new(sql::prepare(sql, &[("k".into(), k.clone())], Some(&c.pk)).ok()?);
     let planned = access(c, &p, true).ok()?;
     let a = Arc::new(if scan { AccessPath::scan() } else { planned });
+    // The indexed run also pages by partition, as under --gateway-compat.
+    Some(every_page(c, &p, a, 3, !scan).await.expect("page"))
+}
+
+/// Every row of `p` over the whole container through the access path `a`, `page` rows at a
+/// time, following the continuations.
+pub(super) async fn every_page(
+    c: &Arc<Container>,
+    p: &Arc<PreparedQuery>,
+    a: Arc<AccessPath>,
+    page: usize,
+    per_range: bool,
+) -> Result<Vec<Value>, ExecError> {
     let mut out = Vec::new();
     let mut token = None;
     for _ in 0..500 {
-        let page = run(
+        let got = run(
             Arc::clone(c),
-            // The indexed run also pages by partition, as under --gateway-compat.
-            plan_with(c, &p, Arc::clone(&a), 3, !scan),
+            plan_with(c, p, Arc::clone(&a), page, per_range),
             token,
         )
-        .await
-        .expect("page");
+        .await?;
         out.extend(
-            page.docs
+            got.docs
                 .iter()
                 .map(|d| serde_json::from_slice::<Value>(d).expect("json")),
         );
-        token = page.continuation;
+        token = got.continuation;
         if token.is_none() {
-            return Some(out);
+            return Ok(out);
         }
     }
-    panic!("{sql} never finished");
+    panic!("the query never finished");
 }
 
 /// Queries without a filter the index answers on its own (counts, MIN and MAX).
