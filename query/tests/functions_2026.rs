@@ -335,6 +335,7 @@ fn what_the_pages_leave_open() {
         "groupOnly": REGEXEXTRACT("SKU-93821-BLUE", "SKU-([0-9]+)", 1),
         "groups": REGEXEXTRACTALL("A12-B34", "([A-Z])([0-9]+)", "", 2),
         "noSuchGroup": REGEXEXTRACT("abc", "b", "", 3),
+        "replaceNumberMods": REGEXREPLACE("abc", "b", "x", 1), "matchNumberMods": REGEXMATCH("abc", "b", 1),
         "replaceRefs": REGEXREPLACEALL("2023-01-15 2024-02-17", "(\\d{4})-(\\d{2})-(\\d{2})", "$2/$3/$1"),
         "replaceCase": REGEXREPLACE("Hello World", "O", "0", "i"),
         "formatNames": DATETIMEFORMAT("2024-10-10T14:40:20.1234567Z", "dddd, MMMM d yyyy h:mm tt FFFFFFF"),
@@ -355,8 +356,8 @@ fn what_the_pages_leave_open() {
         "isDateTimeNumber": false, "isDateTimeFeb30": false
     });
     // Undefined results (the empty averages and extremes, non-arrays, non-strings,
-    // `CONTAINS_ALL` with an undefined term, no match, no such group, invalid dates) are left
-    // out of the object.
+    // `CONTAINS_ALL` with an undefined term, no match, no such group, modifiers that are not
+    // a string, invalid dates) are left out of the object.
     assert_eq!(r, want);
 }
 

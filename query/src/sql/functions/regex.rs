@@ -30,10 +30,11 @@ pub(super) fn call<'a>(f: RegexFn, args: Vec<Val<'a>>, _cx: &Ctx) -> R<Val<'a>> 
         RegexFn::Replace | RegexFn::ReplaceAll => 3,
         _ => 2,
     };
+    let extracts = matches!(f, RegexFn::Extract | RegexFn::ExtractAll);
     let (mods, group) = match (a.get(at), a.get(at + 1)) {
         (None, _) => ("", None),
-        // The group alone in the modifiers' place (`REGEXEXTRACT(s, p, 1)`).
-        (Some(g), None) if g.as_str().is_none() && f != RegexFn::Match => ("", Some(g)),
+        // An extraction's group alone in the modifiers' place (`REGEXEXTRACT(s, p, 1)`).
+        (Some(g), None) if g.as_str().is_none() && extracts => ("", Some(g)),
         (Some(m), g) => match m.as_str() {
             Some(m) => (m, g),
             None => return Ok(Val::Undef),

@@ -207,9 +207,12 @@ fn last_index_of<'a>(a: &[Val<'a>]) -> Val<'a> {
         },
         None => xc.len(),
     };
-    let found = (0..=end.saturating_sub(yc.len()))
+    let Some(last_start) = end.checked_sub(yc.len()) else {
+        return n(-1.0);
+    };
+    let found = (0..=last_start)
         .rev()
-        .find(|&i| yc.len() <= end && xc[i..i + yc.len()] == yc[..]);
+        .find(|&i| xc[i..i + yc.len()] == yc[..]);
     n(found.map_or(-1.0, |i| i as f64))
 }
 
