@@ -8,8 +8,6 @@
 //! skips a document it should not shows up as a different row or order.
 
 use super::*;
-use crate::store::container::Limits;
-use crate::store::{Store, StoreConfig};
 use proptest::prelude::*;
 use serde_json::{json, Map};
 use strata_query::pk::epk::effective_partition_key;
@@ -183,13 +181,7 @@ proptest! {
     ) {
         let rt = tokio::runtime::Runtime::new().expect("runtime");
         rt.block_on(async move {
-            let store = Store::open(StoreConfig {
-                data_dir: None,
-                postgres: None,
-                limits: Limits { initial_partitions: Some(2), partition_split_bytes: 2048, ..Limits::default() },
-            })
-            .expect("store");
-            store.create_database("d", None).await.expect("db");
+            let store = super::index_tests::small_store().await;
             let mut cs = Vec::new();
             for (name, indexed) in [("ix", indexed_from_start), ("plain", false)] {
                 let pk = strata_query::pk::PartitionKeyDefinition::hash_v2("/pk");

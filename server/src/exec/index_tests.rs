@@ -160,6 +160,23 @@ pub(super) async fn wait_ready(c: &Container) {
     panic!("the index build never finished");
 }
 
+/// An in-memory store with database `d`, whose containers start with two physical
+/// partitions and split at 2 KB (the property tests' documents cross that quickly).
+pub(super) async fn small_store() -> Store {
+    let store = Store::open(StoreConfig {
+        data_dir: None,
+        postgres: None,
+        limits: Limits {
+            initial_partitions: Some(2),
+            partition_split_bytes: 2048,
+            ..Limits::default()
+        },
+    })
+    .expect("store");
+    store.create_database("d", None).await.expect("db");
+    store
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
 
@@ -172,13 +189,7 @@ proptest! {
     ) {
         let rt = tokio::runtime::Runtime::new().expect("runtime");
         rt.block_on(async move {
-            let store = Store::open(StoreConfig {
-                data_dir: None,
-                postgres: None,
-                limits: Limits { initial_partitions: Some(2), partition_split_bytes: 2048, ..Limits::default() },
-            })
-            .expect("store");
-            store.create_database("d", None).await.expect("db");
+            let store = small_store().await;
             let mut props = Map::new();
             props.insert("indexingPolicy".into(), serde_json::from_str(POLICIES[policy]).expect("policy"));
             let c = store
