@@ -7,7 +7,11 @@
 //!
 //! Nodes are numbered from 0 in insertion order; the graph knows no vectors, only the two
 //! distances its caller gives: from the query to a node, and between two nodes. A deleted
-//! node stays in the graph as a waypoint (its caller no longer returns it).
+//! node stays in the graph as a waypoint (its caller no longer returns it) until its caller
+//! takes a batch of them out (FreshDiskANN's delete consolidation): every node that points at
+//! one is [`Graph::repair`]ed first, then [`Graph::remove`] leaves them without edges and
+//! never a start. Left as waypoints, the deleted vectors of a whole cluster trap a query aimed
+//! there: its beam fills with them and their neighbours, which are deleted too.
 
 /// The graph: adjacency lists and the node searches start from. The lists sit in one flat
 /// array, [`Graph::stride`] slots a node, so that a search step reads a node's edges with one
@@ -29,6 +33,8 @@ pub struct Graph {
     edges: Vec<u32>,
     lens: Vec<u16>,
     entry: Option<u32>,
+    /// A bit per node taken out ([`Graph::remove`]).
+    gone: Vec<u64>,
 }
 
 /// Nodes besides the entry a search starts from.
@@ -54,6 +60,7 @@ impl Graph {
             edges: Vec::new(),
             lens: Vec::new(),
             entry: None,
+            gone: Vec::new(),
         }
     }
 
@@ -68,7 +75,14 @@ impl Graph {
 
     /// Bytes the adjacency lists take.
     pub fn held_bytes(&self) -> usize {
-        self.edges.capacity() * 4 + self.lens.capacity() * 2
+        self.edges.capacity() * 4 + self.lens.capacity() * 2 + self.gone.capacity() * 8
+    }
+
+    /// Whether node `n` was taken out.
+    pub fn is_gone(&self, n: u32) -> bool {
+        self.gone
+            .get(n as usize / 64)
+            .is_some_and(|w| w >> (n % 64) & 1 == 1)
     }
 
     /// Slots a node's list has: `degree` and the quarter of slack [`Graph::link`] lets a
@@ -78,7 +92,7 @@ impl Graph {
     }
 
     /// Node `n`'s out-edges.
-    fn out(&self, n: u32) -> &[u32] {
+    pub fn out(&self, n: u32) -> &[u32] {
         let at = n as usize * self.stride();
         &self.edges[at..at + usize::from(self.lens[n as usize])]
     }
@@ -114,7 +128,7 @@ impl Graph {
         let mut cand: Vec<(f32, u32, bool)> = Vec::with_capacity(l + 1);
         let mut fresh: Vec<u32> = std::iter::once(e)
             .chain((0..seeds).map(|i| (i * n / seeds) as u32))
-            .filter(|s| first_visit(*s))
+            .filter(|s| !self.is_gone(*s) && first_visit(*s))
             .collect();
         let mut ds: Vec<f32> = Vec::with_capacity(fresh.len().max(self.degree * 2));
         dist(&fresh, &mut ds);
@@ -152,6 +166,9 @@ impl Graph {
     /// The out-edges node `p` (the next number, [`Graph::len`]) will get: a beam search for
     /// it, pruned. Read-only, so it can run beside searches; [`Graph::link`] then adds it.
     /// `pair` measures two nodes (a metric: squared L2 over the stored vectors).
+    /// Deleted nodes not taken out yet may be chosen: when every vector near the new one was
+    /// replaced (a re-embedding), they are all there is to link to, and the pass that takes
+    /// them out hands their edges, back-links to the new vectors among them, to it.
     pub fn plan(&self, p: u32, pair: &dyn Fn(u32, u32) -> f32) -> Vec<u32> {
         if self.entry.is_none() {
             return Vec::new();
@@ -162,6 +179,71 @@ impl Graph {
         let mut pool = beam.best;
         pool.extend(beam.expanded);
         self.prune(p, pool, pair)
+    }
+
+    /// The out-edges node `n` should have once the nodes `dead` names are taken out, if it
+    /// points at any of them (else `None`): its live edges stay, and the places the dead ones
+    /// held go to their own live neighbours, nearest to `n` first, each kept only if no edge
+    /// of `n` already shadows it (the pruning rule). FreshDiskANN prunes the whole union
+    /// again; keeping the live edges as they are costs a few distances instead of a prune
+    /// per node, which matters when a tenth of the vectors were replaced and nearly every
+    /// node has lost an edge or two.
+    pub fn repair(
+        &self,
+        n: u32,
+        dead: &dyn Fn(u32) -> bool,
+        pair: &dyn Fn(u32, u32) -> f32,
+    ) -> Option<Vec<u32>> {
+        let out = self.out(n);
+        if !out.iter().any(|&m| dead(m)) {
+            return None;
+        }
+        let mut kept: Vec<u32> = out.iter().copied().filter(|&m| !dead(m)).collect();
+        let mut cands: Vec<(f32, u32)> = out
+            .iter()
+            .filter(|&&m| dead(m))
+            .flat_map(|&m| self.out(m).iter().copied())
+            .filter(|&c| c != n && !dead(c) && !self.is_gone(c) && !kept.contains(&c))
+            .map(|c| (0.0, c))
+            .collect();
+        cands.sort_unstable_by_key(|c| c.1);
+        cands.dedup_by_key(|c| c.1);
+        for c in &mut cands {
+            c.0 = pair(n, c.1);
+        }
+        cands.sort_by(|a, b| a.0.total_cmp(&b.0));
+        for (d, c) in cands {
+            if kept.len() >= self.degree {
+                break;
+            }
+            if kept.iter().all(|&o| self.alpha * pair(o, c) > d) {
+                kept.push(c);
+            }
+        }
+        Some(kept)
+    }
+
+    /// Gives node `n` the out-edges `to` if it still has `from` (a [`Graph::repair`] planned
+    /// under a read lock; a node linked back to meanwhile waits for the next one).
+    pub fn replace(&mut self, n: u32, from: &[u32], to: &[u32]) -> bool {
+        if (n as usize) >= self.len() || self.out(n) != from {
+            return false;
+        }
+        self.set_out(n, to);
+        true
+    }
+
+    /// Takes the nodes `ns` out: no edges, never a start; if the entry was one, the first
+    /// node left becomes the entry.
+    pub fn remove(&mut self, ns: &[u32]) {
+        let len = self.len();
+        for &n in ns.iter().filter(|n| (**n as usize) < len) {
+            self.lens[n as usize] = 0;
+            self.gone[n as usize / 64] |= 1 << (n % 64);
+        }
+        if self.entry.is_some_and(|e| self.is_gone(e)) {
+            self.entry = (0..self.len() as u32).find(|&n| !self.is_gone(n));
+        }
     }
 
     /// Adds node `p` with the out-edges [`Graph::plan`] chose, and links each neighbour back;
@@ -176,6 +258,9 @@ impl Graph {
         }
         self.edges.resize(self.edges.len() + s, 0);
         self.lens.push(0);
+        if self.gone.len() * 64 < self.lens.len() {
+            self.gone.push(0);
+        }
         if self.entry.is_none() {
             self.entry = Some(p);
         }

@@ -10,6 +10,10 @@
 //! evaluator would compute from the document, and a query need not parse the document's
 //! vector to order it.
 
+mod upkeep;
+
+pub use upkeep::Work;
+
 use super::graph::Graph;
 use super::kernels::{dot, l2sq, normalize};
 use super::quant::{Quantizer, QueryCode};
@@ -37,6 +41,8 @@ pub struct VectorSet {
     keys: Vec<Option<Box<[u8]>>>,
     /// The shard each slot joined (an index into `shards`).
     shard_of: Vec<u32>,
+    /// Each slot's place in its shard's `members` (its graph node).
+    node_of: Vec<u32>,
     slot_of: HashMap<Box<[u8]>, u32>,
     /// Bytes of the live keys.
     key_bytes: usize,
@@ -59,6 +65,10 @@ struct Shard {
     /// Global slots, in the order they joined; graph node `i` is `members[i]`.
     members: Vec<u32>,
     graph: Option<Graph>,
+    /// Linked nodes whose slots were deleted since they were last taken out of the graph.
+    doomed: usize,
+    /// Taking them out, when under way (see `upkeep`).
+    pass: Option<upkeep::Pass>,
 }
 
 /// Where a slot's row came from: its document's version (the write's LSN and place in its
@@ -122,6 +132,7 @@ impl VectorSet {
             quant: None,
             keys: Vec::new(),
             shard_of: Vec::new(),
+            node_of: Vec::new(),
             slot_of: HashMap::new(),
             key_bytes: 0,
             shards: Vec::new(),
@@ -179,6 +190,11 @@ impl VectorSet {
         if let Some(slot) = self.slot_of.remove(key) {
             self.keys[slot as usize] = None;
             self.key_bytes -= key.len();
+            let shard = &mut self.shards[self.shard_of[slot as usize] as usize];
+            let node = self.node_of[slot as usize] as usize;
+            if shard.graph.as_ref().is_some_and(|g| node < g.len()) {
+                shard.doomed += 1;
+            }
         }
         let Some(v) = v.filter(|v| v.len() == self.params.dims) else {
             return;
@@ -213,6 +229,8 @@ impl VectorSet {
                     max_key: key.to_vec(),
                     members: Vec::new(),
                     graph,
+                    doomed: 0,
+                    pass: None,
                 });
                 self.shards.len() - 1
             }
@@ -224,6 +242,7 @@ impl VectorSet {
         if *key > *s.max_key {
             s.max_key = key.to_vec();
         }
+        self.node_of.push(s.members.len() as u32);
         s.members.push(slot);
         self.shard_of.push(i as u32);
         if self.quant.is_none() && self.params.kind != IndexKind::Flat && self.len() >= TRAIN_AT {
@@ -319,52 +338,6 @@ impl VectorSet {
             }
         }
         fresh
-    }
-
-    /// Links every slot not in its shard's graph yet (a set nobody else reads yet).
-    pub fn link_all(&mut self) {
-        while let Some(l) = self.plan_next() {
-            self.link(l);
-        }
-    }
-
-    /// The edges of the next slot to link into its shard's graph, chosen without changing
-    /// anything (run it under a read lock, then [`VectorSet::link`] under a write lock).
-    pub fn plan_next(&self) -> Option<Link> {
-        self.shards.iter().enumerate().find_map(|(i, s)| {
-            let g = s.graph.as_ref()?;
-            let p = g.len() as u32;
-            if p as usize >= s.members.len() {
-                return None;
-            }
-            let out = g.plan(p, &|a, b| {
-                self.pair(s.members[a as usize], s.members[b as usize])
-            });
-            Some(Link {
-                shard: i,
-                node: p,
-                out,
-            })
-        })
-    }
-
-    /// Links a node with the edges [`VectorSet::plan_next`] chose.
-    pub fn link(&mut self, l: Link) {
-        let Some(shard) = self.shards.get_mut(l.shard) else {
-            return;
-        };
-        let Some(mut g) = shard.graph.take() else {
-            return;
-        };
-        let members = std::mem::take(&mut shard.members);
-        if g.len() == l.node as usize {
-            g.link(l.node, l.out, &|a, b| {
-                self.pair(members[a as usize], members[b as usize])
-            });
-        }
-        let shard = &mut self.shards[l.shard];
-        shard.members = members;
-        shard.graph = Some(g);
     }
 
     fn prepare(&self, q: &[f32]) -> Query {
@@ -581,14 +554,6 @@ impl VectorSet {
     }
 }
 
-/// The next link for the graph of one shard (see [`VectorSet::plan_next`]).
-#[derive(Debug)]
-pub struct Link {
-    shard: usize,
-    node: u32,
-    out: Vec<u32>,
-}
-
 /// Keeps the `n` smallest of `c`, sorted.
 fn top(c: &mut Vec<(f32, u32)>, n: usize) {
     let cmp = |a: &(f32, u32), b: &(f32, u32)| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1));
@@ -621,9 +586,7 @@ mod tests {
         });
         let shard: &[u8] = b"";
         set.set(&key(1), Some(&[1.0, 2.0, 3.0]), shard, Origin::default());
-        while let Some(l) = set.plan_next() {
-            set.link(l);
-        }
+        set.link_all();
         set.set(&key(1), Some(&[1.0, 2.0, 3.0]), shard, Origin::default());
         assert_eq!((set.len(), set.dead(), set.unlinked()), (1, 0, 0));
         set.set(&key(1), Some(&[3.0, 2.0, 1.0]), shard, Origin::default());
@@ -667,9 +630,7 @@ mod tests {
         for (i, r) in rows.iter().enumerate() {
             set.set(&key(i as u32), Some(r), &value(i as u32), Origin::default());
         }
-        while let Some(l) = set.plan_next() {
-            set.link(l);
-        }
+        set.link_all();
         assert_eq!(set.unlinked(), 0);
         let opts = SearchOpts {
             brute_force: false,

@@ -265,11 +265,11 @@ impl PathIndex {
         (s.len(), s.dead(), s.unlinked(), s.held_bytes())
     }
 
-    /// Links unlinked slots into the graph on a thread of its own, one slot at a time: the
-    /// search for its edges under a read lock (queries go on), the linking under a short
-    /// write lock.
+    /// Links unlinked slots into the graph, and takes deleted ones out of it, on a thread of
+    /// its own, one step at a time (`vector::set::upkeep`): each step planned under a read
+    /// lock (queries go on) and applied under a short write lock.
     fn link_in_background(self: &Arc<Self>) {
-        if self.params.kind != IndexKind::DiskAnn || read(&self.set).unlinked() == 0 {
+        if self.params.kind != IndexKind::DiskAnn || !read(&self.set).has_work() {
             return;
         }
         if self.linking.swap(true, Ordering::AcqRel) {
@@ -281,13 +281,12 @@ impl PathIndex {
             .spawn(move || loop {
                 let next = read(&me.set).plan_next();
                 match next {
-                    Some(l) => write(&me.set).link(l),
+                    Some(w) => write(&me.set).apply(w),
                     None => {
                         me.linking.store(false, Ordering::Release);
                         // A vector appended after the last look and before the flag cleared
                         // would wait for the next write: look once more.
-                        if read(&me.set).unlinked() == 0 || me.linking.swap(true, Ordering::AcqRel)
-                        {
+                        if !read(&me.set).has_work() || me.linking.swap(true, Ordering::AcqRel) {
                             return;
                         }
                     }

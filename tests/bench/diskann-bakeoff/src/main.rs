@@ -11,9 +11,9 @@
 //!    quantizer and computing its start point);
 //! 2. update stream, timed: every id `≡ 3 (mod 10)` gets a new vector from the generator (10%)
 //!    and every id `≡ 7 (mod 20)` is deleted (5%), in id order. Ours: `set(key, Some(new))` /
-//!    `set(key, None)`, then `link_all`. diskann: `inplace_delete` of the old id, then insert
-//!    of the new vector under a fresh id `n + j` (mapped back to the logical id); a delete is
-//!    an `inplace_delete`;
+//!    `set(key, None)`, then `link_all` (which also takes the deleted nodes out of the graph).
+//!    diskann: `inplace_delete` of the old id, then insert of the new vector under a fresh
+//!    id `n + j` (mapped back to the logical id); a delete is an `inplace_delete`;
 //! 3. exact top 10 by cosine over the live vectors after the stream;
 //! 4. 200 queries, k = 10, search list L swept over [`SWEEP`]: recall@10 and queries/s
 //!    (the 200 queries repeated for at least a second per point). diskann's `Quantized`
