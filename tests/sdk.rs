@@ -11,8 +11,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use strata_sdk::{
     ChangeFeedMode, ChangeFeedOptions, ChangeFeedStart, ContainerProperties, CosmosClient,
-    ItemOptions, PartitionKey, PartitionKeyBuilder, PartitionKeyDefinition, PatchOperations, Query,
-    QueryOptions, RetryOptions, Throughput, TransactionalBatch, EMULATOR_KEY,
+    ItemOptions, PartitionKey, PartitionKeyBuilder, PartitionKeyDefinition, PatchOperations,
+    PriorityLevel, Query, QueryOptions, RetryOptions, Throughput, TransactionalBatch, EMULATOR_KEY,
 };
 use strata_server::store::container::Limits;
 use strata_tests::{Options, TestServer};
@@ -604,6 +604,64 @@ async fn sdk_recovers_from_real_throttling() {
         .await
         .unwrap();
     assert_eq!(n, vec![200]);
+    s.stop().await;
+}
+
+/// The client's throughput bucket and priority reach the server: a bucket capped on the
+/// offer throttles its requests with 429 / 3212, an id outside 1–5 is refused, and a
+/// Low-priority client runs while nothing else does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sdk_sends_its_bucket_and_priority() {
+    let s = TestServer::start_with(Options {
+        enforce_throughput: true,
+        ..Default::default()
+    })
+    .await;
+    let client = CosmosClient::new(&s.url, EMULATOR_KEY).unwrap();
+    let db = client.create_database("b").await.unwrap();
+    db.create_container_with_throughput(
+        ContainerProperties::new("c", PartitionKeyDefinition::new("/pk")),
+        Throughput::Manual(1000),
+    )
+    .await
+    .unwrap();
+    let mut offer = s.get("/offers", &[]).await.json["Offers"][0].clone();
+    offer["content"]["throughputBuckets"] = json!([{"id": 1, "maxThroughputPercentage": 10}]);
+    let path = format!("/offers/{}", offer["id"].as_str().unwrap());
+    let r = s
+        .request(reqwest::Method::PUT, &path, &[], Some(offer))
+        .await;
+    assert_eq!(r.status.as_u16(), 200, "{r:?}");
+    let with = |b: strata_sdk::CosmosClientBuilder| {
+        b.retry(RetryOptions {
+            max_retries: 0,
+            ..RetryOptions::default()
+        })
+        .build()
+        .unwrap()
+        .database("b")
+        .container("c")
+    };
+    let one = with(CosmosClient::builder(&s.url, EMULATOR_KEY).throughput_bucket(1));
+    let mut throttled = None;
+    for i in 0..40 {
+        if let Err(e) = one
+            .create_item(&json!({"id": format!("{i}"), "pk": "k"}))
+            .await
+        {
+            throttled = Some(e);
+            break;
+        }
+    }
+    let e = throttled.expect("bucket 1 is capped at 100 RU/s");
+    assert_eq!((e.status(), e.sub_status()), (Some(429), Some(3212)), "{e}");
+    let bad = with(CosmosClient::builder(&s.url, EMULATOR_KEY).throughput_bucket(9));
+    let e = bad.read_item::<Value>("0", "k").await.unwrap_err();
+    assert_eq!(e.status(), Some(400), "{e}");
+    let low = with(CosmosClient::builder(&s.url, EMULATOR_KEY).priority(PriorityLevel::Low));
+    low.create_item(&json!({"id": "low", "pk": "k"}))
+        .await
+        .unwrap();
     s.stop().await;
 }
 

@@ -368,3 +368,191 @@ async fn bulk_operations_are_throttled_one_by_one() {
     assert_eq!(count(&created[0]).await, StatusCode::OK);
     s.stop().await;
 }
+
+/// The container's offer, its id and content.
+async fn container_offer(s: &TestServer, db: &str, coll: &str) -> Value {
+    let rid = s.get(&format!("/dbs/{db}/colls/{coll}"), &[]).await.json["_rid"].clone();
+    let offers = s.get("/offers", &[]).await.json["Offers"].clone();
+    offers
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["offerResourceId"] == rid)
+        .cloned()
+        .expect("the container has an offer")
+}
+
+async fn put_offer(s: &TestServer, offer: &Value) -> Resp {
+    let id = offer["id"].as_str().unwrap();
+    s.request(
+        reqwest::Method::PUT,
+        &format!("/offers/{id}"),
+        &[],
+        Some(offer.clone()),
+    )
+    .await
+}
+
+/// Throughput buckets as the service documents them
+/// (https://learn.microsoft.com/azure/cosmos-db/throughput-buckets and its FAQ): caps set on
+/// the offer, a request past its bucket's share answered 429 / 3212 while requests of other
+/// buckets and of none go on, ids outside 1–5 refused, and the configuration changed at most
+/// once every ten minutes (429 / 3213).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn throughput_buckets_cap_their_requests() {
+    let s = throttled_server().await;
+    let mut offer = container_offer(&s, "db", "c").await;
+    offer["content"]["throughputBuckets"] = json!([
+        {"id": 1, "maxThroughputPercentage": 10},
+        {"id": 3, "maxThroughputPercentage": 50, "isDefaultBucket": true}
+    ]);
+    let r = put_offer(&s, &offer).await;
+    assert_eq!(r.status, StatusCode::OK, "{r:?}");
+    let offer = container_offer(&s, "db", "c").await;
+    assert_eq!(
+        offer["content"]["throughputBuckets"],
+        json!([{"id": 1, "maxThroughputPercentage": 10},
+               {"id": 3, "maxThroughputPercentage": 50, "isDefaultBucket": true}])
+    );
+    // Changing them again within ten minutes: 429 / 3213; the same buckets with a new
+    // throughput: fine.
+    let mut again = offer.clone();
+    again["content"]["throughputBuckets"] = json!([{"id": 1, "maxThroughputPercentage": 20}]);
+    let r = put_offer(&s, &again).await;
+    assert_eq!(
+        (r.status.as_u16(), r.substatus()),
+        (429, Some(3213)),
+        "{r:?}"
+    );
+    let mut same = offer.clone();
+    same["content"]["offerThroughput"] = json!(4000);
+    assert_eq!(put_offer(&s, &same).await.status, StatusCode::OK);
+    let mut bad = offer.clone();
+    bad["content"]["throughputBuckets"] = json!([{"id": 6, "maxThroughputPercentage": 20}]);
+    strata_tests::assert_error(&put_offer(&s, &bad).await, 400, "BadRequest");
+
+    let write = |bucket: Option<&'static str>, priority: Option<&'static str>, id: String| {
+        let s = &s;
+        async move {
+            let mut headers = vec![("x-ms-documentdb-partitionkey", r#"["b"]"#)];
+            if let Some(b) = bucket {
+                headers.push(("x-ms-cosmos-throughput-bucket", b));
+            }
+            if let Some(p) = priority {
+                headers.push(("x-ms-cosmos-priority-level", p));
+            }
+            s.post(
+                "/dbs/db/colls/c/docs",
+                &headers,
+                json!({"id": id, "pk": "b"}),
+            )
+            .await
+        }
+    };
+    for (bucket, priority) in [(Some("0"), None), (Some("6"), None), (None, Some("Urgent"))] {
+        strata_tests::assert_error(
+            &write(bucket, priority, "x".into()).await,
+            400,
+            "BadRequest",
+        );
+    }
+    // Bucket 1 may use 10% of a partition's 1,000 RU/s: about 17 writes of 5.7 RU.
+    let mut first_429 = None;
+    for i in 0..40 {
+        let r = write(Some("1"), None, format!("one{i}")).await;
+        if r.status == StatusCode::TOO_MANY_REQUESTS {
+            assert_eq!(r.substatus(), Some(3212), "{r:?}");
+            assert!(r.header("x-ms-retry-after-ms").is_some());
+            first_429 = Some(i);
+            break;
+        }
+        assert_eq!(r.status, StatusCode::CREATED, "{r:?}");
+    }
+    let n = first_429.expect("bucket 1 is throttled past its share");
+    assert!(
+        (10..=25).contains(&n),
+        "bucket 1 throttled after {n} writes"
+    );
+    // Bucket 2 is not capped, and a request naming none runs in the default bucket 3 (50%).
+    assert_eq!(
+        write(Some("2"), None, "two".into()).await.status,
+        StatusCode::CREATED
+    );
+    assert_eq!(
+        write(None, None, "none".into()).await.status,
+        StatusCode::CREATED
+    );
+    s.stop().await;
+}
+
+/// Priority-based execution (https://learn.microsoft.com/azure/cosmos-db/priority-based-execution):
+/// with nothing else running, Low requests use the whole budget; once High requests have
+/// spent most of it, Low ones are throttled (429 / 3200) while High ones are still admitted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn low_priority_requests_are_throttled_first() {
+    let s = throttled_server().await;
+    let write = |priority: &'static str, id: String| {
+        let s = &s;
+        async move {
+            s.post(
+                "/dbs/db/colls/c/docs",
+                &[
+                    ("x-ms-documentdb-partitionkey", r#"["p"]"#),
+                    ("x-ms-cosmos-priority-level", priority),
+                ],
+                json!({"id": id, "pk": "p"}),
+            )
+            .await
+        }
+    };
+    // Alone, Low requests may spend most of the partition's 1,000 RU/s.
+    for i in 0..100 {
+        let r = write("Low", format!("low{i}")).await;
+        assert_eq!(
+            r.status,
+            StatusCode::CREATED,
+            "Low request {i} alone: {r:?}"
+        );
+    }
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    // High requests spend ~860 RU; what they left still admits a High request, not a Low one.
+    for i in 0..150 {
+        let r = write("High", format!("high{i}")).await;
+        assert_eq!(r.status, StatusCode::CREATED, "High request {i}: {r:?}");
+    }
+    let r = write("Low", "late-low".into()).await;
+    assert_eq!(
+        (r.status.as_u16(), r.substatus()),
+        (429, Some(3200)),
+        "{r:?}"
+    );
+    assert!(r.message().contains("Low-priority"), "{}", r.message());
+    let r = write("High", "late-high".into()).await;
+    assert_eq!(r.status, StatusCode::CREATED, "{r:?}");
+    s.stop().await;
+}
+
+/// The official Python SDK's `throughput_bucket` and `priority` options: accepted, throttled
+/// by their bucket (the SDK retries 3212 as any 429), refused outside 1–5.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn official_sdk_sends_buckets_and_priority() {
+    let s = TestServer::start_with(Options {
+        enforce_throughput: true,
+        ..Default::default()
+    })
+    .await;
+    let url = s.url.clone();
+    let out = tokio::task::spawn_blocking(move || run_script("buckets.py", &url, &[]))
+        .await
+        .unwrap();
+    assert!(out.contains("ok"), "{out}");
+    let p = s.get("/_strata/containers/buckets/c/partitions", &[]).await;
+    assert!(
+        p.json["partitions"][0]["requestUnits"]["throttledRequests"]
+            .as_u64()
+            .unwrap()
+            > 0,
+        "bucket 1's writes were throttled and retried"
+    );
+    s.stop().await;
+}

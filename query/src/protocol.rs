@@ -77,6 +77,7 @@ pub mod header {
     pub const POPULATE_QUERY_ADVICE: &str = "x-ms-cosmos-populatequeryadvice";
     pub const POST_TRIGGER_INCLUDE: &str = "x-ms-documentdb-post-trigger-include";
     pub const PREFER: &str = "prefer";
+    pub const PRIORITY_LEVEL: &str = "x-ms-cosmos-priority-level";
     pub const PRE_TRIGGER_INCLUDE: &str = "x-ms-documentdb-pre-trigger-include";
     pub const QUERY_ADVICE: &str = "x-ms-cosmos-query-advice";
     pub const QUERY_METRICS: &str = "x-ms-documentdb-query-metrics";
@@ -88,6 +89,7 @@ pub mod header {
     pub const SCRIPT_LOG_RESULTS: &str = "x-ms-documentdb-script-log-results";
     pub const SERVICEVERSION: &str = "x-ms-serviceversion";
     pub const START_EPK: &str = "x-ms-start-epk";
+    pub const THROUGHPUT_BUCKET: &str = "x-ms-cosmos-throughput-bucket";
     pub const SUPPORTED_QUERY_FEATURES: &str = "x-ms-cosmos-supported-query-features";
 
     /// strata's own: how a query page was routed (see [`super::QueryRoute`]).

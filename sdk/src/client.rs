@@ -73,6 +73,38 @@ pub(crate) struct Inner {
     binary: bool,
     /// Longest one operation may take, retries included.
     operation_timeout: Option<Duration>,
+    /// Sent with every request (see [`CosmosClientBuilder::throughput_bucket`]).
+    throughput_bucket: Option<u8>,
+    /// Sent with every request (see [`CosmosClientBuilder::priority`]).
+    priority: Option<PriorityLevel>,
+}
+
+/// A request's priority (`x-ms-cosmos-priority-level`): when a container's requests run past
+/// its throughput, Low ones are throttled first. Either level may use all of it alone.
+///
+/// ```
+/// use strata_sdk::{CosmosClient, PriorityLevel, EMULATOR_KEY};
+/// let background = CosmosClient::builder("https://localhost:8081/", EMULATOR_KEY)
+///     .priority(PriorityLevel::Low)
+///     .build()
+///     .unwrap();
+/// # let _ = background;
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PriorityLevel {
+    /// The default: throttled only once the budget is spent.
+    High,
+    /// Throttled first, leaving what High requests are using.
+    Low,
+}
+
+impl PriorityLevel {
+    fn as_header(self) -> &'static str {
+        match self {
+            PriorityLevel::High => "High",
+            PriorityLevel::Low => "Low",
+        }
+    }
 }
 
 /// Options for [`CosmosClient`].
@@ -102,9 +134,38 @@ pub struct CosmosClientBuilder {
     user_agent: Option<String>,
     binary: bool,
     operation_timeout: Option<Duration>,
+    throughput_bucket: Option<u8>,
+    priority: Option<PriorityLevel>,
 }
 
 impl CosmosClientBuilder {
+    /// The throughput bucket (1 to 5) every request of this client runs in: a container's
+    /// offer may cap each bucket at a share of its throughput, and requests past their
+    /// bucket's share are throttled (429 / 3212, retried like any 429). The server refuses
+    /// other ids.
+    ///
+    /// ```
+    /// # let b = strata_sdk::CosmosClient::builder("http://127.0.0.1:8081/", strata_sdk::EMULATOR_KEY);
+    /// let etl = b.throughput_bucket(2).build().unwrap();
+    /// # let _ = etl;
+    /// ```
+    pub fn throughput_bucket(mut self, id: u8) -> Self {
+        self.throughput_bucket = Some(id);
+        self
+    }
+
+    /// The priority of every request of this client (see [`PriorityLevel`]).
+    ///
+    /// ```
+    /// # let b = strata_sdk::CosmosClient::builder("http://127.0.0.1:8081/", strata_sdk::EMULATOR_KEY);
+    /// let b = b.priority(strata_sdk::PriorityLevel::Low);
+    /// # let _ = b;
+    /// ```
+    pub fn priority(mut self, p: PriorityLevel) -> Self {
+        self.priority = Some(p);
+        self
+    }
+
     /// Longest one operation may take from start to answer, retries and their waits
     /// included (default: none; each attempt is still bound by [`Self::timeout`]). Past it
     /// the operation fails with a transport error that names the request and the limit: for
@@ -260,6 +321,8 @@ impl CosmosClientBuilder {
                 sessions: Default::default(),
                 binary: self.binary,
                 operation_timeout: self.operation_timeout,
+                throughput_bucket: self.throughput_bucket,
+                priority: self.priority,
             }),
         })
     }
@@ -411,6 +474,8 @@ impl CosmosClient {
             user_agent: None,
             binary: false,
             operation_timeout: None,
+            throughput_bucket: None,
+            priority: None,
         }
     }
 
@@ -601,6 +666,12 @@ impl CosmosClient {
             .header("accept", "application/json");
         for (k, v) in &req.headers {
             rb = rb.header(*k, v);
+        }
+        if let Some(b) = self.inner.throughput_bucket {
+            rb = rb.header(header::THROUGHPUT_BUCKET, b.to_string());
+        }
+        if let Some(p) = self.inner.priority {
+            rb = rb.header(header::PRIORITY_LEVEL, p.as_header());
         }
         // Reads carry the session tokens this client has seen for their container.
         let sent_session = req.headers.iter().any(|(k, _)| *k == header::SESSION_TOKEN);

@@ -94,7 +94,7 @@ pub use bulk::{BulkOperation, BulkOptions};
 pub use change_feed::{
     ChangeFeedMode, ChangeFeedOptions, ChangeFeedPage, ChangeFeedReader, ChangeFeedStart,
 };
-pub use client::{CosmosClient, CosmosClientBuilder, EMULATOR_KEY, local_endpoint};
+pub use client::{CosmosClient, CosmosClientBuilder, EMULATOR_KEY, PriorityLevel, local_endpoint};
 pub use container::{ContainerClient, ItemOptions};
 pub use database::DatabaseClient;
 pub use error::Error;

@@ -16,6 +16,10 @@ pub mod substatus {
     pub const PARTITION_KEY_QUOTA_EXCEEDED: u32 = 1014;
     pub const COLLECTION_RID_MISMATCH: u32 = 1024;
     pub const REQUEST_RATE_TOO_LARGE: u32 = 3200;
+    /// A throughput bucket spent its share of the container's throughput.
+    pub const THROUGHPUT_BUCKET_EXCEEDED: u32 = 3212;
+    /// A container's throughput buckets changed less than ten minutes ago.
+    pub const THROUGHPUT_BUCKET_CHANGE_TOO_SOON: u32 = 3213;
 }
 
 #[derive(Debug, Clone)]
@@ -159,7 +163,11 @@ impl From<StoreError> for CosmosError {
 
 impl From<crate::throughput::governor::Throttled> for CosmosError {
     fn from(e: crate::throughput::governor::Throttled) -> Self {
-        CosmosError::throttled(e.retry_after_ms, e.message)
+        let mut err = CosmosError::throttled(e.retry_after_ms, e.message);
+        if e.by_bucket {
+            err.sub_status = Some(substatus::THROUGHPUT_BUCKET_EXCEEDED);
+        }
+        err
     }
 }
 

@@ -7,6 +7,8 @@ use crate::api::security::auth::Keys;
 use crate::error::CosmosError;
 use crate::store::container::Container;
 use crate::store::Store;
+use crate::throughput::class::Class;
+use crate::throughput::governor::Budget;
 use std::sync::Arc;
 
 /// Behaviour switches of the API.
@@ -105,23 +107,38 @@ impl App {
         self.governor.rate(c, self.store.database_throughput(&c.db))
     }
 
-    /// Spends request units on partitions; 429 when throttling is on and they lack budget.
+    /// What `c` may spend: each partition's rate and the container's throughput buckets.
+    fn budget(&self, c: &Container) -> Budget {
+        Budget {
+            rate: self.partition_rate(c),
+            buckets: c.throughput().map(|t| t.buckets).unwrap_or_default(),
+        }
+    }
+
+    /// Spends request units on partitions; 429 when throttling is on and they (or the
+    /// request's throughput bucket) lack budget.
     pub fn spend(
         &self,
         c: &Container,
-        ranges: &[u32],
-        epk: Option<&str>,
+        (ranges, epk): (&[u32], Option<&str>),
         ru: f64,
+        class: Class,
     ) -> Result<(), CosmosError> {
         Ok(self
             .governor
-            .spend(c, || self.partition_rate(c), ranges, epk, ru)?)
+            .spend(c, || self.budget(c), ranges, epk, ru, class)?)
     }
 
     /// Records request units already consumed (no admission check).
-    pub fn record(&self, c: &Container, ranges: &[u32], epk: Option<&str>, ru: f64) {
+    pub fn record(
+        &self,
+        c: &Container,
+        (ranges, epk): (&[u32], Option<&str>),
+        ru: f64,
+        class: Class,
+    ) {
         self.governor
-            .record(c, || self.partition_rate(c), ranges, epk, ru)
+            .record(c, || self.budget(c), ranges, epk, ru, class)
     }
 
     /// Runs after every successful item write: starts a split when a partition outgrew the

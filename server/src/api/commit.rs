@@ -5,12 +5,15 @@
 //! transaction, a failed durable wait, an early `?` — settles the same way: the real charge
 //! on success, 1 RU otherwise (as the service charges a failed write).
 
+use crate::api::request::Req;
 use crate::api::App;
 use crate::error::CosmosError;
 use crate::store::container::{Container, Txn};
 use crate::store::engine::Durable;
 use crate::store::StoreError;
+use crate::throughput::class::Class;
 use std::sync::Arc;
+use strata_query::protocol::header;
 
 /// Request units admitted for one request before it runs, settled when dropped: the real
 /// charge once known, 1 RU otherwise (as the service charges a failed request). Reads,
@@ -24,19 +27,31 @@ pub struct Admission<'a> {
     epk: Option<String>,
     estimate: f64,
     charge: Option<f64>,
+    /// The request's throughput bucket and priority.
+    class: Class,
+}
+
+/// The throughput bucket and priority `req` names (400 for a bad one).
+pub fn class(req: &Req) -> Result<Class, CosmosError> {
+    Class::parse(
+        req.header(header::THROUGHPUT_BUCKET),
+        req.header(header::PRIORITY_LEVEL),
+    )
+    .map_err(CosmosError::bad_request)
 }
 
 impl<'a> Admission<'a> {
     /// Spends `estimate` on the partition holding `epk`; 429 when it lacks the budget.
     pub fn point(
         app: &'a App,
-        c: &'a Arc<Container>,
+        (c, req): (&'a Arc<Container>, &Req),
         epk: &str,
         estimate: f64,
     ) -> Result<Self, CosmosError> {
+        let class = class(req)?;
         let range = c.range_id_of(epk);
         swap_wait(c, &[range])?;
-        app.spend(c, &[range], Some(epk), estimate)?;
+        app.spend(c, (&[range], Some(epk)), estimate, class)?;
         Ok(Self {
             app,
             c,
@@ -44,18 +59,20 @@ impl<'a> Admission<'a> {
             epk: Some(epk.to_string()),
             estimate,
             charge: None,
+            class,
         })
     }
 
     /// Spends `estimate` across `ranges` (a request over many logical partitions).
     pub fn ranges(
         app: &'a App,
-        c: &'a Arc<Container>,
+        (c, req): (&'a Arc<Container>, &Req),
         ranges: Vec<u32>,
         estimate: f64,
     ) -> Result<Self, CosmosError> {
+        let class = class(req)?;
         swap_wait(c, &ranges)?;
-        app.spend(c, &ranges, None, estimate)?;
+        app.spend(c, (&ranges, None), estimate, class)?;
         Ok(Self {
             app,
             c,
@@ -63,6 +80,7 @@ impl<'a> Admission<'a> {
             epk: None,
             estimate,
             charge: None,
+            class,
         })
     }
 
@@ -82,9 +100,9 @@ impl Drop for Admission<'_> {
         let charge = self.charge.unwrap_or(1.0);
         self.app.record(
             self.c,
-            &self.ranges,
-            self.epk.as_deref(),
+            (&self.ranges, self.epk.as_deref()),
             charge - self.estimate,
+            self.class,
         );
     }
 }
@@ -101,12 +119,12 @@ impl<'a> Commit<'a> {
     /// Admits a write to the logical partition `epk` (see [`Admission::point`]).
     pub fn admit(
         app: &'a App,
-        c: &'a Arc<Container>,
+        on: (&'a Arc<Container>, &Req),
         epk: &str,
         estimate: f64,
     ) -> Result<Self, CosmosError> {
         Ok(Self {
-            admission: Admission::point(app, c, epk, estimate)?,
+            admission: Admission::point(app, on, epk, estimate)?,
             token: None,
         })
     }
@@ -114,12 +132,12 @@ impl<'a> Commit<'a> {
     /// Admits a write to many logical partitions (see [`Admission::ranges`]).
     pub fn admit_ranges(
         app: &'a App,
-        c: &'a Arc<Container>,
+        on: (&'a Arc<Container>, &Req),
         ranges: Vec<u32>,
         estimate: f64,
     ) -> Result<Self, CosmosError> {
         Ok(Self {
-            admission: Admission::ranges(app, c, ranges, estimate)?,
+            admission: Admission::ranges(app, on, ranges, estimate)?,
             token: None,
         })
     }
@@ -135,6 +153,7 @@ impl<'a> Commit<'a> {
                 epk: None,
                 estimate: 0.0,
                 charge: Some(0.0),
+                class: Class::default(),
             },
             token: None,
         }

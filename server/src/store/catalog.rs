@@ -12,6 +12,93 @@ pub struct ThroughputRequest {
     pub autoscale_max: Option<u64>,
     /// Autoscale `autoUpgradePolicy.throughputPolicy.incrementPercent` (kept and echoed).
     pub autoscale_increment_percent: u32,
+    /// New throughput buckets (`None`: as they are).
+    pub buckets: Option<Buckets>,
+}
+
+/// Bucket ids run from 1 to this.
+pub const BUCKETS: u8 = 5;
+
+/// A container's throughput buckets (see `throughput::class`): each one's cap as a percentage of the container's
+/// throughput (0: not capped), and the bucket requests that name none run in (0: none).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Buckets {
+    pub percent: [u8; BUCKETS as usize],
+    pub default: u8,
+}
+
+impl Buckets {
+    /// Whether no bucket is capped.
+    pub fn is_empty(&self) -> bool {
+        self.percent.iter().all(|p| *p == 0)
+    }
+
+    /// The fraction of the container's throughput bucket `id` may use (`None`: uncapped).
+    pub fn cap(&self, id: u8) -> Option<f64> {
+        let p = *self.percent.get(usize::from(id).checked_sub(1)?)?;
+        (p > 0).then(|| f64::from(p) / 100.0)
+    }
+
+    /// The offer's `throughputBuckets` array (400's message on a bad one).
+    pub fn parse(v: &Value) -> Result<Self, String> {
+        let list = v
+            .as_array()
+            .ok_or("throughputBuckets must be an array of {id, maxThroughputPercentage}.")?;
+        if list.len() > usize::from(BUCKETS) {
+            return Err(format!(
+                "throughputBuckets has {} entries; a container has at most {BUCKETS} throughput buckets.",
+                list.len()
+            ));
+        }
+        let mut out = Buckets::default();
+        for b in list {
+            let id = b
+                .get("id")
+                .and_then(Value::as_u64)
+                .filter(|id| (1..=u64::from(BUCKETS)).contains(id))
+                .ok_or_else(|| {
+                    format!(
+                        "A throughput bucket's id must be a whole number from 1 to {BUCKETS}: {b}."
+                    )
+                })? as u8;
+            let pct = b
+                .get("maxThroughputPercentage")
+                .and_then(Value::as_u64)
+                .filter(|p| (1..=100).contains(p))
+                .ok_or_else(|| {
+                    format!("Throughput bucket {id}'s maxThroughputPercentage must be a whole number from 1 to 100.")
+                })? as u8;
+            let slot = &mut out.percent[usize::from(id - 1)];
+            if *slot != 0 {
+                return Err(format!("Throughput bucket {id} is listed twice."));
+            }
+            *slot = pct;
+            if b.get("isDefaultBucket").and_then(Value::as_bool) == Some(true) {
+                if out.default != 0 {
+                    return Err("Only one throughput bucket can be the default bucket.".into());
+                }
+                out.default = id;
+            }
+        }
+        Ok(out)
+    }
+
+    /// As the offer shows it (the array [`Buckets::parse`] reads).
+    pub fn to_json(&self) -> Value {
+        let list: Vec<Value> = (1..=BUCKETS)
+            .filter_map(|id| {
+                let pct = self.percent[usize::from(id - 1)];
+                (pct > 0).then(|| {
+                    let mut b = json!({"id": id, "maxThroughputPercentage": pct});
+                    if self.default == id {
+                        b["isDefaultBucket"] = json!(true);
+                    }
+                    b
+                })
+            })
+            .collect();
+        Value::Array(list)
+    }
 }
 
 /// Provisioned throughput of a container or a shared-throughput database.
@@ -24,6 +111,12 @@ pub struct Throughput {
     /// Autoscale `incrementPercent` (absent in records written before it was kept).
     #[serde(default)]
     pub autoscale_increment_percent: u32,
+    /// Throughput buckets (none in records written before they were kept).
+    #[serde(default)]
+    pub buckets: Buckets,
+    /// When `buckets` last changed (seconds; 0: never).
+    #[serde(default)]
+    pub buckets_changed: u64,
     /// Numeric id of the offer resource.
     pub offer_seq: u32,
     pub ts: u64,

@@ -276,6 +276,8 @@ impl Store {
                 manual: t.manual,
                 autoscale_max: t.autoscale_max,
                 autoscale_increment_percent: t.autoscale_increment_percent,
+                buckets: Default::default(),
+                buckets_changed: 0,
                 offer_seq: c.next_offer_seq,
                 ts: now,
                 etag_seq: c.next_etag_seq,
@@ -453,6 +455,8 @@ impl Store {
             manual: t.manual,
             autoscale_max: t.autoscale_max,
             autoscale_increment_percent: t.autoscale_increment_percent,
+            buckets: t.buckets.unwrap_or_default(),
+            buckets_changed: 0,
             offer_seq: c.next_offer_seq,
             ts: now,
             etag_seq: c.next_etag_seq,
@@ -664,11 +668,17 @@ impl Store {
         {
             let mut m = write(&c.meta);
             let now = catalog::now_secs();
-            let offer_seq = m.throughput.as_ref().map(|x| x.offer_seq).unwrap_or(0);
+            let old = m.throughput.as_ref();
+            let offer_seq = old.map(|x| x.offer_seq).unwrap_or(0);
+            let (was, was_changed) =
+                old.map_or((Default::default(), 0), |x| (x.buckets, x.buckets_changed));
+            let buckets = t.buckets.unwrap_or(was);
             m.throughput = Some(Throughput {
                 manual: t.manual,
                 autoscale_max: t.autoscale_max,
                 autoscale_increment_percent: t.autoscale_increment_percent,
+                buckets,
+                buckets_changed: if buckets == was { was_changed } else { now },
                 offer_seq,
                 ts: now,
                 etag_seq,

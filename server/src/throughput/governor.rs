@@ -7,8 +7,14 @@
 //! `x-ms-retry-after-ms` set to when it would fit, and consumes nothing. Consumption is
 //! tracked either way, for the partitions view: RU/s per partition, throttled requests, and
 //! the hottest logical partitions.
+//!
+//! A request's [`Class`] adds two limits inside a partition's budget: its throughput
+//! bucket's own token bucket at the bucket's share of the rate (429 / 3212 when spent), and,
+//! for a Low-priority request, the RU that High requests spent in the last second, which it
+//! leaves in the bucket (see [`crate::throughput::class`]).
 
 use crate::store::container::Container;
+use crate::throughput::class::{Buckets, Class, BUCKETS};
 use dashmap::DashMap;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -17,10 +23,46 @@ use std::time::Instant;
 /// How many logical partitions each partition remembers consumption for.
 const HOT_KEYS: usize = 256;
 
+/// Tokens that refill continuously and hold at most one second of budget.
 #[derive(Debug)]
-struct Bucket {
+struct Tokens {
     tokens: f64,
     last: Instant,
+}
+
+impl Tokens {
+    fn new(rate: f64) -> Self {
+        Self {
+            tokens: rate,
+            last: Instant::now(),
+        }
+    }
+
+    fn refill(&mut self, rate: f64) {
+        let now = Instant::now();
+        let dt = now.duration_since(self.last).as_secs_f64();
+        self.tokens = (self.tokens + dt * rate).min(rate);
+        self.last = now;
+    }
+
+    /// Milliseconds until `need` fits (0: it fits now).
+    fn wait_ms(&self, need: f64, rate: f64) -> u64 {
+        if self.tokens >= need {
+            return 0;
+        }
+        ((((need - self.tokens) / rate) * 1000.0).ceil() as u64).max(1)
+    }
+}
+
+#[derive(Debug)]
+struct Bucket {
+    /// The partition's budget.
+    budget: Tokens,
+    /// The throughput buckets' own tokens, made when a capped bucket is first used.
+    groups: [Option<Tokens>; BUCKETS as usize],
+    /// RU that High-priority requests consumed in the current one-second window and the last.
+    high_ru: f64,
+    last_high_ru: f64,
     /// RU consumed in the current one-second window, and in the last complete one.
     window_start: Instant,
     window_ru: f64,
@@ -35,8 +77,10 @@ impl Bucket {
     fn new(rate: f64) -> Self {
         let now = Instant::now();
         Self {
-            tokens: rate,
-            last: now,
+            budget: Tokens::new(rate),
+            groups: Default::default(),
+            high_ru: 0.0,
+            last_high_ru: 0.0,
             window_start: now,
             window_ru: 0.0,
             last_window_ru: 0.0,
@@ -47,10 +91,7 @@ impl Bucket {
     }
 
     fn refill(&mut self, rate: f64) {
-        let now = Instant::now();
-        let dt = now.duration_since(self.last).as_secs_f64();
-        self.tokens = (self.tokens + dt * rate).min(rate);
-        self.last = now;
+        self.budget.refill(rate);
         self.roll_window();
     }
 
@@ -60,15 +101,35 @@ impl Bucket {
         let w = now.duration_since(self.window_start).as_secs_f64();
         if w >= 1.0 {
             self.last_window_ru = if w < 2.0 { self.window_ru } else { 0.0 };
+            self.last_high_ru = if w < 2.0 { self.high_ru } else { 0.0 };
             self.window_ru = 0.0;
+            self.high_ru = 0.0;
             self.window_start = now;
         }
     }
 
-    fn consume(&mut self, ru: f64, epk: Option<&str>) {
-        self.tokens -= ru;
+    /// What High requests spent in the last second (this window's and the part of the last
+    /// one's still within a second, in proportion): a Low request leaves it in the bucket.
+    fn high_reserve(&self) -> f64 {
+        let into = self.window_start.elapsed().as_secs_f64().min(1.0);
+        self.high_ru + self.last_high_ru * (1.0 - into)
+    }
+
+    /// The tokens of throughput bucket `id` at `rate` RU/s, refilled.
+    fn group(&mut self, id: u8, rate: f64) -> &mut Tokens {
+        let slot = &mut self.groups[usize::from(id.clamp(1, BUCKETS) - 1)];
+        let g = slot.get_or_insert_with(|| Tokens::new(rate));
+        g.refill(rate);
+        g
+    }
+
+    fn consume(&mut self, ru: f64, epk: Option<&str>, class: Class) {
+        self.budget.tokens -= ru;
         self.window_ru += ru;
         self.total_ru += ru;
+        if !class.low {
+            self.high_ru += ru;
+        }
         if let Some(e) = epk {
             // A key already tracked costs no allocation.
             match self.hot.get_mut(e) {
@@ -105,7 +166,17 @@ pub struct Usage {
 pub struct Throttled {
     /// When the budget will cover the request again.
     pub retry_after_ms: u64,
+    /// Whether the request's throughput bucket was spent (429 / 3212), not the partition's
+    /// budget (429 / 3200).
+    pub by_bucket: bool,
     pub message: String,
+}
+
+/// What a container may spend: each physical partition's RU/s and its throughput buckets.
+#[derive(Debug, Clone, Copy)]
+pub struct Budget {
+    pub rate: f64,
+    pub buckets: Buckets,
 }
 
 /// The throughput governor shared by all requests.
@@ -142,70 +213,94 @@ impl Governor {
     }
 
     /// Spends `ru` on the given partitions (split evenly), or refuses with 429 when enforcing
-    /// and any of them lacks the budget (then nothing is spent).
-    /// `rate` is only asked for when enforcing (tracking alone does not need it).
+    /// and any of them lacks the budget — the partition's (3200; for a Low-priority request,
+    /// what High requests leave), or the request's throughput bucket's (3212) — and then
+    /// nothing is spent. `budget` is only asked for when enforcing (tracking alone does not
+    /// need it).
+    #[allow(clippy::too_many_arguments)]
     pub fn spend(
         &self,
         c: &Container,
-        rate: impl FnOnce() -> f64,
+        budget: impl FnOnce() -> Budget,
         ranges: &[u32],
         epk: Option<&str>,
         ru: f64,
+        class: Class,
     ) -> Result<(), Throttled> {
         if ranges.is_empty() || ru <= 0.0 {
             return Ok(());
         }
         if !self.enforce {
-            self.track(c, ranges, epk, ru);
+            self.track(c, ranges, epk, ru, class);
             return Ok(());
         }
-        let rate = rate();
+        let Budget { rate, buckets } = budget();
+        let capped = class.capped(&buckets);
         let share = ru / ranges.len() as f64;
         let cell = self.container(c.cid);
         let mut map = cell.lock().unwrap_or_else(|p| p.into_inner());
-        let mut wait_ms: u64 = 0;
+        let (mut wait_ms, mut bucket_wait_ms) = (0u64, 0u64);
         for r in ranges {
             let b = map.entry(*r).or_insert_with(|| Bucket::new(rate));
             b.refill(rate);
             // A charge above one second of budget is admitted once the bucket is full.
             let need = share.min(rate);
-            if b.tokens < need {
-                wait_ms = wait_ms
-                    .max((((need - b.tokens) / rate) * 1000.0).ceil() as u64)
-                    .max(1);
+            let reserve = if class.low { b.high_reserve() } else { 0.0 };
+            wait_ms = wait_ms.max(b.budget.wait_ms(need + reserve.min(rate - need), rate));
+            if let Some((id, f)) = capped {
+                let g = b.group(id, rate * f);
+                bucket_wait_ms = bucket_wait_ms.max(g.wait_ms(share.min(rate * f), rate * f));
             }
         }
-        if wait_ms > 0 {
+        if wait_ms > 0 || bucket_wait_ms > 0 {
             for r in ranges {
                 if let Some(b) = map.get_mut(r) {
                     b.throttled += 1;
                 }
             }
-            return Err(Throttled {
-                retry_after_ms: wait_ms,
-                message: format!(
-                    "Request rate is large: this request needs {ru:.2} RU but partition(s) {ranges:?} of '{}' have {rate:.0} RU/s each and the budget is spent. Retry after {wait_ms} ms, raise the throughput, or spread the load over more partition key values.",
-                    c.id
-                ),
+            return Err(match capped {
+                Some((id, f)) if bucket_wait_ms > 0 => Throttled {
+                    retry_after_ms: bucket_wait_ms.max(wait_ms),
+                    by_bucket: true,
+                    message: format!(
+                        "Request rate is large: throughput bucket {id} of '{}' may use {:.0}% of its throughput ({:.0} RU/s a partition) and has spent it; this request needs {ru:.2} RU. Retry after {} ms.",
+                        c.id,
+                        f * 100.0,
+                        rate * f,
+                        bucket_wait_ms.max(wait_ms)
+                    ),
+                },
+                _ => Throttled {
+                    retry_after_ms: wait_ms,
+                    by_bucket: false,
+                    message: format!(
+                        "Request rate is large: this request needs {ru:.2} RU but partition(s) {ranges:?} of '{}' have {rate:.0} RU/s each and the budget is spent{}. Retry after {wait_ms} ms, raise the throughput, or spread the load over more partition key values.",
+                        c.id,
+                        if class.low { " (a Low-priority request leaves what High-priority requests use)" } else { "" }
+                    ),
+                },
             });
         }
         for r in ranges {
             if let Some(b) = map.get_mut(r) {
-                b.consume(share, epk);
+                b.consume(share, epk, class);
+                if let Some((id, f)) = capped {
+                    b.group(id, rate * f).tokens -= share;
+                }
             }
         }
         Ok(())
     }
 
     /// Consumption tracking only (no budget): windows, totals, hot keys.
-    fn track(&self, c: &Container, ranges: &[u32], epk: Option<&str>, ru: f64) {
+    fn track(&self, c: &Container, ranges: &[u32], epk: Option<&str>, ru: f64, class: Class) {
         let share = ru / ranges.len() as f64;
         let cell = self.container(c.cid);
         let mut map = cell.lock().unwrap_or_else(|p| p.into_inner());
         for r in ranges {
             let b = map.entry(*r).or_insert_with(|| Bucket::new(0.0));
             b.roll_window();
-            b.consume(share, epk);
+            b.consume(share, epk, class);
         }
     }
 
@@ -214,26 +309,31 @@ impl Governor {
     pub fn record(
         &self,
         c: &Container,
-        rate: impl FnOnce() -> f64,
+        budget: impl FnOnce() -> Budget,
         ranges: &[u32],
         epk: Option<&str>,
         ru: f64,
+        class: Class,
     ) {
         if ranges.is_empty() || ru == 0.0 {
             return;
         }
         if !self.enforce {
-            self.track(c, ranges, epk, ru);
+            self.track(c, ranges, epk, ru, class);
             return;
         }
-        let rate = rate();
+        let Budget { rate, buckets } = budget();
+        let capped = class.capped(&buckets);
         let share = ru / ranges.len() as f64;
         let cell = self.container(c.cid);
         let mut map = cell.lock().unwrap_or_else(|p| p.into_inner());
         for r in ranges {
             let b = map.entry(*r).or_insert_with(|| Bucket::new(rate));
             b.refill(rate);
-            b.consume(share, epk);
+            b.consume(share, epk, class);
+            if let Some((id, f)) = capped {
+                b.group(id, rate * f).tokens -= share;
+            }
         }
     }
 
@@ -274,14 +374,18 @@ mod tests {
     #[test]
     fn bucket_refills_and_caps() {
         let mut b = Bucket::new(100.0);
-        b.consume(150.0, Some("a"));
-        assert!(b.tokens < 0.0);
+        b.consume(150.0, Some("a"), Class::default());
+        assert!(b.budget.tokens < 0.0);
         std::thread::sleep(std::time::Duration::from_millis(20));
         b.refill(100.0);
-        assert!(b.tokens > -50.0 && b.tokens < 0.0, "{}", b.tokens);
-        b.tokens = 1000.0;
+        assert!(
+            b.budget.tokens > -50.0 && b.budget.tokens < 0.0,
+            "{}",
+            b.budget.tokens
+        );
+        b.budget.tokens = 1000.0;
         b.refill(100.0);
-        assert_eq!(b.tokens, 100.0, "at most one second of budget");
+        assert_eq!(b.budget.tokens, 100.0, "at most one second of budget");
         assert_eq!(b.hot.get("a"), Some(&150.0));
     }
 }

@@ -239,7 +239,7 @@ pub async fn batch(app: &App, req: &Req, c: &Arc<Container>) -> Result<Reply, Co
     }
     let n = parsed.len();
     let estimate = n as f64 * charge::write(req.body.len() / n.max(1));
-    let mut commit = Commit::admit(app, c, &epk, estimate)?;
+    let mut commit = Commit::admit(app, (c, req), &epk, estimate)?;
     let (results, status) = if atomic {
         let run = commit
             .transact(|t| {
@@ -361,7 +361,7 @@ async fn bulk(
                 Op::Read => charge::read(0),
                 _ => charge::write(req.body.len() / ops.len().max(1)),
             };
-            let admitted = Admission::point(app, c, &epk, estimate)?;
+            let admitted = Admission::point(app, (c, req), &epk, estimate)?;
             if !touched.contains(&admitted.range()) {
                 touched.push(admitted.range());
             }

@@ -89,7 +89,7 @@ impl<'a> Feed<'a> {
         } else {
             ranges_touched(c, &range)
         };
-        let admitted = Admission::ranges(app, c, touched.clone(), charge::query(0, 0, 1))?;
+        let admitted = Admission::ranges(app, (c, req), touched.clone(), charge::query(0, 0, 1))?;
         Ok(Self {
             range,
             exact: scope.exact_epk,

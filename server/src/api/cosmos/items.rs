@@ -124,7 +124,7 @@ async fn write_one(
         req.header(header::POST_TRIGGER_INCLUDE),
         &op,
     )?;
-    let mut commit = Commit::admit(app, c, &epk, charge::write(req.body.len()))?;
+    let mut commit = Commit::admit(app, (c, req), &epk, charge::write(req.body.len()))?;
     let range = commit.range();
     // A write refused by the item's state still tells the client where the partition is.
     let located = |e: CosmosError| match e.status.as_u16() {
@@ -181,7 +181,7 @@ pub fn read(
     let id = item_id(c, db, &epk, id)?;
     let session = req.header(header::SESSION_TOKEN);
     app.regions.check_session(req.region, &c.rid, session)?;
-    let admitted = Admission::point(app, c, &epk, charge::read(0))?;
+    let admitted = Admission::point(app, (c, req), &epk, charge::read(0))?;
     let Some((item, range_id)) = c.read_item(&epk, &id)? else {
         return Err(not_found(&id, &pk).with_session(&[c.range_id_of(&epk)], c.current_lsn()));
     };
@@ -266,7 +266,7 @@ pub async fn delete_partition(
     let exact = (pk.len() == c.pk.levels()).then(|| range.min.clone());
     let started = std::time::Instant::now();
     let touched = crate::api::scope::ranges_touched(c, &range);
-    let mut commit = Commit::admit_ranges(app, c, touched.clone(), charge::write(0))?;
+    let mut commit = Commit::admit_ranges(app, (c, req), touched.clone(), charge::write(0))?;
     let mut deleted = 0u64;
     loop {
         // Bounded transactions: each deletes one chunk atomically.

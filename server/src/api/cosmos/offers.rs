@@ -4,8 +4,8 @@
 use crate::api::request::Req;
 use crate::api::response::Reply;
 use crate::api::App;
-use crate::error::CosmosError;
-use crate::store::catalog::{self, Throughput, ThroughputRequest};
+use crate::error::{substatus, CosmosError};
+use crate::store::catalog::{self, Buckets, Throughput, ThroughputRequest};
 use axum::http::StatusCode;
 use serde_json::{json, Value};
 use strata_query::protocol::header;
@@ -24,6 +24,7 @@ pub fn throughput_from_headers(req: &Req) -> Result<Option<ThroughputRequest>, C
             manual: Some(n),
             autoscale_max: None,
             autoscale_increment_percent: 0,
+            buckets: None,
         }));
     }
     if let Some(v) = req.header(header::OFFER_AUTOPILOT_SETTINGS) {
@@ -71,6 +72,7 @@ fn autoscale_settings(v: &Value) -> Result<ThroughputRequest, CosmosError> {
         manual: None,
         autoscale_max: Some(max as u64),
         autoscale_increment_percent: increment,
+        buckets: None,
     })
 }
 
@@ -112,6 +114,44 @@ pub fn validate_autoscale(n: u64) -> Result<(), CosmosError> {
 /// same per database with shared throughput); the service raises it only by support ticket.
 pub const MAX_THROUGHPUT: u64 = 1_000_000;
 
+/// The throughput buckets an offer replace sets (`content.throughputBuckets`; absent: as
+/// they are, `[]`: none). Only a container's offer has them, and they change at most once
+/// every ten minutes (429 / 3213, as the service; its throughput-buckets FAQ).
+fn buckets(content: &Value, owner: &Owner) -> Result<Option<Buckets>, CosmosError> {
+    let Some(v) = content.get("throughputBuckets") else {
+        return Ok(None);
+    };
+    let new = Buckets::parse(v).map_err(CosmosError::bad_request)?;
+    let Owner::Container(c) = owner else {
+        if new.is_empty() {
+            return Ok(None);
+        }
+        return Err(CosmosError::bad_request(
+            "Throughput buckets apply to a container's own throughput, not a database's shared throughput.",
+        ));
+    };
+    let Some(t) = c.throughput() else {
+        return Ok(Some(new));
+    };
+    let since = catalog::now_secs().saturating_sub(t.buckets_changed);
+    if new != t.buckets && t.buckets_changed > 0 && since < BUCKET_CHANGE_SECS {
+        let mut e = CosmosError::throttled(
+            (BUCKET_CHANGE_SECS - since) * 1000,
+            format!(
+                "The throughput buckets of '{}' changed {since} s ago; they can change once every {} minutes.",
+                c.id,
+                BUCKET_CHANGE_SECS / 60
+            ),
+        );
+        e.sub_status = Some(substatus::THROUGHPUT_BUCKET_CHANGE_TOO_SOON);
+        return Err(e);
+    }
+    Ok(Some(new))
+}
+
+/// How often a container's throughput buckets may change.
+const BUCKET_CHANGE_SECS: u64 = 600;
+
 /// An offer as the service renders it.
 fn offer_json(t: &Throughput, resource: String, resource_rid: &str, pending: bool) -> Value {
     let rid = catalog::offer_rid(t.offer_seq);
@@ -121,6 +161,9 @@ fn offer_json(t: &Throughput, resource: String, resource_rid: &str, pending: boo
         "offerMinimumThroughputParameters": {"maxThroughputEverProvisioned": t.max_ru(), "maxConsumedStorageEverInKB": 0},
         "isOfferReplacePending": pending,
     });
+    if !t.buckets.is_empty() {
+        content["throughputBuckets"] = t.buckets.to_json();
+    }
     if let Some(max) = t.autoscale_max {
         content["offerAutopilotSettings"] = json!({
             "maxThroughput": max,
@@ -248,8 +291,13 @@ pub async fn replace(app: &App, req: &Req, id: &str) -> Result<Reply, CosmosErro
                 manual: Some(n),
                 autoscale_max: None,
                 autoscale_increment_percent: 0,
+                buckets: None,
             }
         }
+    };
+    let t = ThroughputRequest {
+        buckets: buckets(content, &owner)?,
+        ..t
     };
     match owner {
         Owner::Container(c) => app.store.set_container_throughput(&c, t).await?,
@@ -264,6 +312,8 @@ pub async fn replace(app: &App, req: &Req, id: &str) -> Result<Reply, CosmosErro
                         manual: t.manual,
                         autoscale_max: t.autoscale_max,
                         autoscale_increment_percent: t.autoscale_increment_percent,
+                        buckets: Default::default(),
+                        buckets_changed: 0,
                         offer_seq,
                         ts: catalog::now_secs(),
                         etag_seq,

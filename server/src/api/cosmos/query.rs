@@ -228,7 +228,7 @@ pub async fn query_items(app: &App, req: &Req, c: &Arc<Container>) -> Result<Rep
     };
     let enable_scan = req.flag(header::ENABLE_SCAN);
     let plan = Arc::new(Plan::new(c, Arc::clone(&p), target, enable_scan, paging)?);
-    let admitted = Admission::ranges(app, c, range_ids.clone(), charge::query(0, 0, 1))?;
+    let admitted = Admission::ranges(app, (c, req), range_ids.clone(), charge::query(0, 0, 1))?;
     let page = exec::run(Arc::clone(c), Arc::clone(&plan), token).await?;
     c.count_queries(&range_ids);
     let out_bytes: usize = page.docs.iter().map(|d| d.len()).sum();

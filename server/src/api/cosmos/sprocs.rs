@@ -64,7 +64,7 @@ pub async fn execute(
         timeout,
     };
     let started = Instant::now();
-    let mut commit = Commit::admit(app, c, &epk, charge::write(0))?;
+    let mut commit = Commit::admit(app, (c, req), &epk, charge::write(0))?;
     let mut host = Host::new(c, pk, epk);
     let (body, log, ru) = commit
         .transact_blocking(move |t| {
