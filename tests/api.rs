@@ -183,13 +183,26 @@ async fn item_validation_errors() {
         )
         .await;
     assert_error(&r, 400, "BadRequest");
-    // Ids: too long, reserved characters, missing, not a string.
-    let long = "x".repeat(256);
-    assert_error(
-        &s.post(DOCS, &h, doc(&long, "t1", "u1", "s1")).await,
-        400,
-        "BadRequest",
-    );
+    // Ids: too long (an item's may take 1,023 bytes, a container's 255 characters, with the
+    // service's messages), reserved characters, missing, not a string.
+    let r = s
+        .post(DOCS, &h, doc(&"é".repeat(512), "t1", "u1", "s1"))
+        .await;
+    assert_error(&r, 400, "BadRequest");
+    assert!(r.message().contains("less than '1024' characters"), "{r:?}");
+    let r = s
+        .post(DOCS, &h, doc(&"x".repeat(1023), "t1", "u1", "s1"))
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{r:?}");
+    let r = s
+        .post(
+            "/dbs/db/colls",
+            &[],
+            json!({"id": "c".repeat(256), "partitionKey": {"paths": ["/pk"], "kind": "Hash"}}),
+        )
+        .await;
+    assert_error(&r, 400, "BadRequest");
+    assert!(r.message().contains("less than '255' characters"), "{r:?}");
     for bad in ["a/b", "a\\b", "a?b", "a#b"] {
         assert_error(
             &s.post(DOCS, &h, doc(bad, "t1", "u1", "s1")).await,
@@ -250,9 +263,10 @@ async fn item_validation_errors() {
     let mut big = doc("big", "t1", "u1", "s1");
     big["payload"] = json!("y".repeat(2 * 1024 * 1024 + 10));
     assert_error(&s.post(DOCS, &h, big).await, 413, "RequestEntityTooLarge");
-    // Nothing of the above was stored.
+    // Nothing of the above was stored but the id of 1,023 bytes.
     let r = s.get(DOCS, &[]).await;
-    assert_eq!(r.json["_count"], json!(0), "{r:?}");
+    assert_eq!(r.json["_count"], json!(1), "{r:?}");
+    assert_eq!(r.json["Documents"][0]["id"], json!("x".repeat(1023)));
     s.stop().await;
 }
 

@@ -150,9 +150,17 @@ pub fn validate_id(id: &Value, what: &str) -> Result<String, CosmosError> {
             "The {what} 'id' must not be empty."
         )));
     }
-    if id.chars().count() > 255 {
+    // An item's id may take 1,023 bytes, any other resource's 255 characters (the service's
+    // limits page); past them the service's message names the bound it checks.
+    if what == "item" && id.len() > 1023 {
         return Err(CosmosError::bad_request(format!(
-            "The {what} 'id' is {} characters long; at most 255 are allowed.",
+            "The item id is {} bytes long. Ensure to provide a unique non-empty string less than '1024' characters.",
+            id.len()
+        )));
+    }
+    if what != "item" && id.chars().count() > 255 {
+        return Err(CosmosError::bad_request(format!(
+            "The {what} id is {} characters long. Ensure to provide a unique non-empty string less than '255' characters.",
             id.chars().count()
         )));
     }
