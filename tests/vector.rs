@@ -398,6 +398,133 @@ async fn the_index_is_rebuilt_from_the_documents_after_a_restart() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The snapshot files in `dir`.
+fn snapshots(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    std::fs::read_dir(dir.join("vector-snapshots"))
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|x| x == "vectors"))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A clean stop writes the diskANN graph beside the data and the next start reads it back
+/// (the file is consumed) and answers as before. A snapshot older than the documents — as a
+/// `kill -9` after an earlier clean stop leaves — is reconciled with them: deleted documents
+/// are gone from the index, replaced vectors are found at their new place, added ones are in.
+#[tokio::test]
+async fn a_restart_reads_the_index_back_and_reconciles_it_with_the_documents() {
+    let dir = std::env::temp_dir().join(format!("strata-vector-snapshot-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut g = Gen(11);
+    let vs = g.vectors(1200);
+    let q = json!([{"name": "@q", "value": g.vectors(1)[0]}]);
+    let sql = "SELECT TOP 5 c.id FROM c ORDER BY VectorDistance(c.v, @q)";
+    let before = {
+        let s = TestServer::start_with(four_partitions(Some(dir.clone()))).await;
+        make(&s, "snap", "diskANN").await;
+        load(&s, "snap", &vs).await;
+        until_indexed(&s, "snap", sql, q.clone()).await;
+        let r = query(&s, "snap", sql, q.clone(), false).await;
+        s.stop().await;
+        ids(&r)
+    };
+    let files = snapshots(&dir);
+    assert_eq!(files.len(), 1, "one snapshot for one index: {files:?}");
+    let stale = dir.join("stale-copy");
+    std::fs::copy(&files[0], &stale).unwrap();
+    // Read back: the same answers, the file consumed. Then the documents change.
+    let s = TestServer::start_with(four_partitions(Some(dir.clone()))).await;
+    let p = until_indexed(&s, "snap", sql, q.clone()).await;
+    assert!(p.contains("diskANN index on /v (1200 vectors"), "{p}");
+    assert!(
+        snapshots(&dir).is_empty(),
+        "the snapshot was read and removed"
+    );
+    assert_eq!(ids(&query(&s, "snap", sql, q.clone(), false).await), before);
+    let fresh = g.vectors(150);
+    for i in 0..100 {
+        let pk = format!("p{}", i % 50);
+        let r = s
+            .request(
+                reqwest::Method::DELETE,
+                &format!("/dbs/{DB}/colls/snap/docs/d{i}"),
+                &[("x-ms-documentdb-partitionkey", &json!([pk]).to_string())],
+                None,
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::NO_CONTENT, "{r:?}");
+    }
+    for (j, i) in (100..200).enumerate() {
+        let pk = format!("p{}", i % 50);
+        let r = s
+            .request(
+                reqwest::Method::PUT,
+                &format!("/dbs/{DB}/colls/snap/docs/d{i}"),
+                &[("x-ms-documentdb-partitionkey", &json!([pk]).to_string())],
+                Some(json!({"id": format!("d{i}"), "pk": pk, "cat": 0, "v": fresh[j]})),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::OK, "{r:?}");
+    }
+    let mut all = vs.clone();
+    all.extend(fresh[100..].iter().cloned());
+    load_from(&s, "snap", &all, 1200).await;
+    s.stop().await;
+    // The stale snapshot in place of the one this stop wrote.
+    let files = snapshots(&dir);
+    assert_eq!(files.len(), 1);
+    std::fs::rename(&stale, &files[0]).unwrap();
+    let s = TestServer::start_with(four_partitions(Some(dir.clone()))).await;
+    let p = until_indexed(&s, "snap", sql, q.clone()).await;
+    // 1,150 live; the snapshot's 200 old slots (100 deleted, 100 replaced) show it was used
+    // (a build from the documents alone has none).
+    assert!(p.contains("diskANN index on /v (1150 vectors"), "{p}");
+    assert!(p.contains("200 replaced or deleted"), "{p}");
+    let top1 = "SELECT TOP 1 c.id FROM c ORDER BY VectorDistance(c.v, @q)";
+    for i in [0usize, 57, 99] {
+        let got = ids(&query(
+            &s,
+            "snap",
+            top1,
+            json!([{"name": "@q", "value": vs[i]}]),
+            false,
+        )
+        .await);
+        assert_ne!(got, vec![format!("d{i}")], "deleted d{i} is still indexed");
+    }
+    for (j, i) in [(0usize, 100usize), (42, 142), (99, 199)] {
+        let got = ids(&query(
+            &s,
+            "snap",
+            top1,
+            json!([{"name": "@q", "value": fresh[j]}]),
+            false,
+        )
+        .await);
+        assert_eq!(
+            got,
+            vec![format!("d{i}")],
+            "replaced d{i} at its new vector"
+        );
+    }
+    for i in [1200usize, 1249] {
+        let got = ids(&query(
+            &s,
+            "snap",
+            top1,
+            json!([{"name": "@q", "value": all[i]}]),
+            false,
+        )
+        .await);
+        assert_eq!(got, vec![format!("d{i}")], "added d{i}");
+    }
+    s.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// One legal but extreme vector (`[1e30, …]`, a float32) among the first thousand — the ones
 /// the quantizer is fitted to — must not cost the others their recall, before a restart or
 /// after it (which fits the quantizer again from the stored documents).

@@ -82,6 +82,9 @@ struct StoreInner {
     users: RwLock<users::Users>,
     /// Flips to true on shutdown; background tasks watch it.
     stop: tokio::sync::watch::Sender<bool>,
+    /// Where vector sets are written at a clean shutdown and read back at the next start
+    /// (see `vector::set::snapshot`); `None` in memory and on PostgreSQL.
+    snapshots: Option<PathBuf>,
 }
 
 #[derive(Default)]
@@ -112,6 +115,12 @@ impl Store {
         };
         format::migrate(&engine)?;
         let mut cat = Catalog::default();
+        // Vector-set snapshots live beside the data of a local store (not one on PostgreSQL,
+        // which several processes share).
+        let snapshots = match (&cfg.postgres, &cfg.data_dir) {
+            (None, Some(d)) => Some(d.join("vector-snapshots")),
+            _ => None,
+        };
         for (_, v) in scan_prefix(&engine, Space::Catalog, b"db/")? {
             let rec: DatabaseRecord = serde_json::from_slice(&v)
                 .map_err(|e| StoreError::Corrupt(format!("database record: {e}")))?;
@@ -146,7 +155,7 @@ impl Store {
                 engine.clone(),
                 cfg.limits.clone(),
             )?);
-            c.start_vectors();
+            c.start_vectors(snapshots.as_deref());
             cat.containers.entry(db).or_default().insert(id, c);
         }
         let db_seqs: std::collections::HashMap<String, u32> =
@@ -165,6 +174,7 @@ impl Store {
                 counters: Mutex::new(counters),
                 users: RwLock::new(users),
                 stop: tokio::sync::watch::channel(false).0,
+                snapshots,
             }),
         };
         for cid in pending {
@@ -196,6 +206,11 @@ impl Store {
     /// Stops background tasks, then flushes and stops the engine (clean shutdown).
     pub fn shutdown(&self) -> Result<(), StoreError> {
         self.inner.stop.send_replace(true);
+        if let Some(dir) = &self.inner.snapshots {
+            for c in self.all_containers() {
+                c.save_vectors(dir);
+            }
+        }
         Ok(self.inner.engine.shutdown()?)
     }
 
@@ -515,7 +530,7 @@ impl Store {
             self.inner.engine.clone(),
             self.inner.limits.clone(),
         )?);
-        container.start_vectors();
+        container.start_vectors(None);
         write(&self.inner.catalog)
             .containers
             .entry(dbrec.id)

@@ -13,6 +13,8 @@
 //! never a start. Left as waypoints, the deleted vectors of a whole cluster trap a query aimed
 //! there: its beam fills with them and their neighbours, which are deleted too.
 
+use super::codec::{Reader, Writer};
+
 /// The graph: adjacency lists and the node searches start from. The lists sit in one flat
 /// array, [`Graph::stride`] slots a node, so that a search step reads a node's edges with one
 /// random access instead of two (a list's header, then its heap block), and a node costs its
@@ -285,6 +287,46 @@ impl Graph {
     pub fn insert(&mut self, p: u32, pair: &dyn Fn(u32, u32) -> f32) {
         let out = self.plan(p, pair);
         self.link(p, out, pair);
+    }
+
+    /// Writes the graph (see [`super::codec`]).
+    pub fn write<W: std::io::Write>(&self, w: &mut Writer<W>) -> std::io::Result<()> {
+        w.u64(self.degree as u64)?;
+        w.u64(self.list as u64)?;
+        w.f32(self.alpha)?;
+        w.u64(self.entry.map_or(u64::MAX, u64::from))?;
+        w.u32s(&self.edges)?;
+        w.u16s(&self.lens)?;
+        w.u64s(&self.gone)
+    }
+
+    /// Reads what [`Graph::write`] wrote, refusing a graph whose lists do not fit its shape.
+    pub fn read<R: std::io::Read>(r: &mut Reader<R>) -> std::io::Result<Self> {
+        let degree = r.u64()? as usize;
+        let list = r.u64()? as usize;
+        let alpha = r.f32()?;
+        let entry = r.u64()?;
+        let mut g = Graph::new(degree, list);
+        g.alpha = alpha;
+        g.edges = r.u32s()?;
+        g.lens = r.u16s()?;
+        g.gone = r.u64s()?;
+        let n = g.lens.len();
+        let fits = degree > 0
+            && degree < usize::from(u16::MAX) / 2
+            && g.edges.len() == n * g.stride()
+            && g.gone.len() == n.div_ceil(64)
+            && g.lens.iter().all(|l| usize::from(*l) <= g.stride())
+            && g.edges.iter().all(|e| (*e as usize) < n)
+            && (entry == u64::MAX || entry < n as u64);
+        if !fits {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "a snapshot's graph does not fit its shape",
+            ));
+        }
+        g.entry = (entry != u64::MAX).then_some(entry as u32);
+        Ok(g)
     }
 
     /// Robust pruning: from `cands` (distances to `p`), closest first, keep a node unless a

@@ -3,6 +3,7 @@
 //! Nothing here knows documents or storage; `store::container::vectors` keeps a set per
 //! indexed path current with the container's writes and rebuilds it from the documents.
 
+pub mod codec;
 pub mod graph;
 pub mod kernels;
 pub mod quant;

@@ -37,6 +37,21 @@ impl QueryCode {
 }
 
 impl Quantizer {
+    /// Writes the scales (see [`super::codec`]).
+    pub fn write<W: std::io::Write>(&self, w: &mut super::codec::Writer<W>) -> std::io::Result<()> {
+        w.f32s(&self.scale)
+    }
+
+    /// Reads what [`Quantizer::write`] wrote.
+    pub fn read<R: std::io::Read>(r: &mut super::codec::Reader<R>) -> std::io::Result<Self> {
+        let scale = r.f32s()?;
+        let inv = scale
+            .iter()
+            .map(|s| if *s > 0.0 { 1.0 / s } else { 0.0 })
+            .collect();
+        Ok(Self { scale, inv })
+    }
+
     /// Scales fitted to `vectors` (each of `dims` values), leaving out rows with a value
     /// that is not finite and rows longer than [`OUTLIER`] times the median length (or, when
     /// most rows are zero, than that times the 90th percentile length).

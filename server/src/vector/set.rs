@@ -10,6 +10,7 @@
 //! evaluator would compute from the document, and a query need not parse the document's
 //! vector to order it.
 
+mod snapshot;
 mod upkeep;
 
 pub use upkeep::Work;
@@ -27,6 +28,9 @@ const AHEAD: usize = 2;
 /// Vectors trained on before codes exist: fewer are scanned exactly.
 pub const TRAIN_AT: usize = 1000;
 
+/// Most rows the quantizer is fitted to (spread over all of them).
+const TRAIN_SAMPLE: usize = 20_000;
+
 /// The set (see the module comment).
 #[derive(Debug)]
 pub struct VectorSet {
@@ -38,6 +42,8 @@ pub struct VectorSet {
     origins: Vec<Origin>,
     codes: Vec<i8>,
     quant: Option<Quantizer>,
+    /// Live vectors when the quantizer was last fitted (see [`VectorSet::train`]).
+    trained_on: usize,
     keys: Vec<Option<Box<[u8]>>>,
     /// The shard each slot joined (an index into `shards`).
     shard_of: Vec<u32>,
@@ -130,6 +136,7 @@ impl VectorSet {
             origins: Vec::new(),
             codes: Vec::new(),
             quant: None,
+            trained_on: 0,
             keys: Vec::new(),
             shard_of: Vec::new(),
             node_of: Vec::new(),
@@ -245,7 +252,8 @@ impl VectorSet {
         self.node_of.push(s.members.len() as u32);
         s.members.push(slot);
         self.shard_of.push(i as u32);
-        if self.quant.is_none() && self.params.kind != IndexKind::Flat && self.len() >= TRAIN_AT {
+        let grown = self.len() >= TRAIN_AT && self.len() >= self.trained_on.saturating_mul(4);
+        if self.params.kind != IndexKind::Flat && grown {
             self.train();
         }
     }
@@ -267,22 +275,32 @@ impl VectorSet {
         std::borrow::Cow::Owned(u)
     }
 
-    /// Fits the quantizer to the rows held (as [`VectorSet::unit`] makes them) and codes them
-    /// all.
+    /// Fits the quantizer to up to [`TRAIN_SAMPLE`] rows spread over those held (as
+    /// [`VectorSet::unit`] makes them) and codes them all. It runs at [`TRAIN_AT`] vectors
+    /// and again each time the set has grown fourfold: the first thousand vectors need not
+    /// be like the rest. A build from stored documents reads them in key order, grouped by
+    /// partition key — in the vector bench, ten of its hundred clusters — and scales fitted
+    /// to those clipped every other cluster: a restart's graph found 0.802 of the true top
+    /// 10 where the one built as the documents arrived found 0.996.
     fn train(&mut self) {
         let d = self.params.dims;
-        let units: Vec<f32> = self
+        let rows = self.data.len() / d.max(1);
+        let step = (rows / TRAIN_SAMPLE).max(1);
+        let sample: Vec<f32> = self
             .data
             .chunks_exact(d)
+            .step_by(step)
             .flat_map(|r| self.unit(r).into_owned())
             .collect();
-        let q = Quantizer::train(d, units.chunks_exact(d));
+        let q = Quantizer::train(d, sample.chunks_exact(d));
+        drop(sample);
         let mut codes = vec![0i8; self.data.len()];
-        for (row, out) in units.chunks_exact(d).zip(codes.chunks_exact_mut(d)) {
-            q.encode(row, out);
+        for (row, out) in self.data.chunks_exact(d).zip(codes.chunks_exact_mut(d)) {
+            q.encode(&self.unit(row), out);
         }
         self.codes = codes;
         self.quant = Some(q);
+        self.trained_on = self.len();
     }
 
     fn row(&self, slot: u32) -> &[f32] {

@@ -7,8 +7,11 @@
 //! until it is ready. diskANN sets link new vectors into their graph on a background thread;
 //! until linked, a vector is scanned exactly with every search.
 //!
-//! The sets live in memory and are derived from the stored documents alone: nothing of them
-//! is written, so a crash loses nothing — the next start rebuilds them.
+//! The sets live in memory and are derived from the stored documents alone. A clean shutdown
+//! of a local store writes each ready set to a file ([`Container::save_vectors`]); the next
+//! start reads it back and reconciles it with the documents (those whose version changed are
+//! read again, those gone are dropped), so indexed queries are served at once without
+//! relinking, and a crash — a missing or older file — loses nothing: the documents decide.
 
 use super::*;
 use crate::vector::{Found, Origin, Params, SearchOpts, VectorSet};
@@ -300,8 +303,9 @@ impl PathIndex {
 
 impl Container {
     /// Starts building the container's vector sets from its documents, each on a thread of
-    /// its own; writes committed meanwhile are journaled and replayed (see [`Journal`]).
-    pub fn start_vectors(self: &Arc<Self>) {
+    /// its own, from the snapshots in `snapshots` where there are any; writes committed
+    /// meanwhile are journaled and replayed (see [`Journal`]).
+    pub fn start_vectors(self: &Arc<Self>, snapshots: Option<&std::path::Path>) {
         for (i, ix) in self.vectors.paths().iter().enumerate() {
             {
                 let mut state = lock(&ix.state);
@@ -311,13 +315,15 @@ impl Container {
                 *state = Journal::Building(Vec::new());
             }
             let (c, ix) = (Arc::clone(self), Arc::clone(ix));
+            let file = snapshots.map(|d| self.snapshot_file(d, &ix));
             let spawned = std::thread::Builder::new()
                 .name("strata-vector-build".into())
                 .spawn(move || {
                     let started = std::time::Instant::now();
-                    match c.build_vectors(&ix) {
-                        Ok(n) => tracing::info!(
+                    match c.build_vectors(&ix, file.as_deref()) {
+                        Ok((n, kept)) => tracing::info!(
                             container = %c.id, path = %ix.path, kind = ix.kind_name(), vectors = n,
+                            from_snapshot = kept,
                             ms = started.elapsed().as_millis() as u64, "vector index read"
                         ),
                         Err(e) => {
@@ -332,19 +338,93 @@ impl Container {
         }
     }
 
-    /// Reads every document's vector into a fresh set, replays the journal over it and
-    /// installs it. Returns the vectors read.
-    fn build_vectors(&self, ix: &Arc<PathIndex>) -> Result<usize, StoreError> {
-        let mut set = VectorSet::new(ix.params);
-        let mut n = 0usize;
+    /// Where the snapshot of `ix` lives in `dir`.
+    fn snapshot_file(&self, dir: &std::path::Path, ix: &PathIndex) -> std::path::PathBuf {
+        let path = xxhash_rust::xxh3::xxh3_64(ix.path.as_bytes());
+        dir.join(format!("{}-{path:016x}.vectors", self.cid))
+    }
+
+    /// Writes each ready set to its snapshot in `dir` (a clean shutdown), through a file
+    /// renamed into place once whole. A set that cannot be written is logged and left to be
+    /// rebuilt from the documents at the next start.
+    pub fn save_vectors(&self, dir: &std::path::Path) {
+        for ix in self.vectors.paths().iter().filter(|ix| ix.ready()) {
+            let file = self.snapshot_file(dir, ix);
+            let tmp = file.with_extension("partial");
+            let started = std::time::Instant::now();
+            let written = std::fs::create_dir_all(dir)
+                .and_then(|_| std::fs::File::create(&tmp))
+                .and_then(|f| {
+                    let mut w = crate::vector::codec::Writer::new(f);
+                    read(&ix.set).write(&mut w)?;
+                    w.finish()?.sync_all()
+                })
+                .and_then(|_| std::fs::rename(&tmp, &file));
+            match written {
+                Ok(()) => tracing::info!(
+                    container = %self.id, path = %ix.path,
+                    ms = started.elapsed().as_millis() as u64, "vector index written"
+                ),
+                Err(e) => {
+                    let _ = std::fs::remove_file(&tmp);
+                    tracing::warn!(container = %self.id, path = %ix.path, error = %e, "vector index not written")
+                }
+            }
+        }
+    }
+
+    /// The set in `file`, if it holds one for `ix`'s parameters (else `None`, logged when
+    /// the file exists but is refused). The file is removed once read: until the next clean
+    /// shutdown writes another, the documents alone decide.
+    fn read_snapshot(&self, ix: &PathIndex, file: &std::path::Path) -> Option<VectorSet> {
+        let f = std::fs::File::open(file).ok()?;
+        let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+        let mut r = crate::vector::codec::Reader::new(f, len);
+        let set = VectorSet::read(&mut r, ix.params).and_then(|s| r.finish().map(|_| s));
+        let _ = std::fs::remove_file(file);
+        match set {
+            Ok(s) => Some(s),
+            Err(e) => {
+                tracing::warn!(container = %self.id, path = %ix.path, error = %e, "vector index snapshot refused; rebuilding");
+                None
+            }
+        }
+    }
+
+    /// Reads every document's vector into a fresh set — or into the snapshot in `file`,
+    /// reading only documents whose version changed since (see the module comment) —,
+    /// replays the journal over it and installs it. Returns the vectors read and how many of
+    /// them the snapshot already held.
+    fn build_vectors(
+        &self,
+        ix: &Arc<PathIndex>,
+        file: Option<&std::path::Path>,
+    ) -> Result<(usize, usize), StoreError> {
+        let snapshot = file.and_then(|f| self.read_snapshot(ix, f));
+        let from_snapshot = snapshot.is_some();
+        let mut set = snapshot.unwrap_or_else(|| VectorSet::new(ix.params));
+        // The snapshot's slots whose documents are still there, unchanged or not.
+        let snapshot_slots = set.slots();
+        let mut seen = vec![0u64; snapshot_slots.div_ceil(64)];
+        let (mut n, mut kept) = (0usize, 0usize);
         for range in self.partitions().ranges.iter().map(|r| r.range.clone()) {
             let mut after: Option<DocPos> = None;
             loop {
                 if self.deleted.load(Ordering::Acquire) {
-                    return Ok(n);
+                    return Ok((n, kept));
                 }
                 let chunk = self.scan_items(&range, after.as_ref(), 256)?;
                 for (pos, item) in &chunk {
+                    if let Some((slot, was)) = set.origin_of(&pos.0) {
+                        if let Some(w) = seen.get_mut(slot as usize / 64) {
+                            *w |= 1 << (slot % 64);
+                        }
+                        if (was.lsn, was.sub) == (item.lsn, item.sub) {
+                            n += 1;
+                            kept += 1;
+                            continue;
+                        }
+                    }
                     let doc: Value = serde_json::from_slice(&item.json)
                         .map_err(|e| StoreError::Corrupt(format!("a stored document: {e}")))?;
                     if let Some((v, exact)) = ix.extract(&doc) {
@@ -363,6 +443,9 @@ impl Container {
                 }
             }
         }
+        if from_snapshot {
+            set.drop_unseen(&seen, snapshot_slots);
+        }
         let mut state = lock(&ix.state);
         if let Journal::Building(journal) = std::mem::replace(&mut *state, Journal::Ready) {
             for change in journal {
@@ -372,7 +455,7 @@ impl Container {
         *write(&ix.set) = set;
         drop(state);
         ix.link_in_background();
-        Ok(n)
+        Ok((n, kept))
     }
 
     /// Replaces the sets after a policy change and builds the new ones.
@@ -381,7 +464,7 @@ impl Container {
         // No transaction is open while the sets change: each one stages changes for the
         // sets it began with, and those are the ones its commit updates.
         self.with_writes_paused(|| *write(&self.vectors.paths) = fresh.paths());
-        self.start_vectors();
+        self.start_vectors(None);
     }
 
     /// The ready index over `path`, if the container has one.
