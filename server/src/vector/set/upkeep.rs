@@ -19,9 +19,17 @@ const DOOMED_AT: usize = 32;
 const BATCH: u32 = 512;
 
 /// One step (see the module comment): what [`VectorSet::plan_next`] chose, for
-/// [`VectorSet::apply`].
+/// [`VectorSet::apply`], and the set it was planned on: a consolidation replaces the set
+/// with a copy numbered afresh (`VectorSet::live_copy`), where a step planned on the old
+/// one would name other nodes.
 #[derive(Debug)]
-pub enum Work {
+pub struct Work {
+    epoch: u64,
+    step: Step,
+}
+
+#[derive(Debug)]
+enum Step {
     /// Link node `node` of shard `shard` with the out-edges `out` (none for a slot deleted
     /// before its turn: it is linked as taken out, to keep node numbers in step).
     Link {
@@ -79,10 +87,14 @@ impl VectorSet {
     /// The next step, chosen without changing anything: linking first (a slot not linked is
     /// scanned by every search), then a pass's next step.
     pub fn plan_next(&self) -> Option<Work> {
-        self.plan_link().or_else(|| self.plan_pass())
+        let step = self.plan_link().or_else(|| self.plan_pass())?;
+        Some(Work {
+            epoch: self.epoch,
+            step,
+        })
     }
 
-    fn plan_link(&self) -> Option<Work> {
+    fn plan_link(&self) -> Option<Step> {
         self.shards.iter().enumerate().find_map(|(i, s)| {
             let g = s.graph.as_ref()?;
             let p = g.len() as u32;
@@ -93,7 +105,7 @@ impl VectorSet {
                 let pair = |a: u32, b: u32| self.pair(s.members[a as usize], s.members[b as usize]);
                 (g.plan(p, &pair), false)
             };
-            Some(Work::Link {
+            Some(Step::Link {
                 shard: i,
                 node: p,
                 out,
@@ -102,7 +114,7 @@ impl VectorSet {
         })
     }
 
-    fn plan_pass(&self) -> Option<Work> {
+    fn plan_pass(&self) -> Option<Step> {
         self.shards.iter().enumerate().find_map(|(i, s)| {
             let g = s.graph.as_ref()?;
             let Some(pass) = &s.pass else {
@@ -114,10 +126,10 @@ impl VectorSet {
                         !g.is_gone(n) && self.keys[s.members[n as usize] as usize].is_none()
                     })
                     .collect();
-                return Some(Work::Start { shard: i, nodes });
+                return Some(Step::Start { shard: i, nodes });
             };
             if pass.cursor as usize >= g.len() {
-                return Some(Work::Finish { shard: i });
+                return Some(Step::Finish { shard: i });
             }
             let until = pass.cursor.saturating_add(BATCH).min(g.len() as u32);
             let pair = |a: u32, b: u32| self.pair(s.members[a as usize], s.members[b as usize]);
@@ -129,7 +141,7 @@ impl VectorSet {
                     Some((n, g.out(n).to_vec(), to))
                 })
                 .collect();
-            Some(Work::Repair {
+            Some(Step::Repair {
                 shard: i,
                 until,
                 lists,
@@ -140,11 +152,15 @@ impl VectorSet {
     /// Applies a step [`VectorSet::plan_next`] chose (one planned before a change it no
     /// longer fits is dropped, or applied only where it still fits).
     pub fn apply(&mut self, w: Work) {
+        if w.epoch != self.epoch {
+            return;
+        }
+        let w = w.step;
         let shard = match &w {
-            Work::Link { shard, .. }
-            | Work::Start { shard, .. }
-            | Work::Repair { shard, .. }
-            | Work::Finish { shard } => *shard,
+            Step::Link { shard, .. }
+            | Step::Start { shard, .. }
+            | Step::Repair { shard, .. }
+            | Step::Finish { shard } => *shard,
         };
         let Some(s) = self.shards.get_mut(shard) else {
             return;
@@ -153,7 +169,7 @@ impl VectorSet {
             return;
         };
         match w {
-            Work::Link {
+            Step::Link {
                 node, out, dead, ..
             } => {
                 let members = std::mem::take(&mut s.members);
@@ -167,8 +183,15 @@ impl VectorSet {
                 }
                 self.shards[shard].members = members;
             }
-            Work::Start { nodes, .. } if nodes.is_empty() => s.doomed = 0,
-            Work::Start { nodes, .. } => {
+            Step::Start { nodes, .. } if nodes.is_empty() => s.doomed = 0,
+            Step::Start { mut nodes, .. } => {
+                // Only nodes still dead and in the graph (a link may have come between).
+                let keys = &self.keys;
+                nodes.retain(|&n| {
+                    (n as usize) < g.len()
+                        && !g.is_gone(n)
+                        && keys[s.members[n as usize] as usize].is_none()
+                });
                 let mut bits = vec![0u64; g.len().div_ceil(64)];
                 for &n in &nodes {
                     bits[n as usize / 64] |= 1 << (n % 64);
@@ -179,7 +202,7 @@ impl VectorSet {
                     cursor: 0,
                 });
             }
-            Work::Repair { until, lists, .. } => {
+            Step::Repair { until, lists, .. } => {
                 for (n, from, to) in lists {
                     g.replace(n, &from, &to);
                 }
@@ -187,7 +210,7 @@ impl VectorSet {
                     pass.cursor = pass.cursor.max(until);
                 }
             }
-            Work::Finish { .. } => {
+            Step::Finish { .. } => {
                 if let Some(pass) = s.pass.take() {
                     g.remove(&pass.nodes);
                     s.doomed = s.doomed.saturating_sub(pass.nodes.len());
@@ -206,6 +229,41 @@ fn due(doomed: usize, g: &Graph) -> bool {
 #[cfg(test)]
 mod tests {
     use super::super::{Distance, IndexKind, Origin, Params, SearchOpts, VectorSet};
+
+    /// A step planned on a set that a consolidation then replaced (its copy numbers nodes
+    /// afresh) is dropped: applied to the copy, the pass it starts would take out live nodes.
+    #[test]
+    fn a_step_planned_on_a_replaced_set_is_dropped() {
+        let mut set = VectorSet::new(Params {
+            kind: IndexKind::DiskAnn,
+            dims: 4,
+            metric: Distance::Euclidean,
+            list: 20,
+            degree: 8,
+        });
+        let key = |i: u32| i.to_be_bytes();
+        for i in 0..400u32 {
+            let v: Vec<f32> = (0..4).map(|d| ((i * 31 + d * 7) % 97) as f32).collect();
+            set.set(&key(i), Some(&v), b"", Origin::default());
+        }
+        set.link_all();
+        for i in 0..100u32 {
+            set.set(&key(i), None, b"", Origin::default());
+        }
+        let stale = set.plan_next().expect("a pass is due");
+        let mut fresh = set.live_copy();
+        fresh.link_all();
+        let lists = |s: &VectorSet| {
+            let g = s.shards[0].graph.as_ref().expect("graph");
+            (0..g.len() as u32)
+                .map(|n| g.out(n).to_vec())
+                .collect::<Vec<_>>()
+        };
+        let before = lists(&fresh);
+        fresh.apply(stale);
+        assert_eq!(lists(&fresh), before);
+        assert!(!fresh.has_work());
+    }
 
     /// Twenty clusters of 150 points; two whole clusters deleted and every tenth point
     /// replaced, as the bake-off's stream does. After the set's steps: no live node points at
