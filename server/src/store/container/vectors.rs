@@ -400,8 +400,15 @@ impl Container {
         ix: &Arc<PathIndex>,
         file: Option<&std::path::Path>,
     ) -> Result<(usize, usize), StoreError> {
+        let started = std::time::Instant::now();
         let snapshot = file.and_then(|f| self.read_snapshot(ix, f));
         let from_snapshot = snapshot.is_some();
+        if from_snapshot {
+            tracing::info!(
+                container = %self.id, path = %ix.path,
+                ms = started.elapsed().as_millis() as u64, "vector index snapshot read"
+            );
+        }
         let mut set = snapshot.unwrap_or_else(|| VectorSet::new(ix.params));
         // The snapshot's slots whose documents are still there, unchanged or not.
         let snapshot_slots = set.slots();
