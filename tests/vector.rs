@@ -469,6 +469,16 @@ async fn a_restart_reads_the_index_back_and_reconciles_it_with_the_documents() {
             .await;
         assert_eq!(r.status, StatusCode::OK, "{r:?}");
     }
+    // d200 keeps its document but loses its vector.
+    let r = s
+        .request(
+            reqwest::Method::PUT,
+            &format!("/dbs/{DB}/colls/snap/docs/d200"),
+            &[("x-ms-documentdb-partitionkey", r#"["p0"]"#)],
+            Some(json!({"id": "d200", "pk": "p0", "cat": 0})),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{r:?}");
     let mut all = vs.clone();
     all.extend(fresh[100..].iter().cloned());
     load_from(&s, "snap", &all, 1200).await;
@@ -479,12 +489,12 @@ async fn a_restart_reads_the_index_back_and_reconciles_it_with_the_documents() {
     std::fs::rename(&stale, &files[0]).unwrap();
     let s = TestServer::start_with(four_partitions(Some(dir.clone()))).await;
     let p = until_indexed(&s, "snap", sql, q.clone()).await;
-    // 1,150 live; the snapshot's 200 old slots (100 deleted, 100 replaced) show it was used
-    // (a build from the documents alone has none).
-    assert!(p.contains("diskANN index on /v (1150 vectors"), "{p}");
-    assert!(p.contains("200 replaced or deleted"), "{p}");
+    // 1,149 live; the snapshot's 201 old slots (100 deleted, 100 replaced, one vector
+    // removed) show it was used (a build from the documents alone has none).
+    assert!(p.contains("diskANN index on /v (1149 vectors"), "{p}");
+    assert!(p.contains("201 replaced or deleted"), "{p}");
     let top1 = "SELECT TOP 1 c.id FROM c ORDER BY VectorDistance(c.v, @q)";
-    for i in [0usize, 57, 99] {
+    for i in [0usize, 57, 99, 200] {
         let got = ids(&query(
             &s,
             "snap",

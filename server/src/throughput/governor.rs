@@ -112,7 +112,7 @@ impl Bucket {
     /// one's still within a second, in proportion): a Low request leaves it in the bucket.
     fn high_reserve(&self) -> f64 {
         let into = self.window_start.elapsed().as_secs_f64().min(1.0);
-        self.high_ru + self.last_high_ru * (1.0 - into)
+        (self.high_ru + self.last_high_ru * (1.0 - into)).max(0.0)
     }
 
     /// The tokens of throughput bucket `id` at `rate` RU/s, refilled.
@@ -127,7 +127,8 @@ impl Bucket {
         self.budget.tokens -= ru;
         self.window_ru += ru;
         self.total_ru += ru;
-        if !class.low {
+        // A settled charge below its estimate gives RU back; the reserve only counts spending.
+        if !class.low && ru > 0.0 {
             self.high_ru += ru;
         }
         if let Some(e) = epk {

@@ -316,7 +316,9 @@ impl Graph {
             && degree < usize::from(u16::MAX) / 2
             && g.edges.len() == n * g.stride()
             && g.gone.len() == n.div_ceil(64)
-            && g.lens.iter().all(|l| usize::from(*l) <= g.stride())
+            && alpha.is_finite()
+            && alpha >= 1.0
+            && g.lens.iter().all(|l| usize::from(*l) < g.stride())
             && g.edges.iter().all(|e| (*e as usize) < n)
             && (entry == u64::MAX || entry < n as u64);
         if !fits {

@@ -42,6 +42,11 @@ impl Quantizer {
         w.f32s(&self.scale)
     }
 
+    /// Whether the scales are for `dims` dimensions, each a finite step.
+    pub fn fits(&self, dims: usize) -> bool {
+        self.scale.len() == dims && self.scale.iter().all(|s| s.is_finite() && *s >= 0.0)
+    }
+
     /// Reads what [`Quantizer::write`] wrote.
     pub fn read<R: std::io::Read>(r: &mut super::codec::Reader<R>) -> std::io::Result<Self> {
         let scale = r.f32s()?;

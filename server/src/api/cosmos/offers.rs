@@ -118,7 +118,7 @@ pub const MAX_THROUGHPUT: u64 = 1_000_000;
 /// they are, `[]`: none). Only a container's offer has them, and they change at most once
 /// every ten minutes (429 / 3213, as the service; its throughput-buckets FAQ).
 fn buckets(content: &Value, owner: &Owner) -> Result<Option<Buckets>, CosmosError> {
-    let Some(v) = content.get("throughputBuckets") else {
+    let Some(v) = content.get("throughputBuckets").filter(|v| !v.is_null()) else {
         return Ok(None);
     };
     let new = Buckets::parse(v).map_err(CosmosError::bad_request)?;
@@ -133,7 +133,11 @@ fn buckets(content: &Value, owner: &Owner) -> Result<Option<Buckets>, CosmosErro
     let Some(t) = c.throughput() else {
         return Ok(Some(new));
     };
-    let since = catalog::now_secs().saturating_sub(t.buckets_changed);
+    // A change stamped in the future (the clock went back) counts as long ago.
+    let now = catalog::now_secs();
+    let since = now
+        .checked_sub(t.buckets_changed)
+        .unwrap_or(BUCKET_CHANGE_SECS);
     if new != t.buckets && t.buckets_changed > 0 && since < BUCKET_CHANGE_SECS {
         let mut e = CosmosError::throttled(
             (BUCKET_CHANGE_SECS - since) * 1000,

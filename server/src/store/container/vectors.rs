@@ -442,6 +442,9 @@ impl Container {
                         };
                         set.set(&pos.0, Some(&v), &ix.shard(&doc), origin);
                         n += 1;
+                    } else if from_snapshot {
+                        // A document whose vector is gone since the snapshot: its slot goes.
+                        set.set(&pos.0, None, &[], Origin::default());
                     }
                 }
                 match chunk.last() {

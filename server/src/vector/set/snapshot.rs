@@ -127,6 +127,7 @@ impl VectorSet {
             && (lsns.len(), subs.len(), exact.len()) == (slots, slots, slots)
             && (set.codes.is_empty() || set.codes.len() == slots * d)
             && set.quant.is_some() != set.codes.is_empty()
+            && set.quant.as_ref().is_none_or(|q| q.fits(d))
             && set.shard_of.len() == slots
             && set.node_of.len() == slots
             && set
@@ -135,7 +136,10 @@ impl VectorSet {
                 .all(|s| (*s as usize) < set.shards.len())
             && set.shards.iter().all(|s| {
                 s.members.iter().all(|m| (*m as usize) < slots)
-                    && s.graph.as_ref().is_none_or(|g| g.len() <= s.members.len())
+                    && s.graph.as_ref().is_none_or(|g| {
+                        g.len() <= s.members.len()
+                            && (g.degree, g.list) == (params.degree, params.list)
+                    })
             });
         if !fits {
             return Err(bad("a snapshot's parts do not fit together"));

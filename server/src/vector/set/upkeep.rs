@@ -174,6 +174,12 @@ impl VectorSet {
             } => {
                 let members = std::mem::take(&mut s.members);
                 if g.len() == node as usize {
+                    // Deleted since it was planned: linked as taken out, as at planning.
+                    let dead = dead
+                        || members
+                            .get(node as usize)
+                            .is_none_or(|&m| self.keys[m as usize].is_none());
+                    let out = if dead { Vec::new() } else { out };
                     g.link(node, out, &|a, b| {
                         self.pair(members[a as usize], members[b as usize])
                     });
