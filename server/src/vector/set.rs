@@ -580,6 +580,15 @@ impl VectorSet {
     }
 }
 
+/// Seeded draws in [-0.5, 0.5) for tests: an LCG, the same numbers every run.
+#[cfg(test)]
+fn uniform(mut seed: u64) -> impl FnMut() -> f32 {
+    move || {
+        seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
+        (seed >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+    }
+}
+
 /// Keeps the `n` smallest of `c`, sorted.
 fn top(c: &mut Vec<(f32, u32)>, n: usize) {
     let cmp = |a: &(f32, u32), b: &(f32, u32)| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1));
@@ -631,11 +640,7 @@ mod tests {
     #[test]
     fn shards_answer_for_their_values_and_ranges() {
         let dims = 8;
-        let mut seed = 1u64;
-        let mut rnd = || {
-            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
-            (seed >> 40) as f32 / (1u64 << 24) as f32 - 0.5
-        };
+        let mut rnd = uniform(1);
         let rows: Vec<Vec<f32>> = (0..3000)
             .map(|_| (0..dims).map(|_| rnd()).collect())
             .collect();

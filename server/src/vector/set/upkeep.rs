@@ -279,11 +279,7 @@ mod tests {
     #[test]
     fn deleted_clusters_leave_the_graph() {
         let dims = 8;
-        let mut seed = 7u64;
-        let mut rnd = || {
-            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
-            (seed >> 40) as f32 / (1u64 << 24) as f32 - 0.5
-        };
+        let mut rnd = super::super::uniform(7);
         let centres: Vec<Vec<f32>> = (0..20)
             .map(|_| (0..dims).map(|_| rnd() * 20.0).collect())
             .collect();
