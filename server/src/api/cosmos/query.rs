@@ -32,6 +32,11 @@ use strata_query::sql::{self, Ctx, PreparedQuery, Routing};
 /// Page size when the client does not choose one.
 const DEFAULT_PAGE: usize = 100;
 
+/// How long a vector query waits for its index to be read back from a snapshot after a
+/// restart (a million 128-number vectors take about two seconds) before it is answered by
+/// reading every document instead.
+const VECTORS_LOADING: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// The largest query request: the service's "Maximum request size" (2 MB), which a query's
 /// body (text and parameters) is held to like any other request.
 pub const MAX_QUERY_REQUEST_BYTES: usize = 2 * 1024 * 1024;
@@ -227,6 +232,9 @@ pub async fn query_items(app: &App, req: &Req, c: &Arc<Container>) -> Result<Rep
         per_range: !scoped && gateway_compat && range_ids.len() > 1,
     };
     let enable_scan = req.flag(header::ENABLE_SCAN);
+    if let Some(search) = sql::vector::search_of(&p.query) {
+        c.vectors_loaded(&search.path, VECTORS_LOADING).await;
+    }
     let plan = Arc::new(Plan::new(c, Arc::clone(&p), target, enable_scan, paging)?);
     let admitted = Admission::ranges(app, (c, req), range_ids.clone(), charge::query(0, 0, 1))?;
     let page = exec::run(Arc::clone(c), Arc::clone(&plan), token).await?;

@@ -33,6 +33,9 @@ pub struct PathIndex {
     set: RwLock<VectorSet>,
     state: Mutex<Journal>,
     linking: AtomicBool,
+    /// Being read back from a snapshot (seconds at most, where rebuilding from the documents
+    /// takes minutes): queries over it wait for it (see [`Container::vectors_loaded`]).
+    loading: AtomicBool,
 }
 
 /// Where a committed change to a set goes.
@@ -104,6 +107,7 @@ impl Vectors {
                     set: RwLock::new(VectorSet::new(params)),
                     state: Mutex::new(Journal::Unbuilt),
                     linking: AtomicBool::new(false),
+                    loading: AtomicBool::new(false),
                 }))
             })
             .collect();
@@ -316,11 +320,15 @@ impl Container {
             }
             let (c, ix) = (Arc::clone(self), Arc::clone(ix));
             let file = snapshots.map(|d| self.snapshot_file(d, &ix));
+            ix.loading
+                .store(file.as_ref().is_some_and(|f| f.exists()), Ordering::Release);
             let spawned = std::thread::Builder::new()
                 .name("strata-vector-build".into())
                 .spawn(move || {
                     let started = std::time::Instant::now();
-                    match c.build_vectors(&ix, file.as_deref()) {
+                    let built = c.build_vectors(&ix, file.as_deref());
+                    ix.loading.store(false, Ordering::Release);
+                    match built {
                         Ok((n, kept)) => tracing::info!(
                             container = %c.id, path = %ix.path, kind = ix.kind_name(), vectors = n,
                             from_snapshot = kept,
@@ -414,45 +422,54 @@ impl Container {
         let snapshot_slots = set.slots();
         let mut seen = vec![0u64; snapshot_slots.div_ceil(64)];
         let (mut n, mut kept) = (0usize, 0usize);
-        for range in self.partitions().ranges.iter().map(|r| r.range.clone()) {
-            let mut after: Option<DocPos> = None;
-            loop {
+        // The change feed names every live document once, with the version of its last
+        // write, in keys of a few bytes: a snapshot's slots are checked against it without
+        // reading a document (reading a million of them by key was most of a restart), and
+        // only the documents it does not hold as they are now are read.
+        let prefix = keys::container_prefix(self.cid);
+        let mut stale: Vec<Vec<u8>> = Vec::new();
+        self.walk_log(
+            Space::Feed,
+            0,
+            u64::MAX,
+            usize::MAX,
+            &mut |lsn, k, suffix| {
                 if self.deleted.load(Ordering::Acquire) {
-                    return Ok((n, kept));
+                    return Ok(false);
                 }
-                let chunk = self.scan_items(&range, after.as_ref(), 256)?;
-                for (pos, item) in &chunk {
-                    if let Some((slot, was)) = set.origin_of(&pos.0) {
-                        if let Some(w) = seen.get_mut(slot as usize / 64) {
-                            *w |= 1 << (slot % 64);
-                        }
-                        if (was.lsn, was.sub) == (item.lsn, item.sub) {
-                            n += 1;
-                            kept += 1;
-                            continue;
-                        }
+                let sub = k
+                    .get(12..16)
+                    .and_then(|b| b.try_into().ok())
+                    .map_or(0, u32::from_be_bytes);
+                let mut key = Vec::with_capacity(prefix.len() + suffix.len());
+                key.extend_from_slice(&prefix);
+                key.extend_from_slice(suffix);
+                if let Some((slot, was)) = set.origin_of(&key) {
+                    if let Some(w) = seen.get_mut(slot as usize / 64) {
+                        *w |= 1 << (slot % 64);
                     }
-                    let doc: Value = serde_json::from_slice(&item.json)
-                        .map_err(|e| StoreError::Corrupt(format!("a stored document: {e}")))?;
-                    if let Some((v, exact)) = ix.extract(&doc) {
-                        let origin = Origin {
-                            lsn: item.lsn,
-                            sub: item.sub,
-                            exact,
-                        };
-                        set.set(&pos.0, Some(&v), &ix.shard(&doc), origin);
+                    if (was.lsn, was.sub) == (lsn, sub) {
                         n += 1;
-                    } else if from_snapshot {
-                        // A document whose vector is gone since the snapshot: its slot goes.
-                        set.set(&pos.0, None, &[], Origin::default());
+                        kept += 1;
+                        return Ok(true);
                     }
                 }
-                match chunk.last() {
-                    Some((p, _)) if chunk.len() == 256 => after = Some(p.clone()),
-                    _ => break,
+                stale.push(key);
+                if stale.len() == 256 {
+                    n += self.read_vectors(
+                        ix,
+                        &mut set,
+                        &std::mem::take(&mut stale),
+                        from_snapshot,
+                    )?;
                 }
-            }
+                Ok(true)
+            },
+        )?;
+        if self.deleted.load(Ordering::Acquire) {
+            return Ok((n, kept));
         }
+        n += self.read_vectors(ix, &mut set, &stale, from_snapshot)?;
         if from_snapshot {
             set.drop_unseen(&seen, snapshot_slots);
         }
@@ -468,6 +485,49 @@ impl Container {
         Ok((n, kept))
     }
 
+    /// Reads the documents at `keys` into `set` (a document without a vector at the path
+    /// leaves it, when `set` came from a snapshot); returns how many vectors were read.
+    fn read_vectors(
+        &self,
+        ix: &PathIndex,
+        set: &mut VectorSet,
+        keys: &[Vec<u8>],
+        from_snapshot: bool,
+    ) -> Result<usize, StoreError> {
+        let (default_ttl, now) = (self.default_ttl(), catalog::now_secs());
+        let mut batch = self.prefetch(keys)?.into_iter();
+        let mut n = 0;
+        for key in keys {
+            let found = batch
+                .next()
+                .map_or_else(|| self.engine.get(Space::Items, key), Ok)?;
+            let Some(raw) = found else {
+                continue;
+            };
+            let item = StoredItem::decode(raw).ok_or_else(|| {
+                StoreError::Corrupt("an item has an unreadable record".to_string())
+            })?;
+            if item.is_expired(default_ttl, now) {
+                continue;
+            }
+            let doc: Value = serde_json::from_slice(&item.json)
+                .map_err(|e| StoreError::Corrupt(format!("a stored document: {e}")))?;
+            if let Some((v, exact)) = ix.extract(&doc) {
+                let origin = Origin {
+                    lsn: item.lsn,
+                    sub: item.sub,
+                    exact,
+                };
+                set.set(key, Some(&v), &ix.shard(&doc), origin);
+                n += 1;
+            } else if from_snapshot {
+                // A document whose vector is gone since the snapshot: its slot goes.
+                set.set(key, None, &[], Origin::default());
+            }
+        }
+        Ok(n)
+    }
+
     /// Replaces the sets after a policy change and builds the new ones.
     pub fn restart_vectors(self: &Arc<Self>) {
         let fresh = Vectors::of(&self.vector_policy());
@@ -475,6 +535,23 @@ impl Container {
         // sets it began with, and those are the ones its commit updates.
         self.with_writes_paused(|| *write(&self.vectors.paths) = fresh.paths());
         self.start_vectors(None);
+    }
+
+    /// Waits, at most `limit`, while an index over `path` is read back from its snapshot:
+    /// a query arriving in the second or two after a restart that this takes is answered
+    /// from the index rather than by reading and ranking every document — a million of them
+    /// took several seconds, per query.
+    pub async fn vectors_loaded(&self, path: &str, limit: std::time::Duration) {
+        let until = std::time::Instant::now() + limit;
+        let loading = || {
+            self.vectors
+                .paths()
+                .iter()
+                .any(|ix| ix.path == path && ix.loading.load(Ordering::Acquire))
+        };
+        while loading() && std::time::Instant::now() < until {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
     }
 
     /// The ready index over `path`, if the container has one.
