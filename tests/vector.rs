@@ -181,6 +181,7 @@ async fn vector_indexes_find_the_nearest_documents_across_partitions() {
         );
         let (mut hits, mut fhits) = (0usize, 0usize);
         let (mut read, mut fread) = (0u64, 0u64);
+        let with_pk = "SELECT TOP 10 c.id, c.pk FROM c ORDER BY VectorDistance(c.v, @q)";
         for q in &queries {
             let params = json!([{"name": "@q", "value": q}]);
             let exact = nearest(q, &vs);
@@ -191,6 +192,9 @@ async fn vector_indexes_find_the_nearest_documents_across_partitions() {
             assert_eq!(r.status, StatusCode::OK, "{r:?}");
             let got = ids(&r);
             assert_eq!(got.len(), 10, "{r:?}");
+            // The same page with a property the key does not hold: read from the documents.
+            let r = query(&s, &coll, with_pk, params.clone(), false).await;
+            assert_eq!(ids(&r), got, "{r:?}");
             read += scanned(&r);
             hits += want(&mut exact.iter())
                 .iter()
@@ -232,6 +236,39 @@ async fn vector_indexes_find_the_nearest_documents_across_partitions() {
         .await;
         assert_eq!(r.status, StatusCode::OK, "{r:?}");
         assert!(ids(&r).is_empty(), "{r:?}");
+    }
+    // Vectors of float32 numbers, as embeddings are: the index's rows hold them exactly, so
+    // a page of ids and distances comes from the candidates' keys and the rows, without a
+    // document read — except where documents may expire (one whose TTL passed is not
+    // returned, purged or not).
+    let f32s: Vec<Vec<f64>> = vs[..300]
+        .iter()
+        .map(|v| v.iter().map(|x| f64::from(*x as f32)).collect())
+        .collect();
+    let top = "SELECT TOP 10 c.id FROM c ORDER BY VectorDistance(c.v, @q)";
+    let with_pk = "SELECT TOP 10 c.id, c.pk FROM c ORDER BY VectorDistance(c.v, @q)";
+    for (coll, ttl, kind) in [("exact", None, "diskANN"), ("expiring", Some(-1), "flat")] {
+        s.setup_with(
+            DB,
+            coll,
+            json!({"partitionKey": {"paths": ["/pk"], "kind": "Hash", "version": 2}, "defaultTtl": ttl,
+                "vectorEmbeddingPolicy": {"vectorEmbeddings": [
+                    {"path": "/v", "dataType": "float32", "dimensions": DIMS, "distanceFunction": "cosine"}]},
+                "indexingPolicy": {"vectorIndexes": [{"path": "/v", "type": kind}]}}),
+        )
+        .await;
+        load(&s, coll, &f32s).await;
+        let params = json!([{"name": "@q", "value": queries[0]}]);
+        until_indexed(&s, coll, top, params.clone()).await;
+        let r = query(&s, coll, top, params.clone(), false).await;
+        let from_docs = query(&s, coll, with_pk, params, false).await;
+        assert_eq!(ids(&r), ids(&from_docs), "{r:?}");
+        assert_eq!(ids(&r).len(), 10, "{r:?}");
+        match ttl {
+            None => assert_eq!(scanned(&r), 0, "{coll}: {r:?}"),
+            Some(_) => assert!(scanned(&r) >= 10, "{coll}: {r:?}"),
+        }
+        assert!(scanned(&from_docs) >= 10, "{from_docs:?}");
     }
 }
 

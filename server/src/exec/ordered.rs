@@ -68,6 +68,7 @@ impl Ranked {
 }
 
 /// One partition's part of an ORDER BY page.
+#[derive(Default)]
 pub(super) struct PartBest {
     pub(super) rows: Vec<Ranked>,
     pub(super) scanned: u64,

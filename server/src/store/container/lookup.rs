@@ -99,6 +99,11 @@ impl Container {
         Ok(n)
     }
 
+    /// The id of the document at `pos` (its key holds it).
+    pub fn doc_id<'a>(&self, pos: &'a DocPos) -> &'a str {
+        pos.parts(self.codec).1
+    }
+
     /// The live version of the item at `key` (an index entry's document), if any.
     pub fn load_item(&self, pos: &DocPos) -> Result<Option<StoredItem>, StoreError> {
         let raw = self.engine.get(Space::Items, &pos.0)?;
