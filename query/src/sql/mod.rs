@@ -164,7 +164,7 @@ pub fn prepare_parsed(
 }
 
 /// Parameters as the SDKs send them: `[{"name": "@x", "value": ...}]`.
-pub fn parse_parameters(v: Option<&Value>) -> Result<Vec<(String, Value)>, QueryError> {
+pub fn parse_parameters(v: Option<Value>) -> Result<Vec<(String, Value)>, QueryError> {
     let Some(v) = v else { return Ok(Vec::new()) };
     let arr =
         match v {
@@ -182,7 +182,7 @@ pub fn parse_parameters(v: Option<&Value>) -> Result<Vec<(String, Value)>, Query
         )));
     }
     let mut out = Vec::with_capacity(arr.len());
-    for p in arr {
+    for mut p in arr {
         let name = p.get("name").and_then(Value::as_str).ok_or_else(|| {
             QueryError::semantic("Every query parameter needs a string 'name' such as \"@p\".")
         })?;
@@ -191,8 +191,9 @@ pub fn parse_parameters(v: Option<&Value>) -> Result<Vec<(String, Value)>, Query
                 "The query parameter name '{name}' must start with '@'."
             ))
         })?;
-        match p.get("value") {
-            Some(v) => out.push((name.to_string(), v.clone())),
+        let name = name.to_string();
+        match p.get_mut("value").map(Value::take) {
+            Some(v) => out.push((name, v)),
             None => {
                 return Err(QueryError::semantic(format!(
                     "The query parameter @{name} has no 'value'."

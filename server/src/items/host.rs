@@ -220,7 +220,7 @@ impl Host {
             .get("query")
             .and_then(Value::as_str)
             .unwrap_or_default();
-        let params = sql::parse_parameters(args.get("parameters"))?;
+        let params = sql::parse_parameters(args.get("parameters").cloned())?;
         let p = sql::prepare(text, &params, None)?;
         let page = match opts.get("pageSize").and_then(Value::as_i64) {
             Some(n) if n > 0 => n as usize,

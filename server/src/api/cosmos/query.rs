@@ -49,7 +49,7 @@ fn query_body(req: &Req) -> Result<(String, Vec<(String, Value)>), CosmosError> 
             req.body.len()
         )));
     }
-    let body = req.json()?;
+    let mut body = req.json()?;
     let text = match &body {
         Value::Object(m) => m.get("query").and_then(Value::as_str).ok_or_else(|| {
             CosmosError::bad_request("The query body must have a string 'query' property.")
@@ -60,8 +60,9 @@ fn query_body(req: &Req) -> Result<(String, Vec<(String, Value)>), CosmosError> 
             ))
         }
     };
-    let params = sql::parse_parameters(body.get("parameters"))?;
-    Ok((text.to_string(), params))
+    let text = text.to_string();
+    let params = sql::parse_parameters(body.get_mut("parameters").map(Value::take))?;
+    Ok((text, params))
 }
 
 /// What a query's text and parameters will hold while it is prepared and run (as parsed
