@@ -143,6 +143,10 @@ struct Args {
     /// load reports 0/s and the write targets are left out. Minutes instead of the load's.
     #[arg(long)]
     store: Option<PathBuf>,
+    /// The vector suite's search options, the object `VectorDistance` takes as its fourth
+    /// argument (e.g. `{"searchListSizeMultiplier": 20}`): the service's defaults when absent.
+    #[arg(long)]
+    vector_search_options: Option<String>,
     /// Where to write the JSON report.
     #[arg(long, default_value = "target/bench/report.json")]
     json: PathBuf,

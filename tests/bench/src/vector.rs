@@ -108,8 +108,12 @@ fn exact_top10(base: &[f32], queries: &[f32], dims: usize) -> Vec<Vec<u32>> {
     })
 }
 
-fn query_body(q: &[f32]) -> Vec<u8> {
-    json!({"query": "SELECT TOP 10 c.id FROM c ORDER BY VectorDistance(c.v, @q)",
+fn query_body(q: &[f32], options: Option<&str>) -> Vec<u8> {
+    let distance = match options {
+        Some(o) => format!("VectorDistance(c.v, @q, false, {o})"),
+        None => "VectorDistance(c.v, @q)".to_string(),
+    };
+    json!({"query": format!("SELECT TOP 10 c.id FROM c ORDER BY {distance}"),
            "parameters": [{"name": "@q", "value": q}]})
     .to_string()
     .into_bytes()
@@ -294,8 +298,12 @@ async fn strata_run(a: &Args, d: &Arc<Data>, kind: Option<&str>) -> Run {
         insert,
         ..Run::default()
     };
-    let bodies: Arc<Vec<Vec<u8>>> =
-        Arc::new(d.queries.chunks_exact(d.dims).map(query_body).collect());
+    let bodies: Arc<Vec<Vec<u8>>> = Arc::new(
+        d.queries
+            .chunks_exact(d.dims)
+            .map(|q| query_body(q, a.vector_search_options.as_deref()))
+            .collect(),
+    );
     if kind.is_some() {
         loop {
             let p = plan(&http, &bodies[0]).await;
