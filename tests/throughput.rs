@@ -485,6 +485,54 @@ async fn throughput_buckets_cap_their_requests() {
     s.stop().await;
 }
 
+/// Offer replaces at once are checked one after another: of eight different first bucket
+/// configurations of a fresh container sent together, one is taken and the others are too
+/// soon (429 / 3213). On a durable store, where each replace waits for its write to reach
+/// the disk, all eight passed the check against the state none of them had changed yet.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_offer_replaces_are_checked_one_after_another() {
+    let dir = std::env::temp_dir().join(format!("strata-offers-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let s = TestServer::start_with(Options {
+        data_dir: Some(dir.clone()),
+        ..Default::default()
+    })
+    .await;
+    s.post("/dbs", &[], json!({"id": "db"})).await;
+    let r = s
+        .post(
+            "/dbs/db/colls",
+            &[("x-ms-offer-throughput", "4000")],
+            json!({"id": "fresh", "partitionKey": {"paths": ["/pk"], "kind": "Hash", "version": 2}}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED);
+    let fresh = container_offer(&s, "db", "fresh").await;
+    let puts = (1..=8u64).map(|p| {
+        let mut o = fresh.clone();
+        o["content"]["throughputBuckets"] = json!([{"id": 2, "maxThroughputPercentage": p * 10}]);
+        let s = &s;
+        async move { put_offer(s, &o).await }
+    });
+    let answers: Vec<(u16, Option<u32>)> = futures::future::join_all(puts)
+        .await
+        .iter()
+        .map(|r| (r.status.as_u16(), r.substatus()))
+        .collect();
+    assert_eq!(
+        answers.iter().filter(|a| a.0 == 200).count(),
+        1,
+        "{answers:?}"
+    );
+    assert_eq!(
+        answers.iter().filter(|a| **a == (429, Some(3213))).count(),
+        7,
+        "{answers:?}"
+    );
+    s.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Priority-based execution (https://learn.microsoft.com/azure/cosmos-db/priority-based-execution):
 /// with nothing else running, Low requests use the whole budget; once High requests have
 /// spent most of it, Low ones are throttled (429 / 3200) while High ones are still admitted.

@@ -259,7 +259,13 @@ pub fn read_offer(app: &App, id: &str) -> Result<Reply, CosmosError> {
 }
 
 /// `PUT /offers/{id}`: a new `content.offerThroughput` or autoscale maximum.
+/// Offer replaces, one at a time: each checks what the last one left (the If-Match etag, the
+/// ten-minute rule of throughput buckets) before it writes, and two at once both passed the
+/// checks against the same state. Rare, administrative requests; one lock for the process.
+static REPLACING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 pub async fn replace(app: &App, req: &Req, id: &str) -> Result<Reply, CosmosError> {
+    let _one = REPLACING.lock().await;
     let (current, owner) = find(app, id)?;
     let body = req.json_object()?;
     if let Some(bid) = body.get("id").and_then(Value::as_str) {
