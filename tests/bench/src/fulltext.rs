@@ -272,7 +272,16 @@ async fn strata_run(a: &Args, c: &Arc<Corpus>, indexed: bool) -> (f64, u64, Vec<
         );
         0.0
     } else {
+        let ticks = crate::cpu_ticks(child.id());
         let rate = load(&http, c, a.clients).await;
+        // Server CPU per upsert (10 ms clock ticks): the load's figure that does not depend
+        // on the load generator sharing the cores.
+        if let (Some(t0), Some(t1)) = (ticks, crate::cpu_ticks(child.id())) {
+            println!(
+                "  strata ({label}): {rate:.0} upserts/s, {:.3} ms server CPU per upsert",
+                (t1 - t0) as f64 * 10.0 / c.texts.len().max(1) as f64
+            );
+        }
         mark_loaded(a, &dir);
         rate
     };
