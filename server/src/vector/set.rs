@@ -19,8 +19,13 @@ use super::graph::Graph;
 use super::kernels::{dot, l2sq, normalize};
 use super::quant::{Quantizer, QueryCode};
 use super::{Distance, IndexKind, Params};
+use hashbrown::HashTable;
 use prefetch_index::prefetch_index;
-use std::collections::HashMap;
+
+/// A document key's hash in [`VectorSet`]'s table of slots.
+fn key_hash(key: &[u8]) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(key)
+}
 
 /// How far ahead [`VectorSet::measure`] fetches.
 const AHEAD: usize = 2;
@@ -51,7 +56,8 @@ pub struct VectorSet {
     shard_of: Vec<u32>,
     /// Each slot's place in its shard's `members` (its graph node).
     node_of: Vec<u32>,
-    slot_of: HashMap<Box<[u8]>, u32>,
+    /// The slot of each live key, found through `keys` (each key is held once).
+    slot_of: HashTable<u32>,
     /// Bytes of the live keys.
     key_bytes: usize,
     shards: Vec<Shard>,
@@ -143,7 +149,7 @@ impl VectorSet {
             keys: Vec::new(),
             shard_of: Vec::new(),
             node_of: Vec::new(),
-            slot_of: HashMap::new(),
+            slot_of: HashTable::new(),
             key_bytes: 0,
             shards: Vec::new(),
         }
@@ -182,8 +188,33 @@ impl VectorSet {
                 .iter()
                 .map(|s| s.members.capacity() * 4 + s.graph.as_ref().map_or(0, Graph::held_bytes))
                 .sum::<usize>()
-            + 2 * self.key_bytes
-            + self.keys.len() * 48
+            + self.key_bytes
+            + self.keys.len() * 24
+            + self.slot_of.capacity() * 5
+    }
+
+    /// The slot of live `key`.
+    fn slot(&self, key: &[u8]) -> Option<u32> {
+        let keys = &self.keys;
+        self.slot_of
+            .find(key_hash(key), |&s| keys[s as usize].as_deref() == Some(key))
+            .copied()
+    }
+
+    /// Takes live `key` out of the table; its slot.
+    fn unlist(&mut self, key: &[u8]) -> Option<u32> {
+        let keys = &self.keys;
+        let found = self
+            .slot_of
+            .find_entry(key_hash(key), |&s| keys[s as usize].as_deref() == Some(key));
+        found.ok().map(|e| e.remove().0)
+    }
+
+    /// Puts `slot` (its key already in `keys`) in the table.
+    fn list(&mut self, slot: u32) {
+        let keys = &self.keys;
+        let hash = |s: u32| keys[s as usize].as_deref().map_or(0, key_hash);
+        self.slot_of.insert_unique(hash(slot), slot, |&s| hash(s));
     }
 
     /// Sets the vector of `key` (`None`: it has none, or the document is gone); `shard` is
@@ -197,7 +228,7 @@ impl VectorSet {
             self.origins[slot as usize] = origin;
             return;
         }
-        if let Some(slot) = self.slot_of.remove(key) {
+        if let Some(slot) = self.unlist(key) {
             self.keys[slot as usize] = None;
             self.key_bytes -= key.len();
             let shard = &mut self.shards[self.shard_of[slot as usize] as usize];
@@ -228,10 +259,9 @@ impl VectorSet {
             self.data.reserve_exact(row.len().max(self.data.len() / 8));
         }
         self.data.extend_from_slice(row);
-        let boxed: Box<[u8]> = key.into();
-        self.keys.push(Some(boxed.clone()));
-        self.key_bytes += boxed.len();
-        self.slot_of.insert(boxed, slot);
+        self.keys.push(Some(key.into()));
+        self.key_bytes += key.len();
+        self.list(slot);
         let i = match self.shards.iter().position(|s| s.value == shard) {
             Some(i) => i,
             None => {
@@ -267,7 +297,7 @@ impl VectorSet {
 
     /// The slot of `key` if it already holds exactly `v` in `shard`.
     fn holds(&self, key: &[u8], v: Option<&[f32]>, shard: &[u8]) -> Option<u32> {
-        let (&slot, v) = (self.slot_of.get(key)?, v?);
+        let (slot, v) = (self.slot(key)?, v?);
         let joined = self.shard_of[slot as usize] as usize;
         (self.shards[joined].value == shard && self.row(slot) == v).then_some(slot)
     }

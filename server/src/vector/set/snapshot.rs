@@ -154,18 +154,20 @@ impl VectorSet {
                 exact: e == 1,
             })
             .collect();
-        for (slot, k) in set.keys.iter().enumerate() {
-            if let Some(k) = k {
-                set.key_bytes += k.len();
-                set.slot_of.insert(k.clone(), slot as u32);
+        for slot in 0..set.keys.len() {
+            let Some(k) = &set.keys[slot] else { continue };
+            if set.slot(k).is_some() {
+                return Err(bad("a snapshot holds a key in two slots"));
             }
+            set.key_bytes += k.len();
+            set.list(slot as u32);
         }
         Ok(set)
     }
 
     /// The slot holding `key`'s vector and the document version it came from.
     pub fn origin_of(&self, key: &[u8]) -> Option<(u32, Origin)> {
-        let slot = *self.slot_of.get(key)?;
+        let slot = self.slot(key)?;
         Some((slot, self.origins[slot as usize]))
     }
 
