@@ -289,8 +289,9 @@ impl VectorSet {
         self.node_of.push(s.members.len() as u32);
         s.members.push(slot);
         self.shard_of.push(i as u32);
-        let grown = self.len() >= TRAIN_AT && self.len() >= self.trained_on.saturating_mul(4);
-        if self.params.kind != IndexKind::Flat && grown {
+        // The first fit, over a thousand rows, is quick; refits as the set grows are planned
+        // and applied by the background worker (`upkeep`), off the writes' commit.
+        if self.params.kind != IndexKind::Flat && self.quant.is_none() && self.len() >= TRAIN_AT {
             self.train();
         }
     }
@@ -320,8 +321,21 @@ impl VectorSet {
     /// to those clipped every other cluster: a restart's graph found 0.802 of the true top
     /// 10 where the one built as the documents arrived found 0.996.
     fn train(&mut self) {
-        let d = self.params.dims;
-        let rows = self.data.len() / d.max(1);
+        let (q, codes) = self.fit();
+        self.install(q, codes);
+    }
+
+    /// Whether the set has grown fourfold since its quantizer was fitted (see
+    /// [`VectorSet::train`]).
+    pub(super) fn refit_due(&self) -> bool {
+        self.quant.is_some() && self.len() >= self.trained_on.saturating_mul(4)
+    }
+
+    /// A quantizer fitted to the rows held now and their codes, without changing the set (a
+    /// read lock: queries go on while a million rows are coded).
+    pub(super) fn fit(&self) -> (Quantizer, Vec<i8>) {
+        let d = self.params.dims.max(1);
+        let rows = self.data.len() / d;
         let step = (rows / TRAIN_SAMPLE).max(1);
         let sample: Vec<f32> = self
             .data
@@ -334,6 +348,20 @@ impl VectorSet {
         let mut codes = vec![0i8; self.data.len()];
         for (row, out) in self.data.chunks_exact(d).zip(codes.chunks_exact_mut(d)) {
             q.encode(&self.unit(row), out);
+        }
+        (q, codes)
+    }
+
+    /// Puts a quantizer [`VectorSet::fit`] made in place, with its codes; rows appended
+    /// since it was fitted (rows are only ever appended) are coded by it here.
+    pub(super) fn install(&mut self, q: Quantizer, mut codes: Vec<i8>) {
+        let d = self.params.dims.max(1);
+        let from = codes.len().min(self.data.len());
+        codes.reserve_exact(self.data.len() - from);
+        for row in self.data[from..].chunks_exact(d) {
+            let at = codes.len();
+            codes.resize(at + d, 0);
+            q.encode(&self.unit(row), &mut codes[at..]);
         }
         self.codes = codes;
         self.quant = Some(q);

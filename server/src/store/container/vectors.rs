@@ -272,11 +272,12 @@ impl PathIndex {
         (s.len(), s.dead(), s.unlinked(), s.held_bytes())
     }
 
-    /// Links unlinked slots into the graph, and takes deleted ones out of it, on a thread of
-    /// its own, one step at a time (`vector::set::upkeep`): each step planned under a read
-    /// lock (queries go on) and applied under a short write lock.
+    /// Refits the quantizer as the set grows, links unlinked slots into the graph and takes
+    /// deleted ones out of it, on a thread of its own, one step at a time
+    /// (`vector::set::upkeep`): each step planned under a read lock (queries go on) and
+    /// applied under a short write lock.
     fn link_in_background(self: &Arc<Self>) {
-        if self.params.kind != IndexKind::DiskAnn || !read(&self.set).has_work() {
+        if self.params.kind == IndexKind::Flat || !read(&self.set).has_work() {
             return;
         }
         if self.linking.swap(true, Ordering::AcqRel) {

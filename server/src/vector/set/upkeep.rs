@@ -11,6 +11,7 @@
 //! many deletions (the scan reads every node's edges; the repairs are a few distances each).
 
 use super::{Graph, VectorSet};
+use crate::vector::quant::Quantizer;
 
 /// A pass starts when this many linked nodes (or a fiftieth of the graph, if more) are dead.
 const DOOMED_AT: usize = 32;
@@ -48,6 +49,8 @@ enum Step {
     },
     /// Take the pass's nodes out.
     Finish { shard: usize },
+    /// A quantizer refitted to the set grown fourfold, with the codes of the rows it saw.
+    Refit { quant: Quantizer, codes: Vec<i8> },
 }
 
 /// A pass under way: the nodes it takes out (also as a bit per node) and how far its
@@ -77,21 +80,31 @@ impl VectorSet {
 
     /// Whether a step is waiting.
     pub fn has_work(&self) -> bool {
-        self.unlinked() > 0
+        self.refit_due()
+            || self.unlinked() > 0
             || self
                 .shards
                 .iter()
                 .any(|s| s.pass.is_some() || s.graph.as_ref().is_some_and(|g| due(s.doomed, g)))
     }
 
-    /// The next step, chosen without changing anything: linking first (a slot not linked is
-    /// scanned by every search), then a pass's next step.
+    /// The next step, chosen without changing anything: a refit of the quantizer when it is
+    /// due (every search measures by its codes), linking next (a slot not linked is scanned
+    /// by every search), then a pass's next step.
     pub fn plan_next(&self) -> Option<Work> {
-        let step = self.plan_link().or_else(|| self.plan_pass())?;
+        let step = self
+            .plan_refit()
+            .or_else(|| self.plan_link())
+            .or_else(|| self.plan_pass())?;
         Some(Work {
             epoch: self.epoch,
             step,
         })
+    }
+
+    fn plan_refit(&self) -> Option<Step> {
+        let (quant, codes) = self.refit_due().then(|| self.fit())?;
+        Some(Step::Refit { quant, codes })
     }
 
     fn plan_link(&self) -> Option<Step> {
@@ -155,12 +168,16 @@ impl VectorSet {
         if w.epoch != self.epoch {
             return;
         }
-        let w = w.step;
+        let w = match w.step {
+            Step::Refit { quant, codes } => return self.install(quant, codes),
+            step => step,
+        };
         let shard = match &w {
             Step::Link { shard, .. }
             | Step::Start { shard, .. }
             | Step::Repair { shard, .. }
             | Step::Finish { shard } => *shard,
+            Step::Refit { .. } => return,
         };
         let Some(s) = self.shards.get_mut(shard) else {
             return;
@@ -222,6 +239,7 @@ impl VectorSet {
                     s.doomed = s.doomed.saturating_sub(pass.nodes.len());
                 }
             }
+            Step::Refit { .. } => {}
         }
         self.shards[shard].graph = Some(g);
     }
@@ -234,7 +252,50 @@ fn due(doomed: usize, g: &Graph) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Distance, IndexKind, Origin, Params, SearchOpts, VectorSet};
+    use super::super::{Distance, IndexKind, Origin, Params, SearchOpts, VectorSet, TRAIN_AT};
+
+    /// A quantized set fits its quantizer in the write that brings it to a thousand vectors,
+    /// and refits it once grown fourfold as a background step rather than in the write that
+    /// crossed the line; rows appended between the step's plan and its apply are coded by the
+    /// new quantizer, so every code is the new quantizer's.
+    #[test]
+    fn refits_are_steps_off_the_writes() {
+        let mut set = VectorSet::new(Params {
+            kind: IndexKind::QuantizedFlat,
+            dims: 8,
+            metric: Distance::Euclidean,
+            list: 20,
+            degree: 8,
+        });
+        let row = |i: u32| -> Vec<f32> {
+            let shift = if i >= 1000 { 500.0 } else { 0.0 };
+            (0..8)
+                .map(|d| ((i * 13 + d * 5) % 101) as f32 + shift)
+                .collect()
+        };
+        let put = |set: &mut VectorSet, range: std::ops::Range<u32>| {
+            for i in range {
+                set.set(&i.to_be_bytes(), Some(&row(i)), b"", Origin::default());
+            }
+        };
+        put(&mut set, 0..TRAIN_AT as u32);
+        assert!(set.quant.is_some(), "fitted inline at {TRAIN_AT}");
+        assert!(!set.has_work());
+        put(&mut set, TRAIN_AT as u32..4000);
+        assert_eq!(set.trained_on, TRAIN_AT, "no refit inside a write");
+        let planned = set.plan_next().expect("a refit is due");
+        put(&mut set, 4000..4100);
+        set.apply(planned);
+        assert_eq!(set.trained_on, 4100);
+        assert!(!set.has_work());
+        let q = set.quant.clone().expect("a quantizer");
+        assert_eq!(set.codes.len(), set.data.len());
+        for slot in [0u32, 2500, 4050] {
+            let mut code = vec![0i8; 8];
+            q.encode(&set.unit(set.row(slot)), &mut code);
+            assert_eq!(set.code(slot), &code[..], "slot {slot}");
+        }
+    }
 
     /// A step planned on a set that a consolidation then replaced (its copy numbers nodes
     /// afresh) is dropped: applied to the copy, the pass it starts would take out live nodes.
