@@ -412,6 +412,11 @@ impl Container {
         let started = std::time::Instant::now();
         let snapshot = file.and_then(|f| self.read_snapshot(ix, f));
         let from_snapshot = snapshot.is_some();
+        if !from_snapshot {
+            // A snapshot refused means a rebuild from the documents (minutes at a million):
+            // queries stop waiting for it and rank by evaluation meanwhile.
+            ix.loading.store(false, Ordering::Release);
+        }
         if from_snapshot {
             tracing::info!(
                 container = %self.id, path = %ix.path,
