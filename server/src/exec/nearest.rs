@@ -175,7 +175,7 @@ pub(super) fn best_nearest(
 /// expires (an expired document not yet purged would need its `ttl` read). The index's row of
 /// a document is updated in the commit of each write, so its distance is the current
 /// version's whenever the row holds the numbers exactly ([`Known`]); a TOP 10 then reads no
-/// document — reading them was a tenth of such a query's CPU (the key lookup, the skip over
+/// document — reading them was about a sixth of such a query's CPU (the key lookup, the skip over
 /// the vector's text).
 fn answers_from_keys(c: &Container, p: &PreparedQuery, sole: Option<&OrderItem>) -> bool {
     sole.is_some()
