@@ -455,4 +455,23 @@ async fn decoded_postings_follow_every_write() {
         write(coll, format!("d{b}"), format!("p{}", b % 13), None).await;
     }
     same("after writes").await;
+    // A write that leaves every text as it was keeps the kept word totals; then one that
+    // changes a length in one partition: the rankings still agree.
+    let (c, d) = (music[2], music[3]);
+    let same_text: &'static str = Box::leak(texts[c].clone().into_boxed_str());
+    for coll in ["warm", "cold"] {
+        write(
+            coll,
+            format!("d{c}"),
+            format!("p{}", c % 13),
+            Some(same_text),
+        )
+        .await;
+    }
+    same("after a write leaving the texts").await;
+    for coll in ["warm", "cold"] {
+        let longer = "music kingdom river music stone bridge music";
+        write(coll, format!("d{d}"), format!("p{}", d % 13), Some(longer)).await;
+    }
+    same("after one length changed").await;
 }

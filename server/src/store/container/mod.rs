@@ -578,6 +578,7 @@ impl Container {
             maintainers: self.maintainers(),
             vector_changes: Vec::new(),
             postings_touched: Vec::new(),
+            lengths_touched: false,
             c: self,
             unique_staged: HashMap::new(),
             history: self.keeps_history(),
@@ -650,6 +651,9 @@ impl Container {
         // Even when the outcome is unknown (a remote store's dropped answer): the write may
         // be visible, and decoded postings must not outlive it.
         self.postings.bump(&txn.postings_touched);
+        if txn.lengths_touched {
+            self.word_totals.bump();
+        }
         let token = committed.map_err(StoreError::from)?;
         for (epk, d) in &txn.lp_delta {
             sizes.set(epk, d.total);

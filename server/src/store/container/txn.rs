@@ -44,6 +44,8 @@ pub struct Txn<'a> {
     /// Version buckets of the full-text stems whose postings this writes: moved after the
     /// commit (see [`indexes::postings`]; one left by an undone operation costs a re-read).
     pub(super) postings_touched: Vec<usize>,
+    /// Whether the write adds or removes a full-text length entry (see `WordTotals`).
+    pub(super) lengths_touched: bool,
 }
 
 /// One overwritten entry of a transaction's own bookkeeping (see [`Txn::savepoint`]).

@@ -12,6 +12,7 @@ use crate::store::lookup::IndexStats;
 use crate::store::StoreError;
 use serde_json::Value;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use strata_query::index::policy::Seg;
 use strata_query::index::{term, Span};
@@ -55,12 +56,23 @@ impl EntryIndex for FullTextIndex {
 /// query, so without making strings; the range itself is kept with the total and compared.
 type SumKey = ([u8; 8], u64);
 
-/// A kept total: its range (min, max), the version it was counted at, and the total.
-type Sum = (String, String, u64, u64);
+/// A kept total: its range (min, max), the versions it was counted at (see
+/// [`WordTotals`]), and the total.
+type Sum = (String, String, Versions, u64);
+
+/// The range's last write (its partitions' LSN) and the container's length changes
+/// ([`WordTotals::bump`]), each with the index's generation.
+type Versions = (u64, u64);
 
 /// Total words of a full-text path's texts per EPK range (BM25's average document length
-/// needs it), kept while no write lands in the range: the sum reads one length entry per
-/// document. The container's own, dropped with it.
+/// needs it), kept while no document length in the range has changed: the sum reads one
+/// length entry per document. A length changed in a range only if both moved since the sum:
+/// the range's last write (its partitions' LSN) and the container's count of commits that
+/// touched a length (bumped after such a commit, as the postings' versions are). Either one
+/// unmoved keeps the total: a write elsewhere, or one that leaves the texts alone (any write
+/// in the range dropped the total before — a one-word BM25 query over 200,000 documents took
+/// 54 ms after any write, 1 ms otherwise). Kept per range, so a split counts afresh. The
+/// container's own, dropped with it.
 #[derive(Default)]
 pub struct WordTotals {
     /// (lengths path, range min, range max) → (version counted at, total).
@@ -68,6 +80,15 @@ pub struct WordTotals {
     /// One query sums while the others wait for its answer (a burst of cold queries would
     /// otherwise each read every length entry at once).
     summing: Mutex<()>,
+    /// Commits that added or removed a length entry.
+    version: AtomicU64,
+}
+
+impl WordTotals {
+    /// A committed write added or removed a document length.
+    pub fn bump(&self) {
+        self.version.fetch_add(1, Ordering::AcqRel);
+    }
 }
 
 impl EntryReader<'_> {
@@ -79,24 +100,31 @@ impl EntryReader<'_> {
         range: &EpkRange,
         stats: &mut IndexStats,
     ) -> Result<Option<u64>, StoreError> {
+        // Read before the sum: a commit during it moves them on, and the sum it may have
+        // missed is not served again.
+        let gen = u64::from(self.state.gen) << 48;
         let lsn = read(&self.c.map)
             .overlapping(range)
             .iter()
             .map(|r| r.lsn)
             .max()
             .unwrap_or(0);
-        let version = lsn ^ (u64::from(self.state.gen) << 48);
+        let changed = self.c.word_totals.version.load(Ordering::Acquire);
+        let now: Versions = (lsn ^ gen, changed ^ gen);
         let mut h = xxhash_rust::xxh3::Xxh3::new();
         h.update(range.min.as_bytes());
         h.update(&[0]);
         h.update(range.max.as_bytes());
         let key = (path_id_of(lengths), h.digest());
         let totals = &self.c.word_totals;
+        // Valid if either version is unmoved; then valid as of both now.
         let cached = || {
-            lock(&totals.sums)
-                .get(&key)
-                .filter(|(min, max, v, _)| *v == version && *min == range.min && *max == range.max)
-                .map(|(.., n)| *n)
+            let mut sums = lock(&totals.sums);
+            let (.., v, n) = sums.get_mut(&key).filter(|(min, max, v, _)| {
+                (v.0 == now.0 || v.1 == now.1) && *min == range.min && *max == range.max
+            })?;
+            *v = now;
+            Some(*n)
         };
         if let Some(n) = cached() {
             return Ok(Some(n));
@@ -125,7 +153,7 @@ impl EntryReader<'_> {
         if sums.len() > 4096 {
             sums.clear();
         }
-        sums.insert(key, (range.min.clone(), range.max.clone(), version, sum));
+        sums.insert(key, (range.min.clone(), range.max.clone(), now, sum));
         Ok(Some(sum))
     }
 }

@@ -109,6 +109,12 @@ impl<T: EntryIndex> IndexMaintainer for T {
                 .chain(&added)
                 .filter_map(|e| postings::touched(e.0, &e.1));
             t.postings_touched.extend(touched);
+            // A document length changed (its entry is a number; postings are strings): the
+            // kept word totals go stale when this commits.
+            t.lengths_touched |= removed
+                .iter()
+                .chain(&added)
+                .any(|e| e.1.first() == Some(&strata_query::index::term::NUMBER));
         }
         move_entries(t, self.gen(), doc, &removed, &added);
         Ok(())
