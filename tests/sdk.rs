@@ -1440,6 +1440,27 @@ async fn change_feed_processor_shares_work_across_a_split() {
             .unwrap();
         }));
     }
+    // Both instances hold a lease before the rest is written: an instance whose first round
+    // finds only itself alive takes every lease and gives the excess back only between
+    // batches, so on a quick run one instance could drain all 60 changes alone.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let owners: Vec<String> = leases
+            .query_all(
+                "SELECT VALUE c.owner FROM c WHERE STARTSWITH(c.id, 'strata.processor.lease.') AND IS_STRING(c.owner)",
+                QueryOptions::default(),
+            )
+            .await
+            .unwrap();
+        if owners.iter().any(|o| o == "a") && owners.iter().any(|o| o == "b") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "both instances take a lease: {owners:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     // More writes while they run: enough to split the container.
     write(60, 260).await;
     let deadline = Instant::now() + Duration::from_secs(30);
