@@ -117,14 +117,17 @@ impl EntryReader<'_> {
         h.update(range.max.as_bytes());
         let key = (path_id_of(lengths), h.digest());
         let totals = &self.c.word_totals;
-        // Valid if either version is unmoved; then valid as of both now.
+        // Valid if either version is unmoved since the sum. The versions it was counted at
+        // are never moved forward on a hit: between a commit that changes a length (its LSN
+        // already seen) and its bump, such a refresh would make the stale total look current
+        // for good.
         let cached = || {
-            let mut sums = lock(&totals.sums);
-            let (.., v, n) = sums.get_mut(&key).filter(|(min, max, v, _)| {
-                (v.0 == now.0 || v.1 == now.1) && *min == range.min && *max == range.max
-            })?;
-            *v = now;
-            Some(*n)
+            lock(&totals.sums)
+                .get(&key)
+                .filter(|(min, max, v, _)| {
+                    (v.0 == now.0 || v.1 == now.1) && *min == range.min && *max == range.max
+                })
+                .map(|(.., n)| *n)
         };
         if let Some(n) = cached() {
             return Ok(Some(n));
