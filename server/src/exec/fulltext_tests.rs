@@ -4,7 +4,8 @@
 //! container without a full-text index returns (every document evaluated, BM25's statistics
 //! counted by the statistics query) — with the index as written, across a split, and while an
 //! index added by a policy replace is built and after. The evaluator's exact f64 BM25 is the
-//! oracle, so a posting the writes left stale, a statistic counted twice, or a ranking that
+//! oracle, so a posting the writes left stale, a statistic counted twice (or kept from a write
+//! undone to a savepoint), or a ranking that
 //! skips a document it should not shows up as a different row or order.
 
 use super::*;
@@ -34,7 +35,9 @@ fn text(words: &[usize], kind: u8) -> Option<Value> {
     }
 }
 
-/// One write: document `id` in partition `pk` gets a text (or is deleted when `kind` is 9).
+/// One write: document `id` in partition `pk` gets a text (or is deleted when `kind` is 9;
+/// when 8, a long text is first written and undone to a savepoint, as a failed operation
+/// of a batch).
 type Write = (u8, u8, Vec<usize>, u8);
 
 fn write() -> impl Strategy<Value = Write> {
@@ -47,6 +50,7 @@ fn write() -> impl Strategy<Value = Write> {
             1 => Just(1u8),
             12 => Just(2u8),
             2 => Just(9u8),
+            2 => Just(8u8),
         ],
     )
 }
@@ -140,12 +144,27 @@ async fn apply(c: &Container, (id, pk, words, kind): &Write) {
                 }
                 None => (epk.clone(), None, json!(pk)),
             };
-            let mut d = json!({"id": id, "pk": pk});
-            if let Some(t) = text(words, *kind) {
-                d["t"] = t;
+            let doc = |words: &[usize]| {
+                let mut d = json!({"id": id, "pk": pk});
+                if let Some(t) = text(words, *kind) {
+                    d["t"] = t;
+                }
+                let Value::Object(m) = d else { unreachable!() };
+                m
+            };
+            if *kind == 8 {
+                // A long text written and undone, then the text: the undone write's postings
+                // and length must go with it (a total that kept that length ranks
+                // differently).
+                let long: Vec<usize> = std::iter::repeat_n(words.as_slice(), 20)
+                    .flatten()
+                    .copied()
+                    .collect();
+                let sp = t.savepoint();
+                crate::items::ops::put(t, &epk, &id, doc(&long), prev.as_ref())?;
+                t.rollback_to(sp);
             }
-            let Value::Object(m) = d else { unreachable!() };
-            crate::items::ops::put(t, &epk, &id, m, prev.as_ref()).map(|_| ())
+            crate::items::ops::put(t, &epk, &id, doc(words), prev.as_ref()).map(|_| ())
         })
         .expect("write");
     c.durable(durable).await.expect("durable");

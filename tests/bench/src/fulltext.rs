@@ -172,6 +172,30 @@ async fn load(http: &Http, c: &Arc<Corpus>, clients: usize) -> f64 {
     n as f64 / started.elapsed().as_secs_f64()
 }
 
+/// Gives stored documents other documents' texts, about 100 a second, until `stop`: each
+/// write changes the document's length and stems. Returns the writes per second.
+async fn rewrite(http: Http, c: Arc<Corpus>, stop: Arc<std::sync::atomic::AtomicBool>) -> f64 {
+    let started = Instant::now();
+    let n = c.texts.len().max(1);
+    let mut written = 0u64;
+    let mut i = 0usize;
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        let pk = format!("t{}", i % 1000);
+        let doc = json!({"id": i.to_string(), "pk": pk, "text": c.texts[(i * 7 + 13) % n]});
+        let h = format!("[\"{pk}\"]");
+        let upsert = [
+            ("x-ms-documentdb-partitionkey", h.as_str()),
+            ("x-ms-documentdb-is-upsert", "true"),
+        ];
+        if http.json(Method::POST, DOCS, &upsert, &doc).await.is_ok() {
+            written += 1;
+        }
+        i = (i + 1) % n;
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    written as f64 / started.elapsed().as_secs_f64()
+}
+
 /// What one query load measured.
 struct Load {
     qps: f64,
@@ -312,6 +336,20 @@ async fn strata_run(a: &Args, c: &Arc<Corpus>, indexed: bool) -> (f64, u64, Vec<
                     "p50_ms": l.p50, "p99_ms": l.p99, "docs_per_query": l.docs, "cpu_ms_per_query": l.cpu_ms}));
             }
         }
+        // BM25 while documents change their texts (and lengths): the statistics and the
+        // postings the writes touch must stay current without a recount per write.
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let writer = tokio::spawn(rewrite(http.clone(), Arc::clone(c), Arc::clone(&stop)));
+        let ranked: Vec<Vec<u8>> = c.queries[0].iter().map(|w| body(rank_sql(w))).collect();
+        let l = measure(a, &http, &prof, "fulltext-bm25-1-writes", ranked).await;
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let rewrites = writer.await.unwrap_or(0.0);
+        println!(
+            "  strata      bm25 1 word(s) with {rewrites:.0} text rewrites/s  {:>8.0} q/s  p50 {:>7.1} ms  p99 {:>7.1} ms  {:.3} ms server CPU per query",
+            l.qps, l.p50, l.p99, l.cpu_ms
+        );
+        loads.push(json!({"engine": "strata", "kind": "bm25-with-writes", "terms": 1, "qps": l.qps,
+            "p50_ms": l.p50, "p99_ms": l.p99, "cpu_ms_per_query": l.cpu_ms, "rewrites_per_s": rewrites}));
         if let Some(d) = &a.profile {
             println!(
                 "  profiles of the query loads: {}/fulltext-*.txt",

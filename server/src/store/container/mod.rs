@@ -578,7 +578,7 @@ impl Container {
             maintainers: self.maintainers(),
             vector_changes: Vec::new(),
             postings_touched: Vec::new(),
-            lengths_touched: false,
+            length_changes: Vec::new(),
             c: self,
             unique_staged: HashMap::new(),
             history: self.keeps_history(),
@@ -647,13 +647,17 @@ impl Container {
         let mut sizes = lock(&self.lp_sizes);
         // Held across the commit too, so the vector sets take changes in commit order.
         let order = (!txn.vector_changes.is_empty()).then(|| lock(&self.vectors.order));
+        // Held across the commit and the totals' update (see `WordTotals`).
+        let counting = (!txn.length_changes.is_empty()).then(|| self.word_totals.gate());
         let committed = tx.commit();
         // Even when the outcome is unknown (a remote store's dropped answer): the write may
         // be visible, and decoded postings must not outlive it.
         self.postings.bump(&txn.postings_touched);
-        if txn.lengths_touched {
-            self.word_totals.bump();
+        if counting.is_some() {
+            self.word_totals
+                .settle(&txn.length_changes, committed.is_ok());
         }
+        drop(counting);
         let token = committed.map_err(StoreError::from)?;
         for (epk, d) in &txn.lp_delta {
             sizes.set(epk, d.total);

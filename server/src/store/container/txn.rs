@@ -44,8 +44,10 @@ pub struct Txn<'a> {
     /// Version buckets of the full-text stems whose postings this writes: moved after the
     /// commit (see [`indexes::postings`]; one left by an undone operation costs a re-read).
     pub(super) postings_touched: Vec<usize>,
-    /// Whether the write adds or removes a full-text length entry (see `WordTotals`).
-    pub(super) lengths_touched: bool,
+    /// The full-text document lengths this write adds (positive) or removes (negative), by
+    /// lengths path and EPK: added to the kept word totals after the commit (see
+    /// `indexes::fulltext::WordTotals`).
+    pub(super) length_changes: Vec<indexes::fulltext::LengthChange>,
 }
 
 /// One overwritten entry of a transaction's own bookkeeping (see [`Txn::savepoint`]).
@@ -62,6 +64,7 @@ pub struct Savepoint {
     pub(super) deleted_any: bool,
     pub(super) undo: usize,
     pub(super) vector_changes: usize,
+    pub(super) length_changes: usize,
 }
 
 impl<'a> Txn<'a> {
@@ -311,6 +314,7 @@ impl Txn<'_> {
             deleted_any: self.deleted_any,
             undo,
             vector_changes: self.vector_changes.len(),
+            length_changes: self.length_changes.len(),
         }
     }
 
@@ -325,6 +329,7 @@ impl Txn<'_> {
     pub fn rollback_to(&mut self, sp: Savepoint) {
         self.tx.rewind(sp.tx);
         self.vector_changes.truncate(sp.vector_changes);
+        self.length_changes.truncate(sp.length_changes);
         self.next_doc = sp.next_doc;
         self.deleted_any = sp.deleted_any;
         let Some(undo) = &mut self.undo else { return };

@@ -110,11 +110,21 @@ impl<T: EntryIndex> IndexMaintainer for T {
                 .filter_map(|e| postings::touched(e.0, &e.1));
             t.postings_touched.extend(touched);
             // A document length changed (its entry is a number; postings are strings): the
-            // kept word totals go stale when this commits.
-            t.lengths_touched |= removed
-                .iter()
-                .chain(&added)
-                .any(|e| e.1.first() == Some(&strata_query::index::term::NUMBER));
+            // kept word totals take the difference when this commits.
+            let lengths = |entries: &[&Entry], sign: i64| {
+                entries
+                    .iter()
+                    .filter(|e| e.1.first() == Some(&strata_query::index::term::NUMBER))
+                    .map(move |e| fulltext::LengthChange {
+                        path: e.0,
+                        epk: doc.epk.to_owned(),
+                        words: sign
+                            * strata_query::index::fulltext::parse_length(&e.1).unwrap_or(0) as i64,
+                    })
+                    .collect::<Vec<_>>()
+            };
+            t.length_changes.extend(lengths(&removed, -1));
+            t.length_changes.extend(lengths(&added, 1));
         }
         move_entries(t, self.gen(), doc, &removed, &added);
         Ok(())
