@@ -198,3 +198,55 @@ async fn a_multi_write_account_writes_in_every_region() {
     assert_eq!(r.status, 400, "{r:?}");
     s.stop().await;
 }
+
+/// `--region-hosts`: regions reached and advertised by host name on one port, as the SDKs'
+/// `LocationCache.GetLocationalEndpoint` names them (`localhost` → `localhost-eastus`).
+#[tokio::test]
+async fn regions_are_reached_by_host_name_under_region_hosts() {
+    let s = TestServer::start_with(Options {
+        regions: Some(RegionsConfig {
+            by_host: true,
+            ..RegionsConfig::parse("West US,East US", false).unwrap()
+        }),
+        ..Default::default()
+    })
+    .await;
+    let port = s.running.as_ref().unwrap().regions[0].port();
+    let host = |name: &str| format!("{name}:{port}");
+    let (west, east) = (host("localhost-westus"), host("localhost-eastus"));
+    let a = s.get("/", &[("host", &host("localhost"))]).await;
+    assert_eq!(a.status, 200, "{a:?}");
+    assert_eq!(
+        names(&a.json["readableLocations"]),
+        vec![
+            ("West US".into(), format!("http://{west}/")),
+            ("East US".into(), format!("http://{east}/"))
+        ]
+    );
+    // Read through a region's name, the account names the regions alike.
+    let a = s.get("/", &[("host", &east)]).await;
+    assert_eq!(
+        names(&a.json["writableLocations"]),
+        vec![("West US".into(), format!("http://{west}/"))]
+    );
+    s.setup("d", "c", json!({"paths": ["/pk"], "kind": "Hash"}))
+        .await;
+    let create = |h: String, id: &str| {
+        let doc = json!({"id": id, "pk": "a"});
+        let s = &s;
+        async move {
+            let pk = ("x-ms-documentdb-partitionkey", r#"["a"]"#);
+            s.post("/dbs/d/colls/c/docs", &[pk, ("host", &h)], doc)
+                .await
+        }
+    };
+    // East US, reached by its name on West US's port, is a read region: 403/3.
+    let r = create(east.clone(), "1").await;
+    assert_eq!((r.status.as_u16(), r.substatus()), (403, Some(3)), "{r:?}");
+    let r = create(west.clone(), "1").await;
+    assert_eq!(r.status.as_u16(), 201, "{r:?}");
+    assert_eq!(
+        r.header("content-location"),
+        Some(format!("http://{west}/dbs/d/colls/c/docs").as_str())
+    );
+}

@@ -44,6 +44,9 @@ pub struct RegionsConfig {
     pub names: Vec<String>,
     /// Every region takes writes.
     pub multi_write: bool,
+    /// Regions are also reached, and advertised, by host name: `<account>-<region>` (see
+    /// [`Regions::region_of_host`]).
+    pub by_host: bool,
 }
 
 impl RegionsConfig {
@@ -62,7 +65,26 @@ impl RegionsConfig {
                 return Err(format!("--regions names '{n}' twice"));
             }
         }
-        Ok(Self { names, multi_write })
+        Ok(Self {
+            names,
+            multi_write,
+            by_host: false,
+        })
+    }
+}
+
+impl RegionsConfig {
+    /// Each region's host name made from `host` (`localhost` → `localhost-westus`, ...)
+    /// under `--region-hosts`, for the self-signed certificate; none for an address.
+    pub fn host_names(&self, host: &str) -> Vec<String> {
+        let Some(label) = first_label(host).filter(|_| self.by_host) else {
+            return Vec::new();
+        };
+        let rest = &host[label.len()..];
+        self.names
+            .iter()
+            .map(|n| format!("{label}-{}{rest}", slug(n)))
+            .collect()
     }
 }
 
@@ -133,6 +155,8 @@ pub struct Regions {
 
 struct Inner {
     names: Vec<String>,
+    /// Each name as a host name spells it ([`slug`]), when regions are reached by host name.
+    slugs: Option<Vec<String>>,
     multi_write: bool,
     /// Each region's port, once its listener is bound.
     ports: Vec<AtomicU16>,
@@ -187,6 +211,7 @@ impl Regions {
                 write: AtomicUsize::new(0),
                 per_partition_failover: AtomicBool::new(false),
                 paused: names.iter().map(|_| Mutex::new(None)).collect(),
+                slugs: cfg.by_host.then(|| names.iter().map(|n| slug(n)).collect()),
                 names,
             }),
         }
@@ -198,6 +223,11 @@ impl Regions {
 
     pub fn is_empty(&self) -> bool {
         self.inner.names.is_empty()
+    }
+
+    /// Whether regions are reached by host name (`--region-hosts`).
+    pub fn by_host(&self) -> bool {
+        self.inner.slugs.is_some()
     }
 
     pub fn multi_write(&self) -> bool {
@@ -263,7 +293,9 @@ impl Regions {
             };
             let location = Location {
                 name: self.inner.names[i].clone(),
-                database_account_endpoint: with_port(endpoint, port),
+                database_account_endpoint: self
+                    .host_endpoint(endpoint, i)
+                    .unwrap_or_else(|| with_port(endpoint, port)),
             };
             if self.writable(i) {
                 out.writable.push(location.clone());
@@ -271,6 +303,37 @@ impl Regions {
             out.readable.push(location);
         }
         out
+    }
+
+    /// The region `host` (`name[:port]`) names under `--region-hosts`: its first label is
+    /// `<account>-<region>`, the region's name lowercased without spaces, as the SDKs'
+    /// `LocationCache.GetLocationalEndpoint` makes a regional endpoint of the account's
+    /// (`contoso.documents.azure.com` → `contoso-westus.documents.azure.com`). `None` for
+    /// any other host, or without the flag: the port the request reached decides.
+    pub fn region_of_host(&self, host: &str) -> Option<usize> {
+        let slugs = self.inner.slugs.as_ref()?;
+        let label = first_label(host)?;
+        let label = label.as_bytes();
+        slugs.iter().position(|s| {
+            let cut = label.len().saturating_sub(s.len() + 1);
+            cut > 0 && label[cut] == b'-' && label[cut + 1..].eq_ignore_ascii_case(s.as_bytes())
+        })
+    }
+
+    /// Region `i`'s endpoint by host name, as reached through `endpoint`: its first label's
+    /// account part (less any region's suffix) and `-<region>`, on the port it reached.
+    /// `None` without `--region-hosts`, or when the client used an address.
+    fn host_endpoint(&self, endpoint: &str, i: usize) -> Option<String> {
+        let slugs = self.inner.slugs.as_ref()?;
+        let (scheme, rest) = endpoint.split_once("://")?;
+        let authority = rest.trim_end_matches('/');
+        let label = first_label(authority)?;
+        let account = match self.region_of_host(authority) {
+            Some(r) => &label[..label.len() - slugs[r].len() - 1],
+            None => label,
+        };
+        let rest = &authority[label.len()..];
+        Some(format!("{scheme}://{account}-{}{rest}/", slugs[i]))
     }
 
     /// Every region with its port, write role and fault.
@@ -420,6 +483,27 @@ fn write_forbidden(region: &str) -> CosmosError {
 
 /// `endpoint` (`scheme://host[:port]/`) with its port replaced by `port` (unchanged if 0).
 /// The explicit port of `scheme://host:port/`, if any.
+/// A region's name as the SDKs spell it in a host name (`_normalize_region_name`:
+/// lowercased, spaces removed): "West US" → `westus`.
+fn slug(name: &str) -> String {
+    name.chars()
+        .filter(|c| !c.is_whitespace())
+        .flat_map(char::to_lowercase)
+        .collect()
+}
+
+/// The first DNS label of `host[:port]`; `None` for an IP address.
+fn first_label(host: &str) -> Option<&str> {
+    let name = match host.rfind(':') {
+        Some(c) if !host.contains(']') => &host[..c],
+        _ => host,
+    };
+    if name.starts_with('[') || name.parse::<std::net::IpAddr>().is_ok() {
+        return None;
+    }
+    name.split('.').next().filter(|l| !l.is_empty())
+}
+
 fn port_of(endpoint: &str) -> Option<u16> {
     let rest = endpoint.split_once("://").map_or(endpoint, |(_, r)| r);
     let authority = rest.split('/').next().unwrap_or(rest);
@@ -492,6 +576,64 @@ mod tests {
         assert_eq!(with_port("http://[::1]:8081/", 9), "http://[::1]:9/");
         assert_eq!(with_port("http://[::1]/", 9), "http://[::1]:9/");
         assert_eq!(with_port("http://host/", 0), "http://host/");
+    }
+
+    /// As the SDKs' `LocationCache.GetLocationalEndpoint` names them.
+    #[test]
+    fn regions_by_host_name() {
+        let cfg = RegionsConfig {
+            by_host: true,
+            ..RegionsConfig::parse("West US,East US,North Europe", true).unwrap()
+        };
+        let r = Regions::new(&cfg);
+        assert_eq!(r.region_of_host("localhost-eastus:8081"), Some(1));
+        assert_eq!(r.region_of_host("LOCALHOST-NorthEurope"), Some(2));
+        assert_eq!(
+            r.region_of_host("contoso-westus.documents.azure.com"),
+            Some(0)
+        );
+        for other in [
+            "localhost:8081",
+            "eastus:8081",
+            "-eastus",
+            "127.0.0.1:8081",
+            "[::1]:8081",
+        ] {
+            assert_eq!(r.region_of_host(other), None, "{other}");
+        }
+        // Advertised from the client's host name, whichever region it reached, on its port.
+        for reached in ["https://localhost:8081/", "https://localhost-eastus:8081/"] {
+            let names: Vec<String> = r
+                .locations(reached, 0)
+                .readable
+                .into_iter()
+                .map(|l| l.database_account_endpoint)
+                .collect();
+            assert_eq!(
+                names,
+                [
+                    "https://localhost-westus:8081/",
+                    "https://localhost-eastus:8081/",
+                    "https://localhost-northeurope:8081/"
+                ]
+            );
+        }
+        assert_eq!(
+            cfg.host_names("localhost"),
+            [
+                "localhost-westus",
+                "localhost-eastus",
+                "localhost-northeurope"
+            ]
+        );
+        assert!(cfg.host_names("127.0.0.1").is_empty());
+        // An address is not a name: regions keep their ports.
+        let l = r.locations("https://127.0.0.1:8081/", 0);
+        assert_eq!(
+            l.readable[0].database_account_endpoint,
+            "https://127.0.0.1:8081/"
+        );
+        assert_eq!(two().region_of_host("localhost-eastus:9000"), None);
     }
 
     #[test]

@@ -171,12 +171,22 @@ async fn dispatch_api(
     activity_id: &str,
 ) -> Result<Reply, CosmosError> {
     let segs = endpoint::path_segments(parts.uri.path())?;
-    let region = parts
-        .extensions
-        .get::<RegionId>()
-        .copied()
-        .unwrap_or_default()
-        .0;
+    let host = parts
+        .headers
+        .get("host")
+        .and_then(|h| h.to_str().ok())
+        .map(str::to_string)
+        .or_else(|| parts.uri.authority().map(|a| a.to_string()))
+        .unwrap_or_else(|| "localhost:8081".into());
+    // The region the host name names (`--region-hosts`), else the one whose port it reached.
+    let region = app.regions.region_of_host(&host).unwrap_or_else(|| {
+        parts
+            .extensions
+            .get::<RegionId>()
+            .copied()
+            .unwrap_or_default()
+            .0
+    });
     let principal = match app.explorer.principal(&parts.headers, &parts.uri) {
         Some(p) => p?,
         None => auth::verify(
@@ -220,13 +230,6 @@ async fn dispatch_api(
     }
     .map_err(|_| too_large())?;
     let body = wire::request_body(body)?;
-    let host = parts
-        .headers
-        .get("host")
-        .and_then(|h| h.to_str().ok())
-        .map(str::to_string)
-        .or_else(|| parts.uri.authority().map(|a| a.to_string()))
-        .unwrap_or_else(|| "localhost:8081".into());
     let scheme = if app.options.tls { "https" } else { "http" };
     let mut req = Req {
         path: parts.uri.path().to_string(),

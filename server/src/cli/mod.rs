@@ -254,6 +254,12 @@ pub struct Args {
     /// With --regions: every region takes writes (multi-region writes).
     #[arg(long, env = "STRATA_MULTI_WRITE", requires = "regions")]
     multi_write: bool,
+    /// With --regions: each region is also reached, and advertised, by host name on every
+    /// region's port, as the service names regional endpoints: a client of
+    /// https://localhost:8081/ reads "West US" at https://localhost-westus:8081/ (the
+    /// names must resolve to this machine, e.g. in /etc/hosts).
+    #[arg(long, env = "STRATA_REGION_HOSTS", requires = "regions")]
+    region_hosts: bool,
     /// Serve the management API of Microsoft's SDK test emulator (split and merge partitions,
     /// pause replication, per-partition failover) on this port of 127.0.0.1, without a key (0:
     /// any free port); the last line printed is then its JSON `ready` record.
@@ -548,6 +554,17 @@ pub async fn run(args: Args, from_emulator_env: Vec<String>) {
     }
 }
 
+/// The regions the flags name (one, by default).
+fn regions_config(args: &Args) -> Result<crate::regions::RegionsConfig, String> {
+    Ok(match &args.regions {
+        Some(list) => crate::regions::RegionsConfig {
+            by_host: args.region_hosts,
+            ..crate::regions::RegionsConfig::parse(list, args.multi_write)?
+        },
+        None => Default::default(),
+    })
+}
+
 /// What the server runs with, from its flags: the configuration, and the certificate file
 /// the banner names (none for plain HTTP).
 fn server_config(
@@ -566,9 +583,19 @@ fn server_config(
         }),
         _ if args.tls => Some(Tls::SelfSigned {
             dir: cert_dir.clone(),
-            names: std::iter::once(args.host.clone())
-                .chain(args.public_host.clone())
-                .collect(),
+            names: {
+                let hosts = ["localhost".to_string(), args.host.clone()]
+                    .into_iter()
+                    .chain(args.public_host.clone());
+                // Each region's host name too, when regions are reached by name.
+                let regions = regions_config(args)?;
+                hosts
+                    .flat_map(|h| {
+                        let by_region = regions.host_names(&h);
+                        std::iter::once(h).chain(by_region)
+                    })
+                    .collect()
+            },
         }),
         _ => None,
     };
@@ -615,10 +642,7 @@ fn server_config(
             }
             _ => None,
         },
-        regions: match &args.regions {
-            Some(list) => crate::regions::RegionsConfig::parse(list, args.multi_write)?,
-            None => Default::default(),
-        },
+        regions: regions_config(args)?,
         management_port: args.management_port,
     };
     Ok((cfg, cert_file))

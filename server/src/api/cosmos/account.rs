@@ -26,9 +26,12 @@ fn advertised(endpoint: &str) -> String {
 /// The account as read through region `req.region`: every region's endpoint with its own
 /// port, the write region(s) writable, all readable in failover priority.
 pub fn read(app: &App, req: &Req) -> Result<Reply, CosmosError> {
-    let locations = app
-        .regions
-        .locations(&advertised(&req.endpoint), req.region);
+    // Regions by host name keep the client's host name: each region's is made from it.
+    let endpoint = match app.regions.by_host() {
+        true => req.endpoint.clone(),
+        false => advertised(&req.endpoint),
+    };
+    let locations = app.regions.locations(&endpoint, req.region);
     let body = json!({
         "_self": "",
         // Not "localhost": with that id the JS SDK never caches locations and re-reads the
