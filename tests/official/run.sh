@@ -8,6 +8,13 @@
 #   bash tests/official/run.sh --tiers         # the core files and the further tiers below
 #   bash tests/official/run.sh test_crud.py    # chosen files
 #   STRATA_STORE=postgres://… bash tests/official/run.sh   # strata on PostgreSQL (an empty database)
+#   STRATA_REGIONS="West US,East US,North Europe" bash tests/official/run.sh \
+#       -m "cosmosMultiRegion or cosmosCircuitBreaker or cosmosCircuitBreakerMultiRegion" \
+#       test_per_partition_circuit_breaker_mm.py
+#       # a multi-write account whose regions are reached by host name (--region-hosts:
+#       # localhost-westus, ...; each must resolve to 127.0.0.1, e.g. in /etc/hosts), the
+#       # certificate trusted for those names, and the SDK's circuit breaker on, as the SDK's
+#       # live-account pipeline sets it (AZURE_COSMOS_ENABLE_CIRCUIT_BREAKER)
 #   STRATA_STORE=postgres://… STRATA_PROCESSES=2 bash tests/official/run.sh
 #       # two strata processes over that store behind a round-robin balancer on 8081
 #       # (balance.py: each new connection goes to the next process; one serves the store,
@@ -44,9 +51,23 @@ if [ -n "${STRATA_STORE:-}" ]; then
     rm -rf "$work/strata-data"
     storage=(--data-dir "$work/strata-data")
 fi
+regions=()
+if [ -n "${STRATA_REGIONS:-}" ]; then
+    regions=(--regions "$STRATA_REGIONS" --multi-write --region-hosts --cert-dir "$work/certs")
+    IFS=, read -ra names <<< "$STRATA_REGIONS"
+    for name in "${names[@]}"; do
+        host="localhost-$(echo "$name" | tr -d '[:space:]' | tr '[:upper:]' '[:lower:]')"
+        if ! getent hosts "$host" > /dev/null; then
+            echo "$host does not resolve; add it to /etc/hosts: 127.0.0.1 $host" >&2
+            exit 1
+        fi
+    done
+    export REQUESTS_CA_BUNDLE="$root/$work/certs/tls-cert.pem" SSL_CERT_FILE="$root/$work/certs/tls-cert.pem"
+    export AZURE_COSMOS_ENABLE_CIRCUIT_BREAKER=true
+fi
 processes=${STRATA_PROCESSES:-1}
 if [ "$processes" -eq 1 ]; then
-    ./target/release/strata --tls "${storage[@]}" --gateway-compat --log warn > "$work/strata.log" 2>&1 &
+    ./target/release/strata --tls "${storage[@]}" "${regions[@]}" --gateway-compat --log warn > "$work/strata.log" 2>&1 &
     pids=($!)
 else
     if [ -z "${STRATA_STORE:-}" ]; then
