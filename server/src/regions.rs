@@ -71,9 +71,7 @@ impl RegionsConfig {
             by_host: false,
         })
     }
-}
 
-impl RegionsConfig {
     /// Each region's host name made from `host` (`localhost` → `localhost-westus`, ...)
     /// under `--region-hosts`, for the self-signed certificate; none for an address.
     pub fn host_names(&self, host: &str) -> Vec<String> {
@@ -481,8 +479,6 @@ fn write_forbidden(region: &str) -> CosmosError {
     .with_sub_status(WRITE_FORBIDDEN)
 }
 
-/// `endpoint` (`scheme://host[:port]/`) with its port replaced by `port` (unchanged if 0).
-/// The explicit port of `scheme://host:port/`, if any.
 /// A region's name as the SDKs spell it in a host name (`_normalize_region_name`:
 /// lowercased, spaces removed): "West US" → `westus`.
 fn slug(name: &str) -> String {
@@ -504,6 +500,7 @@ fn first_label(host: &str) -> Option<&str> {
     name.split('.').next().filter(|l| !l.is_empty())
 }
 
+/// The explicit port of `scheme://host:port/`, if any.
 fn port_of(endpoint: &str) -> Option<u16> {
     let rest = endpoint.split_once("://").map_or(endpoint, |(_, r)| r);
     let authority = rest.split('/').next().unwrap_or(rest);
@@ -513,6 +510,7 @@ fn port_of(endpoint: &str) -> Option<u16> {
     }
 }
 
+/// `endpoint` (`scheme://host[:port]/`) with its port replaced by `port` (unchanged if 0).
 fn with_port(endpoint: &str, port: u16) -> String {
     if port == 0 {
         return endpoint.to_string();

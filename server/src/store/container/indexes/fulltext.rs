@@ -79,7 +79,8 @@ const KEPT: usize = 256;
 /// A count and a commit never overlap: the count holds [`WordTotals::gate`] from before its
 /// walk until its total is kept, and a write that changes lengths holds it across its commit
 /// and the adding of its changes. So a total holds either all of a write's changes (counted,
-/// or added) or none, never both. A write whose outcome is unknown (a remote store's dropped
+/// or added) or none, never both (a write that changes lengths waits for a count under way:
+/// once per range and index generation). A write whose outcome is unknown (a remote store's dropped
 /// answer) drops every total. Kept per range and generation, so a split or a rebuild counts
 /// afresh; the container's own, dropped with it.
 #[derive(Default)]
