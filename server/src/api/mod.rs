@@ -72,6 +72,16 @@ pub(crate) fn new_activity_id() -> String {
     )
 }
 
+/// The host (and port) the client addressed: its `Host` header, or the URI's authority
+/// (HTTP/2).
+fn host_of(headers: &axum::http::HeaderMap, uri: &axum::http::Uri) -> Option<String> {
+    headers
+        .get("host")
+        .and_then(|h| h.to_str().ok())
+        .map(str::to_string)
+        .or_else(|| uri.authority().map(|a| a.to_string()))
+}
+
 /// `Content-Location`: the URL the request was served at, as the service and the official
 /// emulator send it (the SDKs' tests compare its host with the region they meant to reach).
 fn content_location(app: &App, req: &Request<Body>) -> Option<axum::http::HeaderValue> {
@@ -79,12 +89,7 @@ fn content_location(app: &App, req: &Request<Body>) -> Option<axum::http::Header
     if path.starts_with("/_explorer") {
         return None;
     }
-    let host = req
-        .headers()
-        .get("host")
-        .and_then(|h| h.to_str().ok())
-        .map(str::to_string)
-        .or_else(|| req.uri().authority().map(|a| a.to_string()))?;
+    let host = host_of(req.headers(), req.uri())?;
     let scheme = if app.options.tls { "https" } else { "http" };
     axum::http::HeaderValue::from_str(&format!("{scheme}://{host}{path}")).ok()
 }
@@ -171,13 +176,7 @@ async fn dispatch_api(
     activity_id: &str,
 ) -> Result<Reply, CosmosError> {
     let segs = endpoint::path_segments(parts.uri.path())?;
-    let host = parts
-        .headers
-        .get("host")
-        .and_then(|h| h.to_str().ok())
-        .map(str::to_string)
-        .or_else(|| parts.uri.authority().map(|a| a.to_string()))
-        .unwrap_or_else(|| "localhost:8081".into());
+    let host = host_of(&parts.headers, &parts.uri).unwrap_or_else(|| "localhost:8081".into());
     // The region the host name names (`--region-hosts`), else the one whose port it reached.
     let region = app.regions.region_of_host(&host).unwrap_or_else(|| {
         parts

@@ -576,6 +576,7 @@ fn server_config(
         .clone()
         .or_else(|| data_dir.clone())
         .unwrap_or_else(default_cert_dir);
+    let regions = regions_config(args)?;
     let tls = match (&args.tls_cert, &args.tls_key) {
         (Some(c), Some(k)) => Some(Tls::Files {
             cert: c.clone(),
@@ -588,7 +589,6 @@ fn server_config(
                     .into_iter()
                     .chain(args.public_host.clone());
                 // Each region's host name too, when regions are reached by name.
-                let regions = regions_config(args)?;
                 hosts
                     .flat_map(|h| {
                         let by_region = regions.host_names(&h);
@@ -642,7 +642,7 @@ fn server_config(
             }
             _ => None,
         },
-        regions: regions_config(args)?,
+        regions,
         management_port: args.management_port,
     };
     Ok((cfg, cert_file))
