@@ -149,20 +149,7 @@ async fn load(http: &Http, c: &Arc<Corpus>, clients: usize) -> f64 {
                 if i >= n {
                     return;
                 }
-                let pk = format!("t{}", i % 1000);
-                let doc = json!({"id": i.to_string(), "pk": pk, "text": c.texts[i]});
-                let h = format!("[\"{pk}\"]");
-                let _ = http
-                    .json(
-                        Method::POST,
-                        DOCS,
-                        &[
-                            ("x-ms-documentdb-partitionkey", &h),
-                            ("x-ms-documentdb-is-upsert", "true"),
-                        ],
-                        &doc,
-                    )
-                    .await;
+                let _ = upsert(&http, i, &c.texts[i]).await;
             }
         }));
     }
@@ -170,6 +157,18 @@ async fn load(http: &Http, c: &Arc<Corpus>, clients: usize) -> f64 {
         let _ = t.await;
     }
     n as f64 / started.elapsed().as_secs_f64()
+}
+
+/// Upserts document `i` (in partition `t{i % 1000}`) with `text`.
+async fn upsert(http: &Http, i: usize, text: &str) -> Result<crate::client::Outcome, String> {
+    let pk = format!("t{}", i % 1000);
+    let doc = json!({"id": i.to_string(), "pk": pk, "text": text});
+    let h = format!("[\"{pk}\"]");
+    let headers = [
+        ("x-ms-documentdb-partitionkey", h.as_str()),
+        ("x-ms-documentdb-is-upsert", "true"),
+    ];
+    http.json(Method::POST, DOCS, &headers, &doc).await
 }
 
 /// Gives stored documents other documents' texts, about 100 a second, until `stop`: each
@@ -180,14 +179,7 @@ async fn rewrite(http: Http, c: Arc<Corpus>, stop: Arc<std::sync::atomic::Atomic
     let mut written = 0u64;
     let mut i = 0usize;
     while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-        let pk = format!("t{}", i % 1000);
-        let doc = json!({"id": i.to_string(), "pk": pk, "text": c.texts[(i * 7 + 13) % n]});
-        let h = format!("[\"{pk}\"]");
-        let upsert = [
-            ("x-ms-documentdb-partitionkey", h.as_str()),
-            ("x-ms-documentdb-is-upsert", "true"),
-        ];
-        if http.json(Method::POST, DOCS, &upsert, &doc).await.is_ok() {
+        if upsert(&http, i, &c.texts[(i * 7 + 13) % n]).await.is_ok() {
             written += 1;
         }
         i = (i + 1) % n;
