@@ -31,6 +31,7 @@ pub mod connections;
 pub mod error;
 pub mod exec;
 pub mod follower;
+pub mod gsi;
 pub mod items;
 pub mod manage;
 pub mod net;

@@ -392,6 +392,7 @@ impl Site {
             store.maybe_split(&c);
         }
         store.spawn_ttl_sweeper(Duration::from_secs(1));
+        crate::gsi::spawn(&store);
         let queries = app.queries.clone();
         queries.spawn_flusher();
         let scheme = if cfg.tls.is_some() { "https" } else { "http" };

@@ -123,6 +123,7 @@ impl<'a> Commit<'a> {
         epk: &str,
         estimate: f64,
     ) -> Result<Self, CosmosError> {
+        refuse_copies(on.0)?;
         Ok(Self {
             admission: Admission::point(app, on, epk, estimate)?,
             token: None,
@@ -136,6 +137,7 @@ impl<'a> Commit<'a> {
         ranges: Vec<u32>,
         estimate: f64,
     ) -> Result<Self, CosmosError> {
+        refuse_copies(on.0)?;
         Ok(Self {
             admission: Admission::ranges(app, on, ranges, estimate)?,
             token: None,
@@ -219,4 +221,16 @@ fn swap_wait(c: &Container, ranges: &[u32]) -> Result<(), CosmosError> {
         ))),
         None => Ok(()),
     }
+}
+
+/// Items of a global secondary index are copies its sync writes (`crate::gsi`); a client's
+/// write to one is refused (the service documents these containers as read-only).
+pub fn refuse_copies(c: &Container) -> Result<(), CosmosError> {
+    if !c.is_gsi() {
+        return Ok(());
+    }
+    Err(CosmosError::bad_request(format!(
+        "The container '{}' is a global secondary index: its items are kept in sync with its source container and cannot be written directly; write to the source instead.",
+        c.id
+    )))
 }

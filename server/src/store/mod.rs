@@ -8,6 +8,7 @@ pub mod catalog;
 pub mod container;
 pub mod engine;
 pub mod format;
+mod gsi;
 pub mod index;
 pub mod keys;
 pub mod kv;
@@ -180,6 +181,7 @@ impl Store {
         for cid in pending {
             store.spawn_purge(cid);
         }
+        store.restore_gsi_holds()?;
         // Index builds a restart interrupted (or that stores written before strata indexed
         // never had) start over; queries read documents until they finish.
         let unbuilt: Vec<Arc<Container>> = read(&store.inner.catalog)
@@ -458,6 +460,7 @@ impl Store {
         index::validate(&props)?;
         history::validate(&props)?;
         computed_properties(&props)?;
+        let gsi_source = self.check_new_gsi(&dbrec.id, &mut props)?;
         let (c, counter_op) = self.next_counters(|c| {
             c.next_cid += 1;
             c.next_etag_seq += 1;
@@ -531,6 +534,10 @@ impl Store {
             self.inner.limits.clone(),
         )?);
         container.start_vectors(None);
+        if let Some(source) = gsi_source {
+            // From here on the source logs every change for the index to apply.
+            source.hold_history_from_now(container.cid);
+        }
         write(&self.inner.catalog)
             .containers
             .entry(dbrec.id)
@@ -562,6 +569,7 @@ impl Store {
         let _ddl = self.inner.ddl.lock().await;
         catalog::default_container_props(&mut props);
         history::validate(&props)?;
+        Self::check_gsi_replace(c, &mut props)?;
         let computed = computed_properties(&props)?;
         let reindex = self.reindex_for(c, &props)?;
         c.set_computed(computed);
@@ -595,6 +603,7 @@ impl Store {
     pub async fn delete_container(&self, db: &str, id: &str) -> Result<(), StoreError> {
         let _ddl = self.inner.ddl.lock().await;
         let c = self.container(db, id)?;
+        let gsi_source = self.check_gsi_delete(&c)?;
         self.inner
             .engine
             .write_durable(vec![
@@ -606,6 +615,9 @@ impl Store {
             m.remove(&c.id);
         }
         c.deleted.store(true, Ordering::Release);
+        if let Some(source) = gsi_source {
+            source.release_history(c.cid);
+        }
         self.spawn_purge(c.cid);
         Ok(())
     }
@@ -633,11 +645,14 @@ impl Store {
             let scripts = scripts::script_prefix(cid);
             let scripts_end = engine::prefix_end(&scripts).unwrap_or_default();
             removed += engine.delete_range(Space::Catalog, &scripts, &scripts_end)?;
+            let (links, links_end) = container::gsi::link_range(cid);
+            removed += engine.delete_range(Space::Catalog, &links, &links_end)?;
             let _ = engine.write(vec![
                 Op::Delete(Space::Catalog, keys::catalog_purge(cid)),
                 Op::Delete(Space::Catalog, keys::catalog_lsn(cid)),
                 Op::Delete(Space::Catalog, keys::catalog_history_floor(cid)),
                 Op::Delete(Space::Catalog, keys::catalog_doc_seq(cid)),
+                Op::Delete(Space::Catalog, container::gsi::cursor_key(cid)),
             ])?;
             Ok(removed)
         };

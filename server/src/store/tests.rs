@@ -196,6 +196,84 @@ async fn history_is_logged_and_purged_past_its_retention() {
     assert!(h.changes.is_empty(), "nothing logged without a policy");
 }
 
+/// A global secondary index holds its source's history from its creation — across a
+/// restart, from the start when its build had not finished, else from its cursor — and the
+/// purge never passes a hold; a deleted index lets the history go.
+#[tokio::test]
+async fn an_index_holds_its_source_history_across_restarts() {
+    let dir = std::env::temp_dir().join(format!("strata-gsi-hold-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let cfg = StoreConfig {
+        data_dir: Some(dir.clone()),
+        postgres: None,
+        limits: Limits::default(),
+    };
+    let put = |c: &Container, id: &str| {
+        c.write(|t| crate::items::ops::put(t, EPK, id, doc(id), None))
+            .unwrap()
+    };
+    let index_props = || match json!({"globalSecondaryIndexDefinition":
+        {"sourceCollectionId": "c", "definition": "SELECT * FROM c"}})
+    {
+        Value::Object(m) => m,
+        _ => unreachable!(),
+    };
+    {
+        let (s, c) = open_with_container(cfg.clone()).await;
+        let (_, d) = put(&c, "before");
+        c.durable(d).await.unwrap();
+        assert!(!c.keeps_history());
+        let pk = PartitionKeyDefinition::hash_v2("/pk");
+        let ix = s
+            .create_container("d", "ix", pk, index_props(), None)
+            .await
+            .unwrap();
+        assert_eq!(
+            c.history_hold(ix.cid),
+            Some(1),
+            "from the LSN it was created at"
+        );
+        let (_, d) = put(&c, "after");
+        c.durable(d).await.unwrap();
+        assert_eq!(
+            c.purge_history().unwrap(),
+            0,
+            "a hold keeps what is after it"
+        );
+        s.shutdown().unwrap();
+    }
+    let s = Store::open(cfg.clone()).unwrap();
+    let (c, ix) = (
+        s.container("d", "c").unwrap(),
+        s.container("d", "ix").unwrap(),
+    );
+    assert_eq!(
+        c.history_hold(ix.cid),
+        Some(0),
+        "an unbuilt index holds everything"
+    );
+    assert!(
+        c.keeps_history(),
+        "held before the first write after the restart"
+    );
+    assert_eq!(ix.gsi_status(), "Initializing");
+    let all = strata_query::pk::EpkRange::full();
+    let (_, d) = put(&c, "later");
+    c.durable(d).await.unwrap();
+    let h = c.history(&all, None, 0, c.current_lsn(), 100).unwrap();
+    let ids: Vec<_> = h.changes.iter().map(|x| x.id.as_str()).collect();
+    assert_eq!(ids, ["after", "later"]);
+    // Applied up to "after" (LSN 2): the purge takes that, never "later".
+    c.hold_history(ix.cid, 2);
+    assert_eq!(c.purge_history().unwrap(), 1);
+    assert_eq!(c.history_floor().unwrap(), 2);
+    s.delete_container("d", "ix").await.unwrap();
+    assert!(!c.keeps_history(), "no index, no policy: no history");
+    assert!(s.delete_container("d", "c").await.is_ok());
+    s.shutdown().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// The sizes a write finds for its logical partition (kept in memory after the first read)
 /// always equal what storage holds: after commits, a transaction that fails, an operation
 /// rolled back to its savepoint, and a delete that empties the partition.

@@ -329,6 +329,7 @@ async fn bulk(
     c: &Arc<Container>,
     ops: &[Value],
 ) -> Result<Reply, CosmosError> {
+    crate::api::commit::refuse_copies(c)?;
     let range = req
         .header(header::PARTITION_KEY_RANGE_ID)
         .map(|id| crate::api::scope::range_by_id(c, id))

@@ -7,7 +7,7 @@ use crate::api::App;
 use crate::error::CosmosError;
 use crate::items::document::validate_id;
 use crate::store::catalog::{self, ContainerRecord};
-use crate::store::container::Container;
+use crate::store::container::{gsi, Container};
 use axum::http::StatusCode;
 use serde_json::{json, Map, Value};
 use strata_query::pk::PartitionKeyDefinition;
@@ -37,6 +37,10 @@ fn render(c: &Container, meta: &ContainerRecord) -> Value {
     m.insert("id".into(), Value::String(c.id.clone()));
     for (k, v) in &meta.props {
         m.insert(k.clone(), v.clone());
+    }
+    // A global secondary index's build status, as it is now.
+    if let Some(Value::Object(d)) = m.get_mut(gsi::PROP) {
+        d.insert("status".into(), Value::String(c.gsi_status().into()));
     }
     m.insert("partitionKey".into(), c.pk.to_json());
     m.insert("_rid".into(), Value::String(c.rid.clone()));

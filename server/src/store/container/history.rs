@@ -164,9 +164,11 @@ pub struct HistoryPage {
 
 impl Container {
     /// Whether this container keeps history (all-versions-and-deletes feed).
+    /// A source of global secondary indexes keeps it while they need it (see [`super::gsi`]).
     pub fn keeps_history(&self) -> bool {
         self.with_meta(|m| retention_minutes(&m.props, self.limits.change_feed_retention))
             .is_some()
+            || self.history_hold_floor().is_some()
     }
 
     /// The highest LSN whose history was purged (0 if none was).
@@ -221,6 +223,8 @@ impl Container {
             Some(min) => catalog::now_secs().saturating_sub(min * 60),
             None => u64::MAX,
         };
+        // Never past what a global secondary index has yet to apply.
+        let held = self.history_hold_floor().unwrap_or(u64::MAX);
         let start = keys::feed_key(self.cid, 0);
         let end = keys::feed_key(self.cid, u64::MAX);
         // Most ticks find the oldest entry still retained: look at it alone first.
@@ -258,7 +262,7 @@ impl Container {
                 .and_then(|b| b.try_into().ok())
                 .map(u64::from_be_bytes)
                 .unwrap_or(0);
-            if crts >= cutoff {
+            if crts >= cutoff || lsn > held {
                 break;
             }
             ops.push(Op::Delete(Space::History, k.clone()));

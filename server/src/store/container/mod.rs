@@ -17,6 +17,7 @@ use super::StoreError;
 use history::Operation;
 
 pub mod changes;
+pub mod gsi;
 pub mod history;
 pub mod indexes;
 pub mod lookup;
@@ -187,6 +188,11 @@ pub struct Container {
     word_totals: indexes::fulltext::WordTotals,
     /// Full-text postings decoded, per stem (see [`indexes::postings`]).
     postings: indexes::postings::PostingsCache,
+    /// Global secondary indexes of this container still needing its history, each from
+    /// the LSN after which it does (see [`gsi`]).
+    history_holds: Mutex<HashMap<u32, u64>>,
+    /// As a global secondary index, its build phase (see [`Container::gsi_status`]).
+    gsi_phase: std::sync::atomic::AtomicU8,
 }
 
 type DefinedCache = std::sync::Mutex<HashMap<([u8; 8], u16, String, String), (u64, u64)>>;
@@ -307,6 +313,8 @@ impl Container {
             vectors,
             word_totals: Default::default(),
             postings: Default::default(),
+            history_holds: Default::default(),
+            gsi_phase: Default::default(),
             engine,
             limits,
         };
