@@ -11,7 +11,8 @@
 //! space cost of the index), `scripts` (a UDF filter vs the same filter in SQL, a stored
 //! procedure vs a plain upsert), `bulk` (strata-sdk's execute_bulk vs concurrent durable upserts), `copy`
 //! (`strata copy` into a hierarchical key vs the durable upsert rate), `wire` (strata-sdk
-//! with Cosmos binary JSON vs JSON text: ops/s and bytes on the wire).
+//! with Cosmos binary JSON vs JSON text: ops/s and bytes on the wire), `gsi` (a write burst on
+//! a source with a global secondary index: upserts/s and the index's lag).
 //! `--smoke` runs everything tiny and quickly (CI).
 
 mod baseline;
@@ -21,6 +22,7 @@ mod copy;
 mod dataset;
 mod external;
 mod fulltext;
+mod gsi;
 mod hot;
 mod indexing;
 mod lean;
@@ -100,6 +102,9 @@ struct Args {
     /// Items the bulk suite loads (each way).
     #[arg(long, default_value_t = 200_000)]
     bulk_items: u64,
+    /// Items the gsi suite writes (each way).
+    #[arg(long, default_value_t = 100_000)]
+    gsi_items: u64,
     /// Items for the scripts suite (the UDF filter runs over all of them).
     #[arg(long, default_value_t = 100_000)]
     udf_items: u64,
@@ -866,6 +871,7 @@ fn main() {
             "indexing".into(),
             "scripts".into(),
             "bulk".into(),
+            "gsi".into(),
             "copy".into(),
             "wire".into(),
         ]
@@ -892,6 +898,7 @@ fn main() {
                 "indexing" => indexing::indexing(&a, &mut report).await,
                 "scripts" => scripts::scripts(&a, &mut report).await,
                 "bulk" => bulk::bulk(&a, &mut report).await,
+                "gsi" => gsi::gsi(&a, &mut report).await,
                 "copy" => copy::copy_suite(&a, &mut report).await,
                 "wire" => wire::wire(&a, &mut report).await,
                 "lean" => lean::lean(&a, &mut report).await,
