@@ -91,6 +91,10 @@ async fn the_explorer_in_a_browser() {
     );
     assert_eq!(line("edited: "), "edited in the explorer");
     assert_eq!(
+        line("gsi: "),
+        "global secondary index of events (SELECT c.UserId, c.note FROM c) · Active · caught up; tree: byUser/UserId · index of events"
+    );
+    assert_eq!(
         line("regions: "),
         "East US unavailable; then none; after failover West US reads, East US writes and reads"
     );

@@ -146,6 +146,7 @@ async fn an_index_copies_its_source_and_follows_every_change() {
         read.json["globalSecondaryIndexDefinition"]["status"], "Active",
         "{read:?}"
     );
+    assert_eq!(read.header("x-strata-gsi-lag"), Some("changes=0;seconds=0"));
     // Clients cannot write an index's items.
     let r = s
         .request(

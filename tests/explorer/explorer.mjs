@@ -143,6 +143,21 @@ try {
   const fused = JSON.parse(await byTest('query-json').textContent());
   console.log(`hybrid query: ${fused.map((r) => `${r.TenantId}/${r.UserId}`).join(',')}`);
 
+  // A global secondary index of the container, keyed by user: its source, status and lag.
+  await page.evaluate(async () => api('POST', '/dbs/app/colls', { body: {
+    id: 'byUser', partitionKey: { paths: ['/UserId'], kind: 'Hash', version: 2 },
+    globalSecondaryIndexDefinition: { sourceCollectionId: 'events', definition: 'SELECT c.UserId, c.note FROM c' },
+  } }));
+  let gsi = '';
+  for (let i = 0; i < 100 && !/Active · caught up/.test(gsi); i++) {
+    await page.evaluate(async () => openContainer('app', 'byUser'));
+    gsi = await byTest('gsi-info').textContent();
+    if (!/Active · caught up/.test(gsi)) await page.waitForTimeout(100);
+  }
+  const tree = await byTest('coll-app-byUser').textContent();
+  console.log(`gsi: ${gsi}; tree: ${tree}`);
+  await page.evaluate(async () => { await api('DELETE', '/dbs/app/colls/byUser'); await openContainer('app', 'events'); });
+
   // The partitions view after the splits.
   await byTest('tab-partitions').click();
   await byTest('partition-bar').waitFor();

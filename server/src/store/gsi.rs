@@ -143,6 +143,24 @@ impl Store {
             .and_then(|d| self.container(&c.db, &d.source).ok()))
     }
 
+    /// How far index `index` is behind its source: the source's LSNs (write transactions)
+    /// it has not applied, and the age in seconds of the oldest change among them (0 when
+    /// caught up). `None` for a container that is not an index.
+    pub fn gsi_lag(&self, index: &Container) -> Option<(u64, u64)> {
+        let d = index.gsi_definition()?;
+        let source = self.container(&index.db, &d.source).ok()?;
+        let cursor = index.gsi_cursor().ok()?;
+        let upto = source.current_lsn();
+        let from = if cursor.built { cursor.lsn } else { 0 };
+        let all = strata_query::pk::EpkRange::full();
+        let oldest = source.history(&all, None, from, upto, 1).ok()?;
+        let age = oldest
+            .changes
+            .first()
+            .map_or(0, |c| super::catalog::now_secs().saturating_sub(c.crts));
+        Some((upto.saturating_sub(from), age))
+    }
+
     /// At start, before any write: each source keeps the history its indexes have not
     /// applied (all of it for an index whose build had not finished).
     pub(super) fn restore_gsi_holds(&self) -> Result<(), StoreError> {

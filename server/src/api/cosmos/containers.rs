@@ -13,6 +13,9 @@ use serde_json::{json, Map, Value};
 use strata_query::pk::PartitionKeyDefinition;
 use strata_query::protocol::header;
 
+/// A global secondary index's lag, on its container's read (strata's own header).
+const GSI_LAG: &str = "x-strata-gsi-lag";
+
 /// Properties the service owns; never stored from a request body.
 const SYSTEM: &[&str] = &[
     "id",
@@ -136,7 +139,13 @@ pub fn read(app: &App, req: &Req, db: &str, coll: &str) -> Result<Reply, CosmosE
             .iter()
             .fold((0u64, 0u64), |(b, n), r| (b + r.bytes, n + r.count))
     };
-    Ok(Reply::json(StatusCode::OK, &body)
+    let mut reply = Reply::json(StatusCode::OK, &body);
+    // strata's own: how far a global secondary index is behind its source (the Data
+    // Explorer shows it).
+    if let Some((lsns, seconds)) = app.store.gsi_lag(&c) {
+        reply = reply.header(GSI_LAG, format!("changes={lsns};seconds={seconds}"));
+    }
+    Ok(reply
         .header(header::ETAG, etag_of(&c))
         // Below 100 while the index of a replaced policy is being built.
         .header(

@@ -259,7 +259,8 @@ async function renderTree() {
         el('div', {
           class: sel ? 'label selected' : 'label', 'data-testid': `coll-${d.id}-${c.id}`,
           onclick: () => openContainer(d.id, c.id),
-        }, el('span', { class: 'name', text: c.id }), el('span', { class: 'pk', text: (c.partitionKey.paths || []).join(' › ') })));
+        }, el('span', { class: 'name', text: c.id }), el('span', { class: 'pk', text: (c.partitionKey.paths || []).join(' › ')
+          + (c.globalSecondaryIndexDefinition ? ` · index of ${c.globalSecondaryIndexDefinition.sourceCollectionId}` : '') })));
     });
     items.push(el('li', { class: 'db' },
       el('div', { class: 'label', 'data-testid': `db-${d.id}` }, el('span', { class: 'name', text: d.id }),
@@ -294,9 +295,22 @@ async function openContainer(db, coll) {
   state.db = db;
   state.coll = coll;
   state.keyPath = [];
-  state.def = (await api('GET', collPath())).json;
+  const read = await api('GET', collPath());
+  state.def = read.json;
+  state.gsiLag = read.headers.get('x-strata-gsi-lag') || '';
   await renderTree();
   renderContainer();
+}
+
+/** A global secondary index's source, status and lag (nothing for other containers). */
+function gsiInfo(def) {
+  const g = def.globalSecondaryIndexDefinition;
+  if (!g) return '';
+  const lag = Object.fromEntries(state.gsiLag.split(';').map((p) => p.split('=')));
+  const behind = Number(lag.changes || 0) === 0 ? 'caught up'
+    : `${lag.changes} change(s) behind, the oldest ${lag.seconds} s ago`;
+  return el('span', { class: 'pk', 'data-testid': 'gsi-info',
+    text: `global secondary index of ${g.sourceCollectionId} (${g.definition}) · ${g.status} · ${behind}` });
 }
 
 function renderContainer() {
@@ -311,6 +325,7 @@ function renderContainer() {
     el('div', { class: 'row' },
       el('h1', {}, `${state.db} / ${state.coll}`),
       el('span', { class: 'pk', text: `partition key ${def.partitionKey.paths.join(' › ')}${def.partitionKey.kind === 'MultiHash' ? ' (hierarchical)' : ''}` }),
+      gsiInfo(def),
       el('button', { style: 'margin-left:auto', 'data-testid': 'copy-container', onclick: () => copyDialog() }, 'Copy into…'),
       el('button', { class: 'danger', onclick: () => confirmDelete(`container ${state.coll}`, async () => {
         await api('DELETE', collPath());
