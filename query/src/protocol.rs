@@ -94,6 +94,9 @@ pub mod header {
 
     /// strata's own: how a query page was routed (see [`super::QueryRoute`]).
     pub const QUERY_ROUTE: &str = "x-strata-query-route";
+    /// strata's own: how far a global secondary index is behind its source, on its
+    /// container's read: `changes=N;seconds=S`.
+    pub const GSI_LAG: &str = "x-strata-gsi-lag";
     /// strata's own: `true` on a query asks for its plan in [`QUERY_PLAN`].
     pub const EXPLAIN: &str = "x-strata-explain";
     /// strata's own: the query's plan as an indented tree, one line per operator, with line

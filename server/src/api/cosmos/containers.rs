@@ -13,9 +13,6 @@ use serde_json::{json, Map, Value};
 use strata_query::pk::PartitionKeyDefinition;
 use strata_query::protocol::header;
 
-/// A global secondary index's lag, on its container's read (strata's own header).
-const GSI_LAG: &str = "x-strata-gsi-lag";
-
 /// Properties the service owns; never stored from a request body.
 const SYSTEM: &[&str] = &[
     "id",
@@ -143,7 +140,7 @@ pub fn read(app: &App, req: &Req, db: &str, coll: &str) -> Result<Reply, CosmosE
     // strata's own: how far a global secondary index is behind its source (the Data
     // Explorer shows it).
     if let Some((lsns, seconds)) = app.store.gsi_lag(&c) {
-        reply = reply.header(GSI_LAG, format!("changes={lsns};seconds={seconds}"));
+        reply = reply.header(header::GSI_LAG, format!("changes={lsns};seconds={seconds}"));
     }
     Ok(reply
         .header(header::ETAG, etag_of(&c))
