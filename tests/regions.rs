@@ -250,3 +250,39 @@ async fn regions_are_reached_by_host_name_under_region_hosts() {
         Some(format!("http://{west}/dbs/d/colls/c/docs").as_str())
     );
 }
+
+/// With per-partition automatic failover (`--per-partition-failover`), a single-write account
+/// advertises `enablePerPartitionFailoverBehavior` and its read region takes the write an SDK
+/// moved there (the service serves it in the region the partition failed over to), where
+/// without it the same write is refused 403/3.
+#[tokio::test]
+async fn a_read_region_takes_failed_over_writes_under_per_partition_failover() {
+    for ppaf in [false, true] {
+        let s = TestServer::start_with(Options {
+            regions: Some(RegionsConfig {
+                per_partition_failover: ppaf,
+                ..RegionsConfig::parse("West US,East US", false).unwrap()
+            }),
+            ..Default::default()
+        })
+        .await;
+        let account = s.get("/", &[]).await;
+        assert_eq!(account.json["enablePerPartitionFailoverBehavior"], ppaf);
+        s.setup("d", "c", json!({"paths": ["/pk"], "kind": "Hash"}))
+            .await;
+        let east = s.running.as_ref().unwrap().regions[1];
+        let r = Client::new(&format!("http://localhost:{}/", east.port()))
+            .post(
+                "/dbs/d/colls/c/docs",
+                &[("x-ms-documentdb-partitionkey", r#"["a"]"#)],
+                json!({"id": "1", "pk": "a"}),
+            )
+            .await;
+        if ppaf {
+            assert_eq!(r.status.as_u16(), 201, "{r:?}");
+        } else {
+            assert_eq!((r.status.as_u16(), r.substatus()), (403, Some(3)), "{r:?}");
+        }
+        s.stop().await;
+    }
+}

@@ -47,6 +47,9 @@ pub struct RegionsConfig {
     /// Regions are also reached, and advertised, by host name: `<account>-<region>` (see
     /// [`Regions::region_of_host`]).
     pub by_host: bool,
+    /// Per-partition automatic failover on from the start (see
+    /// [`Regions::per_partition_failover`]).
+    pub per_partition_failover: bool,
 }
 
 impl RegionsConfig {
@@ -69,6 +72,7 @@ impl RegionsConfig {
             names,
             multi_write,
             by_host: false,
+            per_partition_failover: false,
         })
     }
 
@@ -207,7 +211,7 @@ impl Regions {
                 ports: names.iter().map(|_| AtomicU16::new(0)).collect(),
                 faults: names.iter().map(|_| Mutex::new(Fault::default())).collect(),
                 write: AtomicUsize::new(0),
-                per_partition_failover: AtomicBool::new(false),
+                per_partition_failover: AtomicBool::new(cfg.per_partition_failover),
                 paused: names.iter().map(|_| Mutex::new(None)).collect(),
                 slugs: cfg.by_host.then(|| names.iter().map(|n| slug(n)).collect()),
                 names,
@@ -377,6 +381,11 @@ impl Regions {
             .store(on, Ordering::Relaxed);
     }
 
+    /// Whether the account has per-partition automatic failover: it advertises
+    /// `enablePerPartitionFailoverBehavior`, and a single-write account's other regions take
+    /// the writes an SDK moves to them rather than refusing them 403/3 (with it, "write-region
+    /// routing is entirely taken care of on the service", as the Python SDK's failover tests
+    /// say; one store serves every region, so the write is the same wherever it lands).
     pub fn per_partition_failover(&self) -> bool {
         self.inner.per_partition_failover.load(Ordering::Relaxed)
     }
@@ -465,7 +474,7 @@ impl Regions {
             FaultKind::WriteForbidden if write => return Err(write_forbidden(name)),
             _ => {}
         }
-        if write && !self.writable(i) {
+        if write && !self.writable(i) && !self.per_partition_failover() {
             return Err(write_forbidden(name));
         }
         Ok(())

@@ -14,7 +14,11 @@
 #       # a multi-write account whose regions are reached by host name (--region-hosts:
 #       # localhost-westus, ...; each must resolve to 127.0.0.1, e.g. in /etc/hosts), the
 #       # certificate trusted for those names, and the SDK's circuit breaker on, as the SDK's
-#       # live-account pipeline sets it (AZURE_COSMOS_ENABLE_CIRCUIT_BREAKER)
+#       # live-account pipeline sets it (AZURE_COSMOS_ENABLE_CIRCUIT_BREAKER); the
+#       # availability-strategy, effective-preferred-locations and service-request-retry
+#       # files assume two regions ("West US,East US"). STRATA_MULTI_WRITE=false
+#       # makes the account single-write, STRATA_PER_PARTITION_FAILOVER=true turns on
+#       # per-partition failover (strata reads both variables as its flags)
 #   STRATA_STORE=postgres://… STRATA_PROCESSES=2 bash tests/official/run.sh
 #       # two strata processes over that store behind a round-robin balancer on 8081
 #       # (balance.py: each new connection goes to the next process; one serves the store,
@@ -53,7 +57,12 @@ if [ -n "${STRATA_STORE:-}" ]; then
 fi
 regions=()
 if [ -n "${STRATA_REGIONS:-}" ]; then
-    regions=(--regions "$STRATA_REGIONS" --multi-write --region-hosts --cert-dir "$work/certs")
+    regions=(--regions "$STRATA_REGIONS" --region-hosts --cert-dir "$work/certs")
+    # Multi-write unless STRATA_MULTI_WRITE=false (the flag's own variable): the
+    # per-partition automatic failover tests drive a single-write account.
+    if [ "${STRATA_MULTI_WRITE:-true}" != false ]; then
+        regions+=(--multi-write)
+    fi
     IFS=, read -ra names <<< "$STRATA_REGIONS"
     for name in "${names[@]}"; do
         host="localhost-$(echo "$name" | tr -d '[:space:]' | tr '[:upper:]' '[:lower:]')"

@@ -260,6 +260,11 @@ pub struct Args {
     /// names must resolve to this machine, e.g. in /etc/hosts).
     #[arg(long, env = "STRATA_REGION_HOSTS", requires = "regions")]
     region_hosts: bool,
+    /// With --regions: per-partition automatic failover from the start (also set through the
+    /// management API): the account advertises enablePerPartitionFailoverBehavior, and a
+    /// single-write account's other regions take the writes an SDK fails over to them.
+    #[arg(long, env = "STRATA_PER_PARTITION_FAILOVER", requires = "regions")]
+    per_partition_failover: bool,
     /// Serve the management API of Microsoft's SDK test emulator (split and merge partitions,
     /// pause replication, per-partition failover) on this port of 127.0.0.1, without a key (0:
     /// any free port); the last line printed is then its JSON `ready` record.
@@ -559,6 +564,7 @@ fn regions_config(args: &Args) -> Result<crate::regions::RegionsConfig, String> 
     Ok(match &args.regions {
         Some(list) => crate::regions::RegionsConfig {
             by_host: args.region_hosts,
+            per_partition_failover: args.per_partition_failover,
             ..crate::regions::RegionsConfig::parse(list, args.multi_write)?
         },
         None => Default::default(),
