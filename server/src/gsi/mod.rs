@@ -40,18 +40,16 @@ pub fn spawn(store: &Store) {
                 let (i, s) = (Arc::clone(&index), Arc::clone(&source));
                 let step = tokio::task::spawn_blocking(move || step(&i, &s, &def)).await;
                 match step {
-                    Ok(Ok((more, token))) => {
-                        if let Err(e) = index.durable(token).await {
+                    Ok(Ok(done)) => {
+                        if let Err(e) = index.durable(done.token).await {
                             tracing::error!(index = %index.id, error = %e, "global secondary index write not durable");
                             continue;
                         }
-                        // The source's history up to the cursor is no longer needed.
-                        if let Ok(c) = index.gsi_cursor() {
-                            if c.built && !index.is_deleted() {
-                                source.hold_history(index.cid, c.lsn);
-                            }
+                        // Once durable, the source's history up to the cursor is not needed.
+                        if let Some(lsn) = done.applied {
+                            source.advance_history_hold(index.cid, lsn);
                         }
-                        busy |= more;
+                        busy |= done.more;
                     }
                     Ok(Err(e)) => {
                         tracing::error!(index = %index.id, source = %source.id, error = %e, "global secondary index sync failed")
@@ -73,8 +71,15 @@ pub fn spawn(store: &Store) {
     });
 }
 
-/// The durability token of a step's transaction, and whether more is waiting.
-type Stepped = (bool, crate::store::engine::Durable);
+/// What one step did.
+struct Stepped {
+    /// Whether more is waiting.
+    more: bool,
+    /// The cursor it committed (`None`: nothing to apply).
+    applied: Option<u64>,
+    /// The durability token of its transactions.
+    token: crate::store::engine::Durable,
+}
 
 /// One page of work for `index`: of its initial build, else of the source's history.
 fn step(index: &Container, source: &Container, def: &Definition) -> Result<Stepped, StoreError> {
@@ -84,7 +89,11 @@ fn step(index: &Container, source: &Container, def: &Definition) -> Result<Stepp
     }
     let upto = source.current_lsn();
     if upto <= cursor.lsn {
-        return Ok((false, Default::default()));
+        return Ok(Stepped {
+            more: false,
+            applied: None,
+            token: Default::default(),
+        });
     }
     let page = source.history(&EpkRange::full(), None, cursor.lsn, upto, PAGE)?;
     let lsn = if page.exhausted {
@@ -104,7 +113,11 @@ fn step(index: &Container, source: &Container, def: &Definition) -> Result<Stepp
         t.set_gsi_cursor(Cursor { lsn, built: true });
         Ok::<_, StoreError>(())
     })?;
-    Ok((!page.exhausted, token))
+    Ok(Stepped {
+        more: !page.exhausted,
+        applied: Some(lsn),
+        token,
+    })
 }
 
 /// The initial build: every item the source holds at the LSN it starts at, copied a page
@@ -142,7 +155,11 @@ fn build(index: &Container, source: &Container, def: &Definition) -> Result<Step
         }
     }
     index.set_gsi_phase(2);
-    Ok((true, token))
+    Ok(Stepped {
+        more: true,
+        applied: Some(from),
+        token,
+    })
 }
 
 /// The logical partition and id of a source item, from its JSON.

@@ -19,11 +19,6 @@ impl Container {
     pub fn is_gsi(&self) -> bool {
         self.with_meta(|m| m.props.contains_key(gsi::PROP))
     }
-
-    /// Whether this container was deleted.
-    pub fn is_deleted(&self) -> bool {
-        self.deleted.load(std::sync::atomic::Ordering::Acquire)
-    }
 }
 
 impl Store {

@@ -208,10 +208,18 @@ pub fn cursor_key(cid: u32) -> Vec<u8> {
 }
 
 impl Container {
-    /// Keeps this container's history from LSN `after` on for index `holder` (moving its
-    /// hold forward, or placing it).
+    /// Keeps this container's history from LSN `after` on for index `holder` (placing its
+    /// hold at start, see `Store::restore_gsi_holds`).
     pub fn hold_history(&self, holder: u32, after: u64) {
         lock(&self.history_holds).insert(holder, after);
+    }
+
+    /// Moves index `holder`'s hold to `after`, if it still has one: a sync step that ends
+    /// after its index was deleted places no hold again.
+    pub fn advance_history_hold(&self, holder: u32, after: u64) {
+        if let Some(h) = lock(&self.history_holds).get_mut(&holder) {
+            *h = after;
+        }
     }
 
     /// Places index `holder`'s hold with writes paused, so every write after the LSN it
