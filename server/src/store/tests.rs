@@ -21,6 +21,18 @@ pub(crate) async fn open_with_container(cfg: StoreConfig) -> (Store, Arc<Contain
     (s, c)
 }
 
+/// A fresh data folder for test `label` and a store configuration over it.
+fn on_disk(label: &str) -> (std::path::PathBuf, StoreConfig) {
+    let dir = std::env::temp_dir().join(format!("strata-{label}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let cfg = StoreConfig {
+        data_dir: Some(dir.clone()),
+        postgres: None,
+        limits: Limits::default(),
+    };
+    (dir, cfg)
+}
+
 /// An effective partition key of the length a `/pk` (hash v2) container's documents have.
 const EPK: &str = "0A0B0C0D0E0F10111213141516171819";
 
@@ -35,13 +47,7 @@ fn doc(id: &str) -> Map<String, Value> {
 /// newest write was a delete (which removes the newest feed entry).
 #[tokio::test]
 async fn lsn_never_goes_back_across_restarts() {
-    let dir = std::env::temp_dir().join(format!("strata-lsn-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let cfg = StoreConfig {
-        data_dir: Some(dir.clone()),
-        postgres: None,
-        limits: Limits::default(),
-    };
+    let (dir, cfg) = on_disk("lsn");
     let epk = EPK;
     {
         let (s, c) = open_with_container(cfg.clone()).await;
@@ -81,13 +87,7 @@ async fn lsn_never_goes_back_across_restarts() {
 /// scans find every item; replacing an item leaves exactly one directory entry.
 #[tokio::test]
 async fn an_older_store_gets_its_item_directory() {
-    let dir = std::env::temp_dir().join(format!("strata-directory-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let cfg = StoreConfig {
-        data_dir: Some(dir.clone()),
-        postgres: None,
-        limits: Limits::default(),
-    };
+    let (dir, cfg) = on_disk("directory");
     let all = strata_query::pk::EpkRange::full();
     {
         let (s, c) = open_with_container(cfg.clone()).await;
@@ -201,13 +201,7 @@ async fn history_is_logged_and_purged_past_its_retention() {
 /// purge never passes a hold; a deleted index lets the history go.
 #[tokio::test]
 async fn an_index_holds_its_source_history_across_restarts() {
-    let dir = std::env::temp_dir().join(format!("strata-gsi-hold-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let cfg = StoreConfig {
-        data_dir: Some(dir.clone()),
-        postgres: None,
-        limits: Limits::default(),
-    };
+    let (dir, cfg) = on_disk("gsi-hold");
     let put = |c: &Container, id: &str| {
         c.write(|t| crate::items::ops::put(t, EPK, id, doc(id), None))
             .unwrap()
@@ -264,11 +258,16 @@ async fn an_index_holds_its_source_history_across_restarts() {
     let ids: Vec<_> = h.changes.iter().map(|x| x.id.as_str()).collect();
     assert_eq!(ids, ["after", "later"]);
     // Applied up to "after" (LSN 2): the purge takes that, never "later".
-    c.hold_history(ix.cid, 2);
+    c.advance_history_hold(ix.cid, 2);
     assert_eq!(c.purge_history().unwrap(), 1);
     assert_eq!(c.history_floor().unwrap(), 2);
     s.delete_container("d", "ix").await.unwrap();
     assert!(!c.keeps_history(), "no index, no policy: no history");
+    c.advance_history_hold(ix.cid, 3);
+    assert!(
+        !c.keeps_history(),
+        "a step ending after the delete places no hold"
+    );
     assert!(s.delete_container("d", "c").await.is_ok());
     s.shutdown().unwrap();
     let _ = std::fs::remove_dir_all(&dir);
