@@ -103,6 +103,9 @@ fn four_partitions(data_dir: Option<std::path::PathBuf>) -> Options {
         data_dir,
         limits: Some(Limits {
             initial_partitions: Some(4),
+            // On disk, no memory for rows: every linked row is read from the index's file
+            // (`vector::rows`), as an index past the budget reads its oldest.
+            vector_rows_memory_bytes: 0,
             ..Limits::default()
         }),
         ..Options::default()
@@ -478,6 +481,10 @@ async fn a_restart_reads_the_index_back_and_reconciles_it_with_the_documents() {
     };
     let files = snapshots(&dir);
     assert_eq!(files.len(), 1, "one snapshot for one index: {files:?}");
+    // The index kept its rows in a file of the data folder, unlinked as soon as it was
+    // made: the folder is there, and nothing is left in it.
+    let rows = std::fs::read_dir(dir.join("vector-rows")).map(|d| d.count());
+    assert_eq!(rows.ok(), Some(0), "an empty vector-rows folder");
     let stale = dir.join("stale-copy");
     std::fs::copy(&files[0], &stale).unwrap();
     // Read back: the same answers, the file consumed. Then the documents change.

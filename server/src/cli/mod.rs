@@ -158,6 +158,10 @@ pub struct Args {
     /// GROUP BY, aggregates, a merge); past it the query answers 400.
     #[arg(long, env = "STRATA_QUERY_MEMORY_BYTES", default_value = "64MB", value_parser = parse_size)]
     query_memory_bytes: u64,
+    /// Bytes of vectors the vector indexes that search over codes (quantizedFlat, diskANN)
+    /// keep in memory; past it, a local store reads the oldest from files beside its data.
+    #[arg(long, env = "STRATA_VECTOR_ROWS_MEMORY_BYTES", default_value = "256MB", value_parser = parse_size)]
+    vector_rows_memory_bytes: u64,
     /// The most data one logical partition (full partition key) may hold.
     #[arg(long, env = "STRATA_LOGICAL_PARTITION_LIMIT_BYTES", default_value = "20GB", value_parser = parse_size)]
     logical_partition_limit_bytes: u64,
@@ -627,6 +631,9 @@ fn server_config(
                     .then_some(args.change_feed_retention),
                 script_timeout: std::time::Duration::from_millis(args.script_timeout_ms.max(1)),
                 query_memory_bytes: usize::try_from(args.query_memory_bytes).unwrap_or(usize::MAX),
+                vector_rows_memory_bytes: usize::try_from(args.vector_rows_memory_bytes)
+                    .unwrap_or(usize::MAX),
+                vector_rows: None,
             },
         },
         tls,

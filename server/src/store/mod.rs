@@ -115,6 +115,14 @@ impl Store {
             None => Counters::default(),
         };
         format::migrate(&engine)?;
+        let mut cfg = cfg;
+        // Vector rows live beside the data of a local store, as its snapshots do.
+        if let (None, Some(d)) = (&cfg.postgres, &cfg.data_dir) {
+            cfg.limits.vector_rows = Some(crate::vector::rows::Place {
+                dir: d.join("vector-rows"),
+                budget: crate::vector::rows::Budget::new(cfg.limits.vector_rows_memory_bytes),
+            });
+        }
         let mut cat = Catalog::default();
         // Vector-set snapshots live beside the data of a local store (not one on PostgreSQL,
         // which several processes share).

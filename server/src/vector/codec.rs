@@ -62,6 +62,39 @@ impl<W: Write> Writer<W> {
         self.array(v, f32::to_le_bytes)
     }
 
+    /// An `f32` array of `len` values given in runs by `each` (rows read from a file):
+    /// written as [`Writer::f32s`] writes it.
+    pub fn f32s_in_runs(
+        &mut self,
+        len: usize,
+        each: impl FnOnce(&mut dyn FnMut(&[f32])),
+    ) -> io::Result<()> {
+        self.u64(len as u64)?;
+        let (mut written, mut failed) = (0usize, None);
+        let mut buf = Vec::with_capacity(CHUNK * 4);
+        each(&mut |run: &[f32]| {
+            if failed.is_some() {
+                return;
+            }
+            for chunk in run.chunks(CHUNK) {
+                buf.clear();
+                chunk
+                    .iter()
+                    .for_each(|x| buf.extend_from_slice(&x.to_le_bytes()));
+                if let Err(e) = self.raw(&buf) {
+                    failed = Some(e);
+                    return;
+                }
+            }
+            written += run.len();
+        });
+        match failed {
+            Some(e) => Err(e),
+            None if written != len => Err(io::Error::other("rows changed while written")),
+            None => Ok(()),
+        }
+    }
+
     pub fn u32s(&mut self, v: &[u32]) -> io::Result<()> {
         self.array(v, u32::to_le_bytes)
     }
@@ -171,6 +204,32 @@ impl<R: Read> Reader<R> {
 
     pub fn f32s(&mut self) -> io::Result<Vec<f32>> {
         self.array(f32::from_le_bytes)
+    }
+
+    /// What [`Writer::f32s`] wrote, handed to `f` in runs of whole rows of `dims` values
+    /// (refused unless the array is whole rows); the number of values.
+    pub fn f32s_in_rows(&mut self, dims: usize, mut f: impl FnMut(&[f32])) -> io::Result<usize> {
+        let n = self.len(4)?;
+        let dims = dims.max(1);
+        if !n.is_multiple_of(dims) {
+            return Err(bad("a snapshot's rows are not whole"));
+        }
+        let per = (CHUNK / dims).max(1) * dims;
+        let (mut bytes, mut vals) = (vec![0u8; per * 4], Vec::with_capacity(per));
+        let mut done = 0;
+        while done < n {
+            let take = (n - done).min(per);
+            let b = &mut bytes[..take * 4];
+            self.raw(b)?;
+            vals.clear();
+            vals.extend(
+                b.chunks_exact(4)
+                    .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])),
+            );
+            f(&vals);
+            done += take;
+        }
+        Ok(n)
     }
 
     pub fn u32s(&mut self) -> io::Result<Vec<u32>> {

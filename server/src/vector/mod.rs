@@ -7,6 +7,7 @@ pub mod codec;
 pub mod graph;
 pub mod kernels;
 pub mod quant;
+pub mod rows;
 pub mod set;
 
 pub use set::{Found, Hit, Origin, SearchOpts, VectorSet};

@@ -10,14 +10,17 @@
 //! evaluator would compute from the document, and a query need not parse the document's
 //! vector to order it.
 
+mod pairs;
 mod snapshot;
 mod upkeep;
 
+use pairs::Pairs;
 pub use upkeep::Work;
 
 use super::graph::Graph;
 use super::kernels::{dot, l2sq, normalize};
 use super::quant::{Quantizer, QueryCode};
+use super::rows::{Place, Rows};
 use super::{Distance, IndexKind, Params};
 use hashbrown::HashTable;
 use prefetch_index::prefetch_index;
@@ -40,7 +43,10 @@ const TRAIN_SAMPLE: usize = 20_000;
 #[derive(Debug)]
 pub struct VectorSet {
     pub params: Params,
-    data: Vec<f32>,
+    rows: Rows,
+    /// Where rows past the memory budget go (`None`: rows in memory); a copy of the set
+    /// keeps its rows there too.
+    place: Option<Place>,
     /// `|v|²` per slot (euclidean distances over codes; cosine's unit length).
     norms: Vec<f32>,
     /// Where each slot's row came from.
@@ -136,10 +142,24 @@ struct Query {
 }
 
 impl VectorSet {
+    /// A set with its rows in memory.
     pub fn new(params: Params) -> Self {
+        Self::with_rows_in(params, None)
+    }
+
+    /// A set whose rows past `place`'s budget go to a file in its folder when its kind
+    /// searches over codes (quantizedFlat and diskANN; flat scans its rows), else in memory
+    /// (see [`super::rows`]).
+    pub fn with_rows_in(params: Params, place: Option<&Place>) -> Self {
+        let place = place.filter(|_| params.kind != IndexKind::Flat);
+        let rows = match place {
+            Some(p) => Rows::in_place(params.dims, p),
+            None => Rows::in_memory(params.dims),
+        };
         Self {
             params,
-            data: Vec::new(),
+            rows,
+            place: place.cloned(),
             norms: Vec::new(),
             origins: Vec::new(),
             codes: Vec::new(),
@@ -179,7 +199,7 @@ impl VectorSet {
 
     /// Bytes held (rows, codes, graph, keys).
     pub fn held_bytes(&self) -> usize {
-        self.data.capacity() * 4
+        self.rows.held_bytes()
             + self.norms.capacity() * 4
             + self.origins.capacity() * std::mem::size_of::<Origin>()
             + self.codes.capacity()
@@ -255,10 +275,10 @@ impl VectorSet {
             self.codes.resize(at + row.len(), 0);
             q.encode(&self.unit(row), &mut self.codes[at..]);
         }
-        if self.data.capacity() < self.data.len() + row.len() {
-            self.data.reserve_exact(row.len().max(self.data.len() / 8));
+        self.rows.push(row);
+        if self.params.kind != IndexKind::DiskAnn {
+            self.rows.spill_before(self.rows.len());
         }
-        self.data.extend_from_slice(row);
         self.keys.push(Some(key.into()));
         self.key_bytes += key.len();
         self.list(slot);
@@ -296,11 +316,23 @@ impl VectorSet {
         }
     }
 
+    /// Lets the rows of linked nodes go to the rows' file (see [`super::rows`]): those before
+    /// the first slot some shard has not linked yet.
+    pub(super) fn spill_linked(&mut self) {
+        let first_unlinked = self
+            .shards
+            .iter()
+            .filter_map(|s| s.members.get(s.graph.as_ref()?.len()).copied())
+            .min()
+            .map_or(self.rows.len(), |s| s as usize);
+        self.rows.spill_before(first_unlinked);
+    }
+
     /// The slot of `key` if it already holds exactly `v` in `shard`.
     fn holds(&self, key: &[u8], v: Option<&[f32]>, shard: &[u8]) -> Option<u32> {
         let (slot, v) = (self.slot(key)?, v?);
         let joined = self.shard_of[slot as usize] as usize;
-        (self.shards[joined].value == shard && self.row(slot) == v).then_some(slot)
+        (self.shards[joined].value == shard && *self.row(slot) == *v).then_some(slot)
     }
 
     /// `row` as the codes and the graph see it: of unit length for cosine.
@@ -335,20 +367,26 @@ impl VectorSet {
     /// read lock: queries go on while a million rows are coded).
     pub(super) fn fit(&self) -> (Quantizer, Vec<i8>) {
         let d = self.params.dims.max(1);
-        let rows = self.data.len() / d;
-        let step = (rows / TRAIN_SAMPLE).max(1);
-        let sample: Vec<f32> = self
-            .data
-            .chunks_exact(d)
-            .step_by(step)
-            .flat_map(|r| self.unit(r).into_owned())
-            .collect();
+        let step = (self.rows.len() / TRAIN_SAMPLE).max(1);
+        let mut sample: Vec<f32> = Vec::new();
+        let mut i = 0usize;
+        self.rows.each_from(0, |run| {
+            for r in run.chunks_exact(d) {
+                if i.is_multiple_of(step) {
+                    sample.extend_from_slice(&self.unit(r));
+                }
+                i += 1;
+            }
+        });
         let q = Quantizer::train(d, sample.chunks_exact(d));
         drop(sample);
-        let mut codes = vec![0i8; self.data.len()];
-        for (row, out) in self.data.chunks_exact(d).zip(codes.chunks_exact_mut(d)) {
-            q.encode(&self.unit(row), out);
-        }
+        let mut codes = vec![0i8; self.rows.values()];
+        let mut outs = codes.chunks_exact_mut(d);
+        self.rows.each_from(0, |run| {
+            for (row, out) in run.chunks_exact(d).zip(&mut outs) {
+                q.encode(&self.unit(row), out);
+            }
+        });
         (q, codes)
     }
 
@@ -356,21 +394,23 @@ impl VectorSet {
     /// since it was fitted (rows are only ever appended) are coded by it here.
     pub(super) fn install(&mut self, q: Quantizer, mut codes: Vec<i8>) {
         let d = self.params.dims.max(1);
-        let from = codes.len().min(self.data.len());
-        codes.reserve_exact(self.data.len() - from);
-        for row in self.data[from..].chunks_exact(d) {
-            let at = codes.len();
-            codes.resize(at + d, 0);
-            q.encode(&self.unit(row), &mut codes[at..]);
-        }
+        let from = codes.len().min(self.rows.values());
+        codes.truncate(from);
+        codes.reserve_exact(self.rows.values() - from);
+        self.rows.each_from(from / d, |run| {
+            for row in run.chunks_exact(d) {
+                let at = codes.len();
+                codes.resize(at + d, 0);
+                q.encode(&self.unit(row), &mut codes[at..]);
+            }
+        });
         self.codes = codes;
         self.quant = Some(q);
         self.trained_on = self.len();
     }
 
-    fn row(&self, slot: u32) -> &[f32] {
-        let d = self.params.dims;
-        &self.data[slot as usize * d..(slot as usize + 1) * d]
+    fn row(&self, slot: u32) -> std::borrow::Cow<'_, [f32]> {
+        self.rows.row(slot)
     }
 
     fn code(&self, slot: u32) -> &[i8] {
@@ -392,11 +432,29 @@ impl VectorSet {
     /// rows scaled to unit length (which orders as cosine does).
     fn pair(&self, a: u32, b: u32) -> f32 {
         if self.params.metric != Distance::Cosine {
-            return l2sq(self.row(a), self.row(b));
+            return l2sq(&self.row(a), &self.row(b));
         }
         let (ia, ib) = (self.inv_len(a), self.inv_len(b));
         let unit = |i: f32| if i > 0.0 { 1.0 } else { 0.0 };
-        unit(ia) + unit(ib) - 2.0 * dot(self.row(a), self.row(b)) * ia * ib
+        unit(ia) + unit(ib) - 2.0 * dot(&self.row(a), &self.row(b)) * ia * ib
+    }
+
+    /// [`VectorSet::pair`] from the row of `a` to the code of `b` when there are codes: what
+    /// linking measures (see [`Pairs`]).
+    fn pair_coded(&self, a: &Query, b: u32) -> f32 {
+        let approx = self.approx(a, b);
+        match self.params.metric {
+            Distance::Euclidean => approx,
+            Distance::DotProduct => a.norm + self.norms[b as usize] + 2.0 * approx,
+            Distance::Cosine => {
+                let unit = |n: f32| if n > 0.0 { 1.0 } else { 0.0 };
+                let ib = self.inv_len(b);
+                if ib == 0.0 {
+                    return unit(a.norm);
+                }
+                unit(a.norm) + 1.0 + 2.0 * approx
+            }
+        }
     }
 
     /// Whether tombstones are as many as the live vectors (and past a training set's worth):
@@ -411,13 +469,13 @@ impl VectorSet {
     /// are never reused in place, so an update-heavy path would otherwise grow until a
     /// restart).
     pub fn live_copy(&self) -> VectorSet {
-        let mut fresh = VectorSet::new(self.params);
+        let mut fresh = VectorSet::with_rows_in(self.params, self.place.as_ref());
         fresh.epoch = self.epoch.wrapping_add(1);
         for shard in &self.shards {
             for &slot in &shard.members {
                 if let Some(key) = &self.keys[slot as usize] {
                     let origin = self.origins[slot as usize];
-                    fresh.set(key, Some(self.row(slot)), &shard.value, origin);
+                    fresh.set(key, Some(&self.row(slot)), &shard.value, origin);
                 }
             }
         }
@@ -436,22 +494,48 @@ impl VectorSet {
 
     /// Exact distance of a slot (smaller is closer).
     fn exact(&self, q: &Query, slot: u32) -> f32 {
+        self.exact_of(q, slot, &self.row(slot))
+    }
+
+    /// [`VectorSet::exact`] of a slot whose row is `row`.
+    fn exact_of(&self, q: &Query, slot: u32, row: &[f32]) -> f32 {
         match self.params.metric {
-            Distance::Euclidean => l2sq(&q.v, self.row(slot)),
-            Distance::DotProduct => -dot(&q.v, self.row(slot)),
+            Distance::Euclidean => l2sq(&q.v, row),
+            Distance::DotProduct => -dot(&q.v, row),
             // A zero vector has no cosine: the evaluator ranks it after every scored one,
             // and so must the index, or a page would settle before the rows that precede it.
             Distance::Cosine => match self.inv_len(slot) {
                 0.0 => f32::INFINITY,
-                inv => -dot(&q.v, self.row(slot)) * inv,
+                inv => -dot(&q.v, row) * inv,
             },
         }
+    }
+
+    /// [`VectorSet::exact`] of a slot, from `scanned` ([`VectorSet::exact_all`]) if given.
+    fn exact_in(&self, q: &Query, scanned: Option<&[f32]>, slot: u32) -> f32 {
+        match scanned {
+            Some(d) => d[slot as usize],
+            None => self.exact(q, slot),
+        }
+    }
+
+    /// [`VectorSet::exact`] of every slot, in slot order, reading the rows in runs.
+    fn exact_all(&self, q: &Query) -> Vec<f32> {
+        let mut out = Vec::with_capacity(self.rows.len());
+        let d = self.params.dims.max(1);
+        self.rows.each_from(0, |run| {
+            for row in run.chunks_exact(d) {
+                let slot = out.len() as u32;
+                out.push(self.exact_of(q, slot, row));
+            }
+        });
+        out
     }
 
     /// The evaluator's `f64` score of a slot whose row is exact (see [`Hit::score`]).
     fn score(&self, q64: Option<&[f64]>, slot: u32) -> Option<f64> {
         let q64 = q64.filter(|_| self.origins[slot as usize].exact)?;
-        self.params.metric.score(self.row(slot), q64)
+        self.params.metric.score(&self.row(slot), q64)
     }
 
     /// [`VectorSet::approx`] of each slot of `slots`, in order, into `out`; while one is
@@ -478,10 +562,7 @@ impl VectorSet {
                     .step_by(64)
                     .for_each(|i| prefetch_index(&self.codes, i));
             } else {
-                // Sixteen `f32` to a cache line.
-                (at..at + d)
-                    .step_by(16)
-                    .for_each(|i| prefetch_index(&self.data, i));
+                self.rows.prefetch(s);
             }
         };
         let mut ahead = slots.clone().skip(AHEAD);
@@ -534,12 +615,12 @@ impl VectorSet {
         }
         let q = self.prepare(q);
         let approximate = !opts.brute_force && q.code.is_some();
-        let score = |s: u32| {
-            if approximate {
-                self.approx(&q, s)
-            } else {
-                self.exact(&q, s)
-            }
+        // An exact scan of rows in a file reads the file front to back once, not a row at a
+        // time (a million reads).
+        let scanned = (!approximate && self.rows.spilled()).then(|| self.exact_all(&q));
+        let score = |s: u32| match &scanned {
+            None if approximate => self.approx(&q, s),
+            _ => self.exact_in(&q, scanned.as_deref(), s),
         };
         let mut cands: Vec<(f32, u32)> = Vec::new();
         let mut exhausted = true;
@@ -593,7 +674,7 @@ impl VectorSet {
                     }
                     for &s in &m[g.len()..] {
                         if live(s) {
-                            cands.push((self.exact(&q, s), s));
+                            cands.push((self.exact_in(&q, scanned.as_deref(), s), s));
                         }
                     }
                 }
@@ -659,114 +740,4 @@ fn top(c: &mut Vec<(f32, u32)>, n: usize) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn key(i: u32) -> [u8; 4] {
-        i.to_be_bytes()
-    }
-
-    /// Writing a key's vector again unchanged leaves no tombstone and nothing to relink; a
-    /// changed vector replaces it.
-    #[test]
-    fn an_unchanged_vector_is_not_replaced() {
-        let mut set = VectorSet::new(Params {
-            kind: IndexKind::DiskAnn,
-            dims: 3,
-            metric: Distance::Cosine,
-            list: 10,
-            degree: 4,
-        });
-        let shard: &[u8] = b"";
-        set.set(&key(1), Some(&[1.0, 2.0, 3.0]), shard, Origin::default());
-        set.link_all();
-        set.set(&key(1), Some(&[1.0, 2.0, 3.0]), shard, Origin::default());
-        assert_eq!((set.len(), set.dead(), set.unlinked()), (1, 0, 0));
-        set.set(&key(1), Some(&[3.0, 2.0, 1.0]), shard, Origin::default());
-        assert_eq!((set.len(), set.dead(), set.unlinked()), (1, 1, 1));
-        // The same vector under another shard key value moves to that value's shard.
-        set.set(&key(1), Some(&[3.0, 2.0, 1.0]), b"other", Origin::default());
-        assert_eq!((set.len(), set.dead()), (1, 2));
-        set.set(&key(1), None, shard, Origin::default());
-        assert_eq!((set.len(), set.dead()), (0, 3));
-    }
-
-    /// A diskANN set over two shard key values answers a search over every shard or one,
-    /// for the whole key space or part of it (some physical partitions), with keys of that
-    /// shard and range only, near the exact answer; an updated vector moves and a removed one
-    /// is gone.
-    #[test]
-    fn shards_answer_for_their_values_and_ranges() {
-        let dims = 8;
-        let mut rnd = uniform(1);
-        let rows: Vec<Vec<f32>> = (0..3000)
-            .map(|_| (0..dims).map(|_| rnd()).collect())
-            .collect();
-        let mut set = VectorSet::new(Params {
-            kind: IndexKind::DiskAnn,
-            dims,
-            metric: Distance::Euclidean,
-            list: 50,
-            degree: 16,
-        });
-        let value = |i: u32| {
-            if i.is_multiple_of(2) {
-                b"even".to_vec()
-            } else {
-                b"odd".to_vec()
-            }
-        };
-        for (i, r) in rows.iter().enumerate() {
-            set.set(&key(i as u32), Some(r), &value(i as u32), Origin::default());
-        }
-        set.link_all();
-        assert_eq!(set.unlinked(), 0);
-        let opts = SearchOpts {
-            brute_force: false,
-            rerank: 5,
-            list: 40,
-        };
-        let (even, odd) = (vec![value(0)], vec![value(1)]);
-        let mut hits = 0;
-        type Search<'a> = (u32, u32, Option<&'a [Vec<u8>]>);
-        let searches: [Search; 4] = [
-            (0, 3000, None),
-            (0, 750, None),
-            (1500, 3000, Some(&even)),
-            (200, 2600, Some(&odd)),
-        ];
-        for (qi, (lo, hi, only)) in searches.iter().enumerate() {
-            let q = &rows[qi * 97];
-            let found = set.search(q, None, 10, (&key(*lo), &key(*hi)), *only, opts);
-            let got: Vec<u32> = found
-                .keys
-                .iter()
-                .map(|h| u32::from_be_bytes([h.key[0], h.key[1], h.key[2], h.key[3]]))
-                .collect();
-            let allowed = |i: u32| i >= *lo && i < *hi && only.is_none_or(|o| o[0] == value(i));
-            assert!(
-                got.iter().all(|i| allowed(*i)),
-                "{got:?} outside {lo}..{hi}"
-            );
-            let mut exact: Vec<(f32, u32)> = (*lo..*hi)
-                .filter(|i| allowed(*i))
-                .map(|i| (super::super::kernels::l2sq(q, &rows[i as usize]), i))
-                .collect();
-            exact.sort_by(|x, y| x.0.total_cmp(&y.0));
-            hits += exact[..10].iter().filter(|e| got.contains(&e.1)).count();
-        }
-        assert!(hits >= 36, "recall@10 over 4 searches: {hits}/40");
-        // An update moves the vector, a removal takes it out.
-        let far = vec![9.0; dims];
-        let (a, end) = (key(0), key(3000));
-        set.set(&key(5), Some(&far), &value(5), Origin::default());
-        let found = set.search(&far, None, 1, (&a, &end), None, opts);
-        assert_eq!(&found.keys[0].key[..], &key(5));
-        let found = set.search(&far, None, 1, (&a, &end), Some(&even), opts);
-        assert_ne!(&found.keys[0].key[..], &key(5), "key 5 is odd");
-        set.set(&key(5), None, &value(5), Origin::default());
-        let found = set.search(&far, None, 1, (&a, &end), None, opts);
-        assert_ne!(&found.keys[0].key[..], &key(5));
-        assert_eq!(set.len(), 2999);
-    }
-}
+mod tests;

@@ -60,6 +60,12 @@ pub struct Limits {
     pub script_timeout: std::time::Duration,
     /// Most bytes of rows and groups one query may hold (see `exec::memory`).
     pub query_memory_bytes: usize,
+    /// Bytes of `f32` rows the vector indexes that search over codes keep in memory before
+    /// they read the rest from files (`crate::vector::rows`; a local store only).
+    pub vector_rows_memory_bytes: usize,
+    /// Where those files go and the budget they share: set by the store for a local store
+    /// (a folder of its data folder); `None` keeps every row in memory.
+    pub vector_rows: Option<crate::vector::rows::Place>,
 }
 
 /// Default of [`Limits::max_partitions`]: 1,000,000 RU/s (the service's default maximum per
@@ -83,6 +89,8 @@ impl Default for Limits {
             change_feed_retention: None,
             script_timeout: DEFAULT_SCRIPT_TIMEOUT,
             query_memory_bytes: DEFAULT_QUERY_MEMORY_BYTES,
+            vector_rows_memory_bytes: crate::vector::rows::DEFAULT_BUDGET,
+            vector_rows: None,
         }
     }
 }
@@ -283,6 +291,7 @@ impl Container {
         let scripts = scripts::load(&engine, rec.cid)?;
         let vectors = vectors::Vectors::of(
             &strata_query::index::vector::VectorPolicy::from_props(&rec.props).unwrap_or_default(),
+            limits.vector_rows.as_ref(),
         );
         let c = Self {
             scripts: RwLock::new(Arc::new(scripts)),

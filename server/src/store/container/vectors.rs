@@ -31,6 +31,8 @@ pub struct PathIndex {
     /// query needs.
     pub shard_key: Option<PartitionKeyDefinition>,
     set: RwLock<VectorSet>,
+    /// Where the set keeps its rows (`Limits::vector_rows`).
+    rows: Option<crate::vector::rows::Place>,
     state: Mutex<Journal>,
     linking: AtomicBool,
     /// Being read back from a snapshot (seconds at most, where rebuilding from the documents
@@ -80,7 +82,7 @@ impl Staged {
 
 impl Vectors {
     /// The sets `policy` asks for (built later by [`Container::start_vectors`]).
-    pub fn of(policy: &VectorPolicy) -> Self {
+    pub fn of(policy: &VectorPolicy, rows: Option<&crate::vector::rows::Place>) -> Self {
         let paths = policy
             .indexes
             .iter()
@@ -104,7 +106,8 @@ impl Vectors {
                     segs: ix.path.split('/').skip(1).map(str::to_string).collect(),
                     params,
                     shard_key,
-                    set: RwLock::new(VectorSet::new(params)),
+                    set: RwLock::new(VectorSet::with_rows_in(params, rows)),
+                    rows: rows.cloned(),
                     state: Mutex::new(Journal::Unbuilt),
                     linking: AtomicBool::new(false),
                     loading: AtomicBool::new(false),
@@ -389,7 +392,8 @@ impl Container {
         let f = std::fs::File::open(file).ok()?;
         let len = f.metadata().map(|m| m.len()).unwrap_or(0);
         let mut r = crate::vector::codec::Reader::new(f, len);
-        let set = VectorSet::read(&mut r, ix.params).and_then(|s| r.finish().map(|_| s));
+        let set = VectorSet::read(&mut r, ix.params, ix.rows.as_ref())
+            .and_then(|s| r.finish().map(|_| s));
         let _ = std::fs::remove_file(file);
         match set {
             Ok(s) => Some(s),
@@ -423,7 +427,8 @@ impl Container {
                 ms = started.elapsed().as_millis() as u64, "vector index snapshot read"
             );
         }
-        let mut set = snapshot.unwrap_or_else(|| VectorSet::new(ix.params));
+        let mut set =
+            snapshot.unwrap_or_else(|| VectorSet::with_rows_in(ix.params, ix.rows.as_ref()));
         // The snapshot's slots whose documents are still there, unchanged or not.
         let snapshot_slots = set.slots();
         let mut seen = vec![0u64; snapshot_slots.div_ceil(64)];
@@ -536,7 +541,7 @@ impl Container {
 
     /// Replaces the sets after a policy change and builds the new ones.
     pub fn restart_vectors(self: &Arc<Self>) {
-        let fresh = Vectors::of(&self.vector_policy());
+        let fresh = Vectors::of(&self.vector_policy(), self.limits.vector_rows.as_ref());
         // No transaction is open while the sets change: each one stages changes for the
         // sets it began with, and those are the ones its commit updates.
         self.with_writes_paused(|| *write(&self.vectors.paths) = fresh.paths());

@@ -24,7 +24,7 @@ impl VectorSet {
     pub fn write<W: Write>(&self, w: &mut Writer<W>) -> io::Result<()> {
         w.bytes(MAGIC)?;
         w.bytes(format!("{:?}", self.params).as_bytes())?;
-        w.f32s(&self.data)?;
+        w.f32s_in_runs(self.rows.values(), |put| self.rows.each_from(0, put))?;
         w.f32s(&self.norms)?;
         let lsns: Vec<u64> = self.origins.iter().map(|o| o.lsn).collect();
         let subs: Vec<u32> = self.origins.iter().map(|o| o.sub).collect();
@@ -73,15 +73,25 @@ impl VectorSet {
 
     /// Reads a set [`VectorSet::write`] wrote with the same `params`; refuses one written
     /// for other parameters or whose parts do not fit together.
-    pub fn read<R: Read>(r: &mut Reader<R>, params: Params) -> io::Result<Self> {
+    pub fn read<R: Read>(
+        r: &mut Reader<R>,
+        params: Params,
+        place: Option<&crate::vector::rows::Place>,
+    ) -> io::Result<Self> {
         if r.bytes()? != MAGIC {
             return Err(bad("not a vector-set snapshot of this version"));
         }
         if r.bytes()? != format!("{params:?}").as_bytes() {
             return Err(bad("a snapshot of an index with other parameters"));
         }
-        let mut set = VectorSet::new(params);
-        set.data = r.f32s()?;
+        let mut set = VectorSet::with_rows_in(params, place);
+        let d = params.dims;
+        // Straight to the rows' file as they come (a million rows are half a gigabyte).
+        r.f32s_in_rows(d, |run| {
+            run.chunks_exact(d.max(1))
+                .for_each(|row| set.rows.push(row));
+            set.rows.spill_before(set.rows.len());
+        })?;
         set.norms = r.f32s()?;
         let (lsns, subs, exact) = (r.u64s()?, r.u32s()?, r.bytes()?);
         set.codes = r.i8s()?;
@@ -122,7 +132,7 @@ impl VectorSet {
         }
         let slots = set.keys.len();
         let d = params.dims;
-        let fits = set.data.len() == slots * d
+        let fits = set.rows.values() == slots * d
             && set.norms.len() == slots
             && (lsns.len(), subs.len(), exact.len()) == (slots, slots, slots)
             && (set.codes.is_empty() || set.codes.len() == slots * d)
@@ -162,6 +172,7 @@ impl VectorSet {
             set.key_bytes += k.len();
             set.list(slot as u32);
         }
+        set.spill_linked();
         Ok(set)
     }
 
@@ -235,7 +246,7 @@ mod tests {
         let file = w.finish().unwrap();
         let read = |bytes: &[u8], p: Params| {
             let mut r = Reader::new(bytes, bytes.len() as u64);
-            let s = VectorSet::read(&mut r, p)?;
+            let s = VectorSet::read(&mut r, p, None)?;
             r.finish().map(|_| s)
         };
         let back = read(&file, params).expect("reads back");

@@ -10,7 +10,7 @@
 //! pass starts when a fiftieth of the graph is dead, so that one scan of its edges repairs
 //! many deletions (the scan reads every node's edges; the repairs are a few distances each).
 
-use super::{Graph, VectorSet};
+use super::{Graph, Pairs, VectorSet};
 use crate::vector::quant::Quantizer;
 
 /// A pass starts when this many linked nodes (or a fiftieth of the graph, if more) are dead.
@@ -115,8 +115,8 @@ impl VectorSet {
             let (out, dead) = if self.keys[s.members[p as usize] as usize].is_none() {
                 (Vec::new(), true)
             } else {
-                let pair = |a: u32, b: u32| self.pair(s.members[a as usize], s.members[b as usize]);
-                (g.plan(p, &pair), false)
+                let pairs = Pairs::new(self, &s.members);
+                (g.plan(p, &|a, b| pairs.get(a, b)), false)
             };
             Some(Step::Link {
                 shard: i,
@@ -145,7 +145,8 @@ impl VectorSet {
                 return Some(Step::Finish { shard: i });
             }
             let until = pass.cursor.saturating_add(BATCH).min(g.len() as u32);
-            let pair = |a: u32, b: u32| self.pair(s.members[a as usize], s.members[b as usize]);
+            let pairs = Pairs::new(self, &s.members);
+            let pair = |a: u32, b: u32| pairs.get(a, b);
             let dead = |n: u32| pass.holds(n);
             let lists = (pass.cursor..until)
                 .filter(|&n| !dead(n) && !g.is_gone(n))
@@ -197,9 +198,8 @@ impl VectorSet {
                             .get(node as usize)
                             .is_none_or(|&m| self.keys[m as usize].is_none());
                     let out = if dead { Vec::new() } else { out };
-                    g.link(node, out, &|a, b| {
-                        self.pair(members[a as usize], members[b as usize])
-                    });
+                    let pairs = Pairs::new(self, &members);
+                    g.link(node, out, &|a, b| pairs.get(a, b));
                     if dead {
                         g.remove(&[node]);
                     }
@@ -242,6 +242,7 @@ impl VectorSet {
             Step::Refit { .. } => {}
         }
         self.shards[shard].graph = Some(g);
+        self.spill_linked();
     }
 }
 
@@ -289,10 +290,10 @@ mod tests {
         assert_eq!(set.trained_on, 4100);
         assert!(!set.has_work());
         let q = set.quant.clone().expect("a quantizer");
-        assert_eq!(set.codes.len(), set.data.len());
+        assert_eq!(set.codes.len(), set.rows.values());
         for slot in [0u32, 2500, 4050] {
             let mut code = vec![0i8; 8];
-            q.encode(&set.unit(set.row(slot)), &mut code);
+            q.encode(&set.unit(&set.row(slot)), &mut code);
             assert_eq!(set.code(slot), &code[..], "slot {slot}");
         }
     }
