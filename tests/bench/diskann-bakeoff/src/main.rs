@@ -34,6 +34,8 @@
 //! cd tests/bench/diskann-bakeoff
 //! cargo run --release                 # both shards, about 3 minutes after the build
 //! cargo run --release -- 25k          # one shard (25k or 250k)
+//! BAKEOFF_ENGINES=ours BAKEOFF_NO_STREAM=1 cargo run --release -- 1m   # the bench's million
+//! BAKEOFF_ROWS_DIR=/tmp/rows cargo run --release -- 250k   # ours with its rows in a file
 //! ```
 //!
 //! It is a workspace of its own, excluded from the main one: CI never builds it.
@@ -57,6 +59,7 @@ use std::num::NonZeroUsize;
 use std::process::Command;
 use std::time::{Duration, Instant};
 use strata_server::vector::kernels::{dot, normalize};
+use strata_server::vector::rows::{Budget, Place};
 use strata_server::vector::{Distance, IndexKind, Origin, Params, SearchOpts, VectorSet};
 
 const K: usize = 10;
@@ -88,7 +91,7 @@ struct Shape {
     dims: usize,
 }
 
-const SHAPES: [Shape; 2] = [
+const SHAPES: [Shape; 3] = [
     Shape {
         name: "25k",
         n: 25_000,
@@ -97,6 +100,13 @@ const SHAPES: [Shape; 2] = [
     Shape {
         name: "250k",
         n: 250_000,
+        dims: 128,
+    },
+    // The vector bench's million (`--vector-items 1000000 --vector-dims 128`); run by name
+    // only (`cargo run --release -- 1m`), with `BAKEOFF_ENGINES=ours` to leave diskann out.
+    Shape {
+        name: "1m",
+        n: 1_000_000,
         dims: 128,
     },
 ];
@@ -315,13 +325,20 @@ fn key(id: u32) -> [u8; 4] {
 /// ids big-endian, every key in the searched range.
 fn run_ours(data: &Data) -> Run {
     let rss0 = rss_mb();
-    let mut set = VectorSet::new(Params {
+    // `BAKEOFF_ROWS_DIR=DIR`: the set keeps its linked rows in a file there, as the server
+    // does past its rows' memory budget (`strata_server::vector::rows`; here no budget).
+    let place = std::env::var_os("BAKEOFF_ROWS_DIR").map(|d| Place {
+        dir: d.into(),
+        budget: Budget::new(0),
+    });
+    let params = Params {
         kind: IndexKind::DiskAnn,
         dims: data.dims,
         metric: Distance::Cosine,
         list: BUILD_L,
         degree: DEGREE,
-    });
+    };
+    let mut set = VectorSet::with_rows_in(params, place.as_ref());
     let start = Instant::now();
     for i in 0..data.n {
         set.set(&key(i as u32), Some(data.row(i)), b"", Origin::default());
@@ -596,7 +613,7 @@ fn main() {
     let exe = ok(std::env::current_exe(), "current exe");
     let shapes: Vec<&Shape> = SHAPES
         .iter()
-        .filter(|s| args.is_empty() || args.iter().any(|a| a == s.name))
+        .filter(|s| (args.is_empty() && s.name != "1m") || args.iter().any(|a| a == s.name))
         .collect();
     for shape in shapes {
         let (n, dims) = (shape.n, shape.dims);
@@ -607,7 +624,12 @@ fn main() {
             n / 20
         );
         let mut runs = Vec::new();
-        for engine in ENGINES {
+        // `BAKEOFF_ENGINES=ours` (or `diskann`): one engine only.
+        let only = std::env::var("BAKEOFF_ENGINES").unwrap_or_default();
+        for engine in ENGINES
+            .into_iter()
+            .filter(|e| only.is_empty() || only.split(',').any(|o| o == *e))
+        {
             let out = ok(
                 Command::new(&exe)
                     .args(["child", shape.name, engine])
