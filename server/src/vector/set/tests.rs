@@ -185,3 +185,21 @@ fn shards_answer_for_their_values_and_ranges() {
     assert_ne!(&found.keys[0].key[..], &key(5));
     assert_eq!(set.len(), 2999);
 }
+
+/// The quantizer's sample reaches every cluster of vectors written one per cluster in turn
+/// (row % 100), where equal steps over a million rows reached 2 of them.
+#[test]
+fn the_training_sample_does_not_alias_a_repeating_order() {
+    for rows in [1_000_000usize, 256_000, 100_000, 20_001] {
+        let picks = sample_rows(rows, TRAIN_SAMPLE);
+        assert!(picks.windows(2).all(|w| w[0] < w[1]) && picks.iter().all(|p| *p < rows));
+        assert!(
+            picks.len() >= TRAIN_SAMPLE * 8 / 10,
+            "{rows}: {}",
+            picks.len()
+        );
+        let clusters: std::collections::HashSet<usize> = picks.iter().map(|p| p % 100).collect();
+        assert_eq!(clusters.len(), 100, "{rows}");
+    }
+    assert_eq!(sample_rows(5, TRAIN_SAMPLE), vec![0, 1, 2, 3, 4]);
+}
