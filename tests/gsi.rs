@@ -235,6 +235,84 @@ async fn definitions_are_checked_and_cannot_change() {
     assert_error(&r, 400, "BadRequest");
 }
 
+/// An index's copies are writes of the index and spend its own throughput (the service's
+/// indexes have their own RU/s): under enforcement an index of 400 RU/s copies a burst
+/// its source took at 10,000 RU/s over the seconds its budget allows, lagging behind
+/// instead of overspending, and its partitions view shows what the copies cost.
+#[tokio::test]
+async fn copies_spend_the_index_throughput_and_lag_when_it_is_spent() {
+    let s = TestServer::start_with(strata_tests::Options {
+        enforce_throughput: true,
+        ..Default::default()
+    })
+    .await;
+    s.post("/dbs", &[], json!({"id": "db"})).await;
+    let source = json!({"id": "src", "partitionKey": {"paths": ["/tenant"], "kind": "Hash"}});
+    let r = s
+        .post(
+            "/dbs/db/colls",
+            &[("x-ms-offer-throughput", "10000")],
+            source,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{r:?}");
+    let mut want = HashMap::new();
+    let start = Instant::now();
+    let mut write = |i: u64| {
+        let (id, email) = (format!("u{i}"), format!("e{i}@x"));
+        want.insert(id.clone(), (email.clone(), i));
+        json!({"id": id, "tenant": format!("t{}", i % 8), "email": email, "n": i})
+    };
+    // Half before the index exists (its initial build copies them), half after.
+    for i in 0..100u64 {
+        upsert(&s, write(i)).await;
+    }
+    let r = s
+        .post(
+            "/dbs/db/colls",
+            &[("x-ms-offer-throughput", "400")],
+            index_body("byEmail", "SELECT c.email, c.n FROM c"),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{r:?}");
+    for i in 100..200u64 {
+        upsert(&s, write(i)).await;
+    }
+    // Caught up once the index reports no lag (reading the container's resource spends
+    // nothing; a query of the index now would compete with the copies for its budget).
+    let deadline = start + Duration::from_secs(30);
+    loop {
+        let r = s.get("/dbs/db/colls/byEmail", &[]).await;
+        if r.header("x-strata-gsi-lag") == Some("changes=0;seconds=0")
+            && r.json["globalSecondaryIndexDefinition"]["status"] == "Active"
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the index did not catch up: {r:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // 200 copies of about 5.7 RU each is 1,142 RU: a full second of budget (400) and then
+    // 400 a second, so no less than 1.85 s.
+    let took = start.elapsed();
+    assert!(took >= Duration::from_millis(1800), "{took:?}");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    converged(&s, &want).await;
+    let p = s
+        .get("/_strata/containers/db/byEmail/partitions", &[])
+        .await;
+    let spent: f64 = p.json["partitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["requestUnits"]["consumedTotal"].as_f64().unwrap())
+        .sum();
+    assert!(spent >= 200.0 * 5.71 - 0.01, "{spent} {p:?}");
+    s.stop().await;
+}
+
 /// A write burst on the source, strata killed with SIGKILL right after it, twice: after each
 /// restart the index holds exactly the acknowledged versions.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

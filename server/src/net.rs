@@ -392,7 +392,7 @@ impl Site {
             store.maybe_split(&c);
         }
         store.spawn_ttl_sweeper(Duration::from_secs(1));
-        crate::gsi::spawn(&store);
+        crate::gsi::spawn(&app);
         let queries = app.queries.clone();
         queries.spawn_flusher();
         let scheme = if cfg.tls.is_some() { "https" } else { "http" };

@@ -141,6 +141,12 @@ impl App {
             .record(c, || self.budget(c), ranges, epk, ru, class)
     }
 
+    /// The fewest request units a partition of `c` has left (`None`: not enforced; see
+    /// [`Governor::available`](crate::throughput::governor::Governor::available)).
+    pub fn available(&self, c: &Container) -> Option<f64> {
+        self.governor.available(c, || self.budget(c))
+    }
+
     /// Runs after every successful item write: starts a split when a partition outgrew the
     /// threshold.
     pub fn after_write(&self, c: &Arc<Container>) {

@@ -11,39 +11,66 @@
 //! Items are copied as the index's own (its `_rid`, `_etag` and `_ts`); clients cannot write
 //! them (`api::commit`).
 
+use crate::api::app::App;
 use crate::error::CosmosError;
 use crate::items::{self, Conditions, Op};
 use crate::store::container::gsi::{Cursor, Definition, Link};
 use crate::store::container::history::Operation;
 use crate::store::container::{Container, Txn};
-use crate::store::{Store, StoreError};
+use crate::store::StoreError;
+use crate::throughput::charge;
+use crate::throughput::class::Class;
 use serde_json::{Map, Value};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 use strata_query::pk::EpkRange;
 
-/// Source changes applied per index transaction.
+/// Source changes applied per index transaction, at most.
 const PAGE: usize = 512;
 
 /// How often the task looks for changes when it has caught up.
 const IDLE: Duration = Duration::from_millis(100);
 
 /// Starts the task; it stops with the store.
-pub fn spawn(store: &Store) {
-    let store = store.clone();
+///
+/// An index's copies are writes of the index container and spend its throughput, as the
+/// service's indexes have their own RU/s: each write is charged to the partition that holds
+/// the copy (shown in its partitions view). Under `--enforce-throughput` a page holds at most
+/// the writes the index's partitions can pay for now, and an index whose budget is spent is
+/// passed over until it refills: it lags behind its source instead of starving the
+/// requests served from the same budget.
+pub fn spawn(app: &App) {
+    let app = app.clone();
+    let store = app.store.clone();
     let mut stop = store.stop_signal();
     tokio::spawn(async move {
+        let mut builds: HashMap<u32, Building> = HashMap::new();
         loop {
             let mut busy = false;
             for (index, source, def) in store.gsi_indexes() {
+                let page = match app.available(&index) {
+                    None => PAGE,
+                    Some(ru) if ru <= 0.0 => continue,
+                    Some(ru) => ((ru / charge::write(0)) as usize).clamp(1, PAGE),
+                };
                 let (i, s) = (Arc::clone(&index), Arc::clone(&source));
-                let step = tokio::task::spawn_blocking(move || step(&i, &s, &def)).await;
+                let building = builds.remove(&index.cid);
+                let step =
+                    tokio::task::spawn_blocking(move || step(&i, &s, &def, page, building)).await;
                 match step {
                     Ok(Ok(done)) => {
+                        if let Some(b) = done.building {
+                            builds.insert(index.cid, b);
+                        }
                         if let Err(e) = index.durable(done.token).await {
                             tracing::error!(index = %index.id, error = %e, "global secondary index write not durable");
                             continue;
+                        }
+                        for (epk, bytes) in &done.written {
+                            let range = index.range_id_of(epk);
+                            let ru = charge::write(*bytes);
+                            app.record(&index, (&[range], Some(epk)), ru, Class::default());
                         }
                         // Once durable, the source's history up to the cursor is not needed.
                         if let Some(lsn) = done.applied {
@@ -71,6 +98,15 @@ pub fn spawn(store: &Store) {
     });
 }
 
+/// An initial build under way: the source's items at `upto` are copied a page per step
+/// after `after`; then the history from `from` on is applied. Kept by the task, so a
+/// restart builds again from the start.
+struct Building {
+    from: u64,
+    upto: u64,
+    after: u64,
+}
+
 /// What one step did.
 struct Stepped {
     /// Whether more is waiting.
@@ -79,13 +115,24 @@ struct Stepped {
     applied: Option<u64>,
     /// The durability token of its transactions.
     token: crate::store::engine::Durable,
+    /// The initial build, while it goes on.
+    building: Option<Building>,
+    /// The index writes it made: the copy's logical partition and its bytes.
+    written: Vec<(String, usize)>,
 }
 
-/// One page of work for `index`: of its initial build, else of the source's history.
-fn step(index: &Container, source: &Container, def: &Definition) -> Result<Stepped, StoreError> {
+/// One page of at most `page` changes for `index`: of its initial build, else of the
+/// source's history.
+fn step(
+    index: &Container,
+    source: &Container,
+    def: &Definition,
+    page: usize,
+    building: Option<Building>,
+) -> Result<Stepped, StoreError> {
     let cursor = index.gsi_cursor()?;
     if !cursor.built {
-        return build(index, source, def);
+        return build(index, source, def, page, building);
     }
     let upto = source.current_lsn();
     if upto <= cursor.lsn {
@@ -93,72 +140,85 @@ fn step(index: &Container, source: &Container, def: &Definition) -> Result<Stepp
             more: false,
             applied: None,
             token: Default::default(),
+            building: None,
+            written: Vec::new(),
         });
     }
-    let page = source.history(&EpkRange::full(), None, cursor.lsn, upto, PAGE)?;
-    let lsn = if page.exhausted {
+    let changes = source.history(&EpkRange::full(), None, cursor.lsn, upto, page)?;
+    let lsn = if changes.exhausted {
         upto
     } else {
-        page.last.unwrap_or(upto)
+        changes.last.unwrap_or(upto)
     };
+    let mut w = Writes::default();
     let ((), token) = index.write(|t| {
-        let mut links = Links::default();
-        for change in &page.changes {
+        w = Writes::default();
+        for change in &changes.changes {
             let doc = match change.op {
                 Operation::Delete => None,
                 Operation::Create | Operation::Replace => Some(&change.doc[..]),
             };
-            copy(t, def, &mut links, (&change.epk, &change.id), doc)?;
+            copy(t, def, &mut w, (&change.epk, &change.id), doc)?;
         }
         t.set_gsi_cursor(Cursor { lsn, built: true });
         Ok::<_, StoreError>(())
     })?;
     Ok(Stepped {
-        more: !page.exhausted,
+        more: !changes.exhausted,
         applied: Some(lsn),
         token,
+        building: None,
+        written: w.written,
     })
 }
 
-/// The initial build: every item the source holds at the LSN it starts at, copied a page
-/// per transaction (a restart copies them again), then the cursor placed where the
-/// source's hold for the index is, so the history from there on is applied after.
-fn build(index: &Container, source: &Container, def: &Definition) -> Result<Stepped, StoreError> {
+/// A page of the initial build: of the items the source held at the LSN the build started
+/// at, those after `building`'s place; the last page places the cursor where the source's
+/// hold for the index is, so the history from there on is applied after.
+fn build(
+    index: &Container,
+    source: &Container,
+    def: &Definition,
+    page: usize,
+    building: Option<Building>,
+) -> Result<Stepped, StoreError> {
     index.set_gsi_phase(1);
-    let from = source.history_hold(index.cid).unwrap_or(0);
-    let upto = source.current_lsn();
-    let mut after = 0;
-    let mut token = crate::store::engine::Durable::default();
-    loop {
-        let page = source.changes(&EpkRange::full(), None, after, upto, None, PAGE)?;
-        let last = page.exhausted;
-        let ((), t) = index.write(|t| {
-            let mut links = Links::default();
-            for (_, item) in &page.items {
-                let Some((epk, id)) = source_key(source, item) else {
-                    continue;
-                };
-                copy(t, def, &mut links, (&epk, &id), Some(&item.json[..]))?;
-            }
-            if last {
-                t.set_gsi_cursor(Cursor {
-                    lsn: from,
-                    built: true,
-                });
-            }
-            Ok::<_, StoreError>(())
-        })?;
-        token = token.max(t);
-        match page.last {
-            Some(l) if !last => after = l,
-            _ => break,
+    let b = building.unwrap_or_else(|| Building {
+        from: source.history_hold(index.cid).unwrap_or(0),
+        upto: source.current_lsn(),
+        after: 0,
+    });
+    let items = source.changes(&EpkRange::full(), None, b.after, b.upto, None, page)?;
+    let last = items.exhausted || items.last.is_none();
+    let mut w = Writes::default();
+    let ((), token) = index.write(|t| {
+        w = Writes::default();
+        for (_, item) in &items.items {
+            let Some((epk, id)) = source_key(source, item) else {
+                continue;
+            };
+            copy(t, def, &mut w, (&epk, &id), Some(&item.json[..]))?;
         }
+        if last {
+            t.set_gsi_cursor(Cursor {
+                lsn: b.from,
+                built: true,
+            });
+        }
+        Ok::<_, StoreError>(())
+    })?;
+    if last {
+        index.set_gsi_phase(2);
     }
-    index.set_gsi_phase(2);
     Ok(Stepped {
         more: true,
-        applied: Some(from),
+        applied: last.then_some(b.from),
         token,
+        building: match items.last {
+            Some(after) if !last => Some(Building { after, ..b }),
+            _ => None,
+        },
+        written: w.written,
     })
 }
 
@@ -173,13 +233,17 @@ fn source_key(
     Some((epk, id))
 }
 
-/// Links written earlier in the same transaction (the catalog shows only committed ones).
+/// What a page's transaction wrote so far: the links (the catalog shows only committed
+/// ones) and the index writes, for their charge.
 #[derive(Default)]
-struct Links(HashMap<(String, String), Option<Link>>);
+struct Writes {
+    links: HashMap<(String, String), Option<Link>>,
+    written: Vec<(String, usize)>,
+}
 
-impl Links {
+impl Writes {
     fn get(&self, t: &Txn<'_>, key: &(String, String)) -> Result<Option<Link>, StoreError> {
-        match self.0.get(key) {
+        match self.links.get(key) {
             Some(l) => Ok(l.clone()),
             None => t.container().gsi_link(&key.0, &key.1),
         }
@@ -187,7 +251,7 @@ impl Links {
 
     fn set(&mut self, t: &mut Txn<'_>, key: (String, String), link: Option<Link>) {
         t.set_gsi_link(&key.0, &key.1, link.as_ref());
-        self.0.insert(key, link);
+        self.links.insert(key, link);
     }
 }
 
@@ -197,7 +261,7 @@ impl Links {
 fn copy(
     t: &mut Txn<'_>,
     def: &Definition,
-    links: &mut Links,
+    links: &mut Writes,
     (epk, id): (&str, &str),
     doc: Option<&[u8]>,
 ) -> Result<(), StoreError> {
@@ -231,6 +295,7 @@ fn copy(
         if moved {
             if let Some(prev) = t.get_raw(&l.epk, &l.id)? {
                 t.delete(&l.epk, &l.id, &prev)?;
+                links.written.push((l.epk.clone(), prev.json.len()));
             }
         }
     }
@@ -255,7 +320,7 @@ fn copy(
         &Conditions::default(),
     );
     match done {
-        Ok(_) => {}
+        Ok(out) => links.written.push((copy_epk.clone(), out.bytes)),
         // A copy the index refuses (a unique key it breaks, say) is left out, as a write
         // of it would have been; the rest of the page goes on.
         Err(e) if e.status.is_client_error() => {

@@ -293,6 +293,27 @@ impl Governor {
         Ok(())
     }
 
+    /// The fewest request units any partition of `c` has left now (its budget refilled; a
+    /// partition nothing was spent on has a full second of budget), or `None` when throughput
+    /// is not enforced. Background work that spends a container's budget (a global secondary
+    /// index's copies) sizes its next step by it and waits while it is below zero.
+    pub fn available(&self, c: &Container, budget: impl FnOnce() -> Budget) -> Option<f64> {
+        if !self.enforce {
+            return None;
+        }
+        let rate = budget().rate;
+        let cell = self.container(c.cid);
+        let mut map = cell.lock().unwrap_or_else(|p| p.into_inner());
+        let least = map
+            .values_mut()
+            .map(|b| {
+                b.refill(rate);
+                b.budget.tokens
+            })
+            .fold(rate, f64::min);
+        Some(least)
+    }
+
     /// Consumption tracking only (no budget): windows, totals, hot keys.
     fn track(&self, c: &Container, ranges: &[u32], epk: Option<&str>, ru: f64, class: Class) {
         let share = ru / ranges.len() as f64;
