@@ -76,8 +76,10 @@ pub struct VectorSearch {
     pub exact: Vec<f64>,
     pub distance: String,
     pub brute_force: bool,
-    /// `searchListSizeMultiplier` (diskANN's beam per result; the service's default 10).
-    pub list_multiplier: usize,
+    /// `searchListSizeMultiplier` (diskANN's beam per result), when the query gives it (the
+    /// service documents a default of 10; the index sizes its own default, see
+    /// `VectorAccess::beam` in the server).
+    pub list_multiplier: Option<usize>,
     /// `quantizedVectorListMultiplier` (candidates re-ranked per result; default 5).
     pub rerank_multiplier: usize,
 }
@@ -116,7 +118,7 @@ pub fn search_of(q: &Query) -> Option<VectorSearch> {
         exact,
         distance: distance_of(first).unwrap_or_else(|| "cosine".into()),
         brute_force,
-        list_multiplier: option("searchListSizeMultiplier").unwrap_or(10),
+        list_multiplier: option("searchListSizeMultiplier"),
         rerank_multiplier: option("quantizedVectorListMultiplier").unwrap_or(5),
     })
 }

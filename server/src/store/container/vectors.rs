@@ -242,6 +242,11 @@ impl PathIndex {
         read(&self.set).search(q, q64, want, bounds, only, opts)
     }
 
+    /// Live vectors.
+    pub fn live(&self) -> usize {
+        read(&self.set).len()
+    }
+
     /// Vectors not linked into a graph yet.
     pub fn unlinked(&self) -> usize {
         read(&self.set).unlinked()

@@ -134,7 +134,8 @@ impl VectorAccess {
     /// The documents of `range` nearest the query's vector, nearest first, at least `need`
     /// of them unless the index runs out (`true`: every vector of the range was handed out).
     /// The search's beam is `k` × `searchListSizeMultiplier` (at least the index's list), as
-    /// the service sizes it by the query's k.
+    /// the service sizes it by the query's k; without the option, × a default that grows
+    /// with the index (see [`default_multiplier`]).
     pub fn candidates(
         &self,
         c: &Container,
@@ -173,11 +174,14 @@ impl VectorAccess {
         (docs, exhausted)
     }
 
-    /// The beam of a search for `k` results.
+    /// The beam of a search for `k` results: `k` × the query's `searchListSizeMultiplier`,
+    /// else × [`default_multiplier`] of the index's size; at least the index's list.
     fn beam(&self, k: usize) -> usize {
-        k.max(1)
-            .saturating_mul(self.search.list_multiplier)
-            .max(self.index.params.list)
+        let m = self
+            .search
+            .list_multiplier
+            .unwrap_or_else(|| default_multiplier(self.index.live()));
+        k.max(1).saturating_mul(m).max(self.index.params.list)
     }
 
     /// Whether a search for `k` results is small enough to run on the async runtime's thread
@@ -226,5 +230,40 @@ impl VectorAccess {
                 ""
             }
         )
+    }
+}
+
+/// Vectors up to which the service's documented default multiplier, 10, is the default.
+const DEFAULT_BEAM_UPTO: usize = 250_000;
+
+/// The beam per result of a search that names no `searchListSizeMultiplier`, over an index
+/// of `n` live vectors: the service's 10 up to 250,000 vectors, then 3 more each time the
+/// index doubles (16 at a million), at most 100 (the option's documented maximum). A graph
+/// of degree 32 found 0.98 of the true top 10 with a beam of 100 over 250,000 vectors of
+/// the bench's clustered 128-dimension data, but 0.90 over a million of them, 0.95 with 150
+/// and 0.97 with 200 (`tests/bench/diskann-bakeoff`, `1m` and `250k`, 2026-11-28): the
+/// beam a recall needs grows with the graph. A larger degree does as well for the same
+/// search work (48: 0.948 at 100) but costs every insert a third more and the graph a
+/// half more memory, so the default search widens instead.
+pub fn default_multiplier(n: usize) -> usize {
+    if n <= DEFAULT_BEAM_UPTO {
+        return 10;
+    }
+    let doublings = (n as f64 / DEFAULT_BEAM_UPTO as f64).log2();
+    (10 + (3.0 * doublings).ceil() as usize).min(100)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::default_multiplier;
+
+    #[test]
+    fn the_default_beam_widens_as_the_index_grows() {
+        assert_eq!(default_multiplier(0), 10);
+        assert_eq!(default_multiplier(250_000), 10);
+        assert_eq!(default_multiplier(500_000), 13);
+        assert_eq!(default_multiplier(1_000_000), 16);
+        assert_eq!(default_multiplier(4_000_000), 22);
+        assert_eq!(default_multiplier(usize::MAX), 100);
     }
 }
