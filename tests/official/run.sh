@@ -19,6 +19,10 @@
 #       # files assume two regions ("West US,East US"). STRATA_MULTI_WRITE=false
 #       # makes the account single-write, STRATA_PER_PARTITION_FAILOVER=true turns on
 #       # per-partition failover (strata reads both variables as its flags)
+#   STRATA_AAD=true bash tests/official/run.sh -m semanticReranker \
+#       test_semantic_reranker.py test_semantic_reranker_async.py
+#       # the suite's AAD mode (COSMOS_TEST_DATA_AUTH_MODE=aad) against https://127.0.0.1:8081/,
+#       # with the semantic reranker's inference endpoint on strata (see docs/search.md)
 #   STRATA_STORE=postgres://… STRATA_PROCESSES=2 bash tests/official/run.sh
 #       # two strata processes over that store behind a round-robin balancer on 8081
 #       # (balance.py: each new connection goes to the next process; one serves the store,
@@ -74,9 +78,22 @@ if [ -n "${STRATA_REGIONS:-}" ]; then
     export REQUESTS_CA_BUNDLE="$root/$work/certs/tls-cert.pem" SSL_CERT_FILE="$root/$work/certs/tls-cert.pem"
     export AZURE_COSMOS_ENABLE_CIRCUIT_BREAKER=true
 fi
+aad=()
+if [ "${STRATA_AAD:-}" = true ]; then
+    # The suite's AAD mode: data clients with Entra ID credentials (devtools_testutils'
+    # emulator tokens, signed with the account key), on a host other than the default one
+    # (the suite gives the default host the key), and the semantic reranker's inference
+    # endpoint at strata's own address, whose certificate the sync client must trust.
+    if [ ${#regions[@]} -eq 0 ]; then
+        aad=(--cert-dir "$work/certs")
+    fi
+    export ACCOUNT_HOST=https://127.0.0.1:8081/ COSMOS_TEST_DATA_AUTH_MODE=aad \
+        AZURE_COSMOS_SEMANTIC_RERANKER_INFERENCE_ENDPOINT=https://127.0.0.1:8081 \
+        REQUESTS_CA_BUNDLE="$root/$work/certs/tls-cert.pem" SSL_CERT_FILE="$root/$work/certs/tls-cert.pem"
+fi
 processes=${STRATA_PROCESSES:-1}
 if [ "$processes" -eq 1 ]; then
-    ./target/release/strata --tls "${storage[@]}" "${regions[@]}" --gateway-compat --log warn > "$work/strata.log" 2>&1 &
+    ./target/release/strata --tls "${storage[@]}" "${regions[@]}" "${aad[@]}" --gateway-compat --log warn > "$work/strata.log" 2>&1 &
     pids=($!)
 else
     if [ -z "${STRATA_STORE:-}" ]; then

@@ -10,6 +10,7 @@ pub mod commit;
 pub mod cosmos;
 pub mod endpoint;
 pub mod explorer;
+pub mod inference;
 pub mod request;
 pub mod response;
 pub mod scope;
@@ -165,6 +166,10 @@ async fn dispatch(app: &App, req: Request<Body>, activity_id: &str) -> Result<Re
     }
     if let Some(r) = app.explorer.serve(method, uri, headers, &[]) {
         return r;
+    }
+    // The semantic reranker's inference endpoint: bearer tokens, its own body.
+    if inference::is_inference(method, uri.path()) {
+        return inference::serve(app, headers, body).await;
     }
     dispatch_api(app, parts, body, activity_id).await
 }

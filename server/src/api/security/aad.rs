@@ -48,22 +48,9 @@ fn part(jwt_part: &str, what: &str) -> Result<Vec<u8>, CosmosError> {
 /// (`https://127.0.0.1/.default`, `https://localhost:8081/.default`). A host is compared whole,
 /// never by prefix: `https://localhost.evil.com` names another service.
 fn audience_ok(aud: &str) -> bool {
-    let Some(rest) = aud
-        .strip_prefix("https://")
-        .or_else(|| aud.strip_prefix("http://"))
-    else {
+    let Some((host, https)) = audience_host(aud) else {
         return false;
     };
-    let https = aud.starts_with("https://");
-    let rest = rest.strip_suffix('/').unwrap_or(rest);
-    if rest.contains(['/', '?', '#', '@']) {
-        return false;
-    }
-    let host = match rest.rsplit_once(':') {
-        Some((h, port)) if !port.is_empty() && port.chars().all(|c| c.is_ascii_digit()) => h,
-        _ => rest,
-    }
-    .to_ascii_lowercase();
     let account_host = |suffix: &str| {
         host.strip_suffix(suffix).is_some_and(|label| {
             !label.is_empty() && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
@@ -71,7 +58,7 @@ fn audience_ok(aud: &str) -> bool {
     };
     match host.as_str() {
         "cosmos.azure.com" => https,
-        "localhost" | "localhost.localhost" | "127.0.0.1" | "[::1]" => true,
+        h if is_emulator_host(h) => true,
         _ => {
             https
                 && [
@@ -82,6 +69,44 @@ fn audience_ok(aud: &str) -> bool {
                 .iter()
                 .any(|s| account_host(s))
         }
+    }
+}
+
+/// The host (lower case, without its port) an audience URL names, and whether it is https;
+/// `None` for anything but a bare `scheme://host[:port][/]`.
+fn audience_host(aud: &str) -> Option<(String, bool)> {
+    let rest = aud
+        .strip_prefix("https://")
+        .or_else(|| aud.strip_prefix("http://"))?;
+    let https = aud.starts_with("https://");
+    let rest = rest.strip_suffix('/').unwrap_or(rest);
+    if rest.contains(['/', '?', '#', '@']) {
+        return None;
+    }
+    let host = match rest.rsplit_once(':') {
+        Some((h, port)) if !port.is_empty() && port.chars().all(|c| c.is_ascii_digit()) => h,
+        _ => rest,
+    };
+    Some((host.to_ascii_lowercase(), https))
+}
+
+/// The hosts the emulators' credentials name as audiences.
+fn is_emulator_host(host: &str) -> bool {
+    matches!(
+        host,
+        "localhost" | "localhost.localhost" | "127.0.0.1" | "[::1]"
+    )
+}
+
+/// Whether an audience names the service's inference endpoint (the semantic reranker's):
+/// `https://dbinference.azure.com`, the resource of the scope the SDKs ask tokens for
+/// (`https://dbinference.azure.com/.default`), or the emulators' own audiences.
+fn inference_audience_ok(aud: &str) -> bool {
+    match audience_host(aud) {
+        Some((host, https)) => {
+            (https && host == "dbinference.azure.com") || is_emulator_host(&host)
+        }
+        None => false,
     }
 }
 
@@ -208,8 +233,27 @@ impl Jwks {
     }
 }
 
+/// The service a token is presented to, whose audience it must name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Audience {
+    /// The Cosmos DB data plane (`type=aad` authorizations).
+    Cosmos,
+    /// The inference endpoint (`Authorization: Bearer`; see [`crate::api::inference`]).
+    Inference,
+}
+
 /// Verifies the JWT of an `type=aad` authorization at time `now` (seconds).
 pub fn verify(keys: &AccountKeys<'_>, jwt: &str, now: i64) -> Result<Identity, CosmosError> {
+    verify_for(keys, jwt, now, Audience::Cosmos)
+}
+
+/// Verifies a JWT presented to `audience`'s service at time `now` (seconds).
+pub fn verify_for(
+    keys: &AccountKeys<'_>,
+    jwt: &str,
+    now: i64,
+    audience: Audience,
+) -> Result<Identity, CosmosError> {
     let parts: Vec<&str> = jwt.trim().split('.').collect();
     let [head, claims, sig] = parts[..] else {
         return Err(unauthorized("it is not a JWT (three base64url parts)"));
@@ -274,10 +318,18 @@ pub fn verify(keys: &AccountKeys<'_>, jwt: &str, now: i64) -> Result<Identity, C
         .get("aud")
         .and_then(Value::as_str)
         .unwrap_or_default();
-    if !audience_ok(aud) {
-        return Err(unauthorized(&format!(
-            "its audience '{aud}' is not Cosmos DB (https://cosmos.azure.com) nor this emulator"
-        )));
+    match audience {
+        Audience::Cosmos if !audience_ok(aud) => {
+            return Err(unauthorized(&format!(
+                "its audience '{aud}' is not Cosmos DB (https://cosmos.azure.com) nor this emulator"
+            )))
+        }
+        Audience::Inference if !inference_audience_ok(aud) => {
+            return Err(unauthorized(&format!(
+                "its audience '{aud}' is not the inference service (https://dbinference.azure.com) nor this emulator"
+            )))
+        }
+        _ => {}
     }
     let oid = claims
         .get("oid")
@@ -401,6 +453,16 @@ mod tests {
             "https://[::1]:8081",
         ] {
             assert!(audience_ok(ok), "{ok}");
+        }
+        assert!(inference_audience_ok("https://dbinference.azure.com/"));
+        assert!(inference_audience_ok("https://localhost.localhost"));
+        for bad in [
+            "https://cosmos.azure.com",
+            "https://myacct.documents.azure.com",
+            "http://dbinference.azure.com",
+            "https://dbinference.azure.com.evil.com",
+        ] {
+            assert!(!inference_audience_ok(bad), "{bad}");
         }
         for bad in [
             "https://localhost.evil.com",
