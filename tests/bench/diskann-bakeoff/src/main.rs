@@ -36,6 +36,7 @@
 //! cargo run --release -- 25k          # one shard (25k or 250k)
 //! BAKEOFF_ENGINES=ours BAKEOFF_NO_STREAM=1 cargo run --release -- 1m   # the bench's million
 //! BAKEOFF_ROWS_DIR=/tmp/rows cargo run --release -- 250k   # ours with its rows in a file
+//! BAKEOFF_OURS_DEGREE=48 BAKEOFF_OURS_L=100 cargo run --release -- 250k   # ours, other R / L
 //! ```
 //!
 //! It is a workspace of its own, excluded from the main one: CI never builds it.
@@ -335,8 +336,14 @@ fn run_ours(data: &Data) -> Run {
         kind: IndexKind::DiskAnn,
         dims: data.dims,
         metric: Distance::Cosine,
-        list: BUILD_L,
-        degree: DEGREE,
+        list: std::env::var("BAKEOFF_OURS_L")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(BUILD_L),
+        degree: std::env::var("BAKEOFF_OURS_DEGREE")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(DEGREE),
     };
     let mut set = VectorSet::with_rows_in(params, place.as_ref());
     let start = Instant::now();
