@@ -191,6 +191,14 @@ async fn keyless_conventions_and_the_secret_from_elsewhere() {
         r.json::<serde_json::Value>().await.unwrap()["status"],
         "ready"
     );
+    // An SDK client given no key (it still sends its x-ms-version) gets the service's 401,
+    // as the official suite's test_authorization expects, not the probe's answer.
+    let r = get("/")
+        .header("x-ms-version", "2020-07-15")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
     assert_eq!(
         get("/")
             .header("authorization", "type=master&ver=1.0&sig=bm9wZQ==")

@@ -219,8 +219,16 @@ impl Explorer {
             ("/", true) if !signed && self.enabled && wants_html(headers) => redirect(),
             // Anything else unsigned at the root is a readiness probe — Testcontainers for
             // .NET waits for an unauthenticated `GET /` to succeed, as the official emulator
-            // lets it. The SDKs sign their `GET /` and get the account (or their 401).
-            ("/", true) if !signed && !headers.contains_key(TOKEN_HEADER) => ready(),
+            // lets it. The SDKs sign their `GET /` and get the account (or their 401) — and
+            // an SDK client given no key still sends its `x-ms-version`: it gets the
+            // service's 401, not a readiness answer it would take for the account.
+            ("/", true)
+                if !signed
+                    && !headers.contains_key(TOKEN_HEADER)
+                    && !headers.contains_key(header::VERSION) =>
+            {
+                ready()
+            }
             _ if !self.enabled => return None,
             ("/_explorer" | "/_explorer/" | "/explorer" | "/explorer/", true) => redirect(),
             ("/_explorer/index.html", true) => {
