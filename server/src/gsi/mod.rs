@@ -150,9 +150,8 @@ fn step(
     } else {
         changes.last.unwrap_or(upto)
     };
-    let mut w = Writes::default();
-    let ((), token) = index.write(|t| {
-        w = Writes::default();
+    let (w, token) = index.write(|t| {
+        let mut w = Writes::default();
         for change in &changes.changes {
             let doc = match change.op {
                 Operation::Delete => None,
@@ -161,7 +160,7 @@ fn step(
             copy(t, def, &mut w, (&change.epk, &change.id), doc)?;
         }
         t.set_gsi_cursor(Cursor { lsn, built: true });
-        Ok::<_, StoreError>(())
+        Ok::<_, StoreError>(w)
     })?;
     Ok(Stepped {
         more: !changes.exhausted,
@@ -190,9 +189,8 @@ fn build(
     });
     let items = source.changes(&EpkRange::full(), None, b.after, b.upto, None, page)?;
     let last = items.exhausted || items.last.is_none();
-    let mut w = Writes::default();
-    let ((), token) = index.write(|t| {
-        w = Writes::default();
+    let (w, token) = index.write(|t| {
+        let mut w = Writes::default();
         for (_, item) in &items.items {
             let Some((epk, id)) = source_key(source, item) else {
                 continue;
@@ -205,7 +203,7 @@ fn build(
                 built: true,
             });
         }
-        Ok::<_, StoreError>(())
+        Ok::<_, StoreError>(w)
     })?;
     if last {
         index.set_gsi_phase(2);
