@@ -208,31 +208,7 @@ async fn dispatch_api(
         let write = ep.is_write(&parts.method);
         app.regions.gate(region, write).await?;
     }
-    let too_large = || {
-        CosmosError::too_large(format!(
-            "The request body is larger than {MAX_BODY} bytes; items and batches are limited to 2 MB."
-        ))
-    };
-    // A declared length past the limit is refused before a byte of it is read.
-    let declared = parts
-        .headers
-        .get(axum::http::header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok());
-    if declared.is_some_and(|n| n > MAX_BODY as u64) {
-        return Err(too_large());
-    }
-    let read = axum::body::to_bytes(body, MAX_BODY);
-    let body = match app.options.body_timeout {
-        Some(t) => tokio::time::timeout(t, read).await.map_err(|_| {
-            CosmosError::request_timeout(format!(
-                "The request body did not arrive within {} s.",
-                t.as_secs()
-            ))
-        })?,
-        None => read.await,
-    }
-    .map_err(|_| too_large())?;
+    let body = read_body(app, &parts.headers, body).await?;
     let body = wire::request_body(body)?;
     let scheme = if app.options.tls { "https" } else { "http" };
     let mut req = Req {
@@ -258,6 +234,38 @@ async fn dispatch_api(
     } else {
         reply
     })
+}
+
+/// A request's body, at most [`MAX_BODY`] bytes (413 beyond: a declared length past it
+/// before a byte is read) and within `--body-timeout` (408 after it).
+pub(crate) async fn read_body(
+    app: &App,
+    headers: &axum::http::HeaderMap,
+    body: Body,
+) -> Result<bytes::Bytes, CosmosError> {
+    let too_large = || {
+        CosmosError::too_large(format!(
+            "The request body is larger than {MAX_BODY} bytes; items and batches are limited to 2 MB."
+        ))
+    };
+    let declared = headers
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if declared.is_some_and(|n| n > MAX_BODY as u64) {
+        return Err(too_large());
+    }
+    let read = axum::body::to_bytes(body, MAX_BODY);
+    match app.options.body_timeout {
+        Some(t) => tokio::time::timeout(t, read).await.map_err(|_| {
+            CosmosError::request_timeout(format!(
+                "The request body did not arrive within {} s.",
+                t.as_secs()
+            ))
+        })?,
+        None => read.await,
+    }
+    .map_err(|_| too_large())
 }
 
 async fn route(app: &App, req: &Req, ep: Endpoint) -> Result<Reply, CosmosError> {

@@ -31,18 +31,11 @@ pub fn is_inference(method: &Method, path: &str) -> bool {
     method == Method::POST && path.trim_end_matches('/') == RERANK_PATH
 }
 
-/// Serves a rerank: the token checked, the body read within the API's limit, the documents
-/// scored.
+/// Serves a rerank: the token checked, the body read within the API's size and time limits,
+/// the documents scored.
 pub async fn serve(app: &App, headers: &HeaderMap, body: Body) -> Result<Reply, CosmosError> {
     authenticate(app, headers)?;
-    let body = axum::body::to_bytes(body, crate::api::MAX_BODY)
-        .await
-        .map_err(|_| {
-            CosmosError::too_large(format!(
-                "The rerank request is larger than {} bytes.",
-                crate::api::MAX_BODY
-            ))
-        })?;
+    let body = crate::api::read_body(app, headers, body).await?;
     let request = rerank::Request::parse(&body).map_err(CosmosError::bad_request)?;
     let answer = rerank::rerank(&request);
     Ok(Reply::json(StatusCode::OK, &answer).charge(0.0))
