@@ -99,6 +99,9 @@ pub struct VectorAccess {
     search: strata_query::sql::vector::VectorSearch,
     /// The shards the query's WHERE clause pins its shard key to (`None`: every shard).
     shards: Option<Vec<Vec<u8>>>,
+    /// The beam per result: the query's `searchListSizeMultiplier`, else
+    /// [`default_multiplier`] of the index's size when the plan was made.
+    per_result: usize,
 }
 
 impl VectorAccess {
@@ -124,10 +127,14 @@ impl VectorAccess {
                 } => Some(epks.into_iter().map(String::into_bytes).collect()),
                 _ => None,
             });
+        let per_result = search
+            .list_multiplier
+            .unwrap_or_else(|| default_multiplier(index.live()));
         Some(Self {
             index,
             search,
             shards,
+            per_result,
         })
     }
 
@@ -177,11 +184,9 @@ impl VectorAccess {
     /// The beam of a search for `k` results: `k` × the query's `searchListSizeMultiplier`,
     /// else × [`default_multiplier`] of the index's size; at least the index's list.
     fn beam(&self, k: usize) -> usize {
-        let m = self
-            .search
-            .list_multiplier
-            .unwrap_or_else(|| default_multiplier(self.index.live()));
-        k.max(1).saturating_mul(m).max(self.index.params.list)
+        k.max(1)
+            .saturating_mul(self.per_result)
+            .max(self.index.params.list)
     }
 
     /// Whether a search for `k` results is small enough to run on the async runtime's thread
@@ -242,9 +247,10 @@ const DEFAULT_BEAM_UPTO: usize = 250_000;
 /// of degree 32 found 0.98 of the true top 10 with a beam of 100 over 250,000 vectors of
 /// the bench's clustered 128-dimension data, but 0.90 over a million of them, 0.95 with 150
 /// and 0.97 with 200 (`tests/bench/diskann-bakeoff`, `1m` and `250k`, 2026-11-28): the
-/// beam a recall needs grows with the graph. A larger degree does as well for the same
-/// search work (48: 0.948 at 100) but costs every insert a third more and the graph a
-/// half more memory, so the default search widens instead.
+/// beam a recall needs grows with the graph. A larger degree does about as well for about
+/// the same search work (48: 0.948 at 100) but slows every insert (509 s to link the million
+/// against 392 s in an earlier run, each beside other work) and adds half again to each
+/// node's edges, so the default search widens instead.
 pub fn default_multiplier(n: usize) -> usize {
     if n <= DEFAULT_BEAM_UPTO {
         return 10;
