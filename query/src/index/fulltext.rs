@@ -1,14 +1,14 @@
 //! A container's full-text policy (`fullTextPolicy`) and full-text indexes
 //! (`indexingPolicy.fullTextIndexes`), validated as the service validates them: paths that
 //! start with `/`, languages it supports, and indexes only on paths the policy lists — and
-//! the index entries a full-text index keeps.
+//! what a full-text index keeps of a document.
 //!
-//! A full-text index is entries of the secondary index (so it is written in the document's
-//! transaction, rebuilt with the policy and split-safe like every entry): under the path
-//! `/\0fulltext/<path>` one **posting** per distinct term of the text, its term the string
-//! `stem \x01 tf \x01 length` (so one term's postings are one key range, and a posting
-//! alone gives BM25 its term frequency and document length); under `/\0fulltext-length/<path>`
-//! one entry per document with its length (the total words BM25 averages).
+//! Per indexed path a document has **postings** ([`postings`]): its length in words and each
+//! distinct stem with its term frequency, the stem spelled as the start of the term
+//! `stem \x01` ([`stem_span`]'s low bound) so that a stem's postings sort together wherever
+//! they are kept. The server keeps them in segments of its own (see its
+//! `indexes::text_segments`). A document's length is also a secondary-index entry under
+//! `/\0fulltext-length/<path>` ([`length_entries`]): the total words BM25 averages.
 
 use super::policy::Seg;
 use super::term::{self, Entry, Span};
@@ -21,6 +21,7 @@ use std::collections::BTreeMap;
 /// document reaches them: documents are walked from their own properties).
 const POSTINGS: &str = "\u{0}fulltext";
 const LENGTHS: &str = "\u{0}fulltext-length";
+const SEGMENTS: &str = "\u{0}fulltext-segments";
 /// Longer terms are not indexed (no word of a language is this long; they stay findable by
 /// evaluation).
 const MAX_TERM: usize = 100;
@@ -34,6 +35,11 @@ fn under(first: &str, segs: &[Seg]) -> Vec<Seg> {
 /// The index path of a text path's postings.
 pub fn postings_path(segs: &[Seg]) -> Vec<Seg> {
     under(POSTINGS, segs)
+}
+
+/// The index path under which a text path's posting segments are kept.
+pub fn segments_path(segs: &[Seg]) -> Vec<Seg> {
+    under(SEGMENTS, segs)
 }
 
 /// The index path of a text path's document lengths.
@@ -53,16 +59,6 @@ pub fn text_path(segs: &[Seg]) -> Option<&[Seg]> {
 pub fn stem_span(stem: &str) -> Span {
     let (lo, hi) = term::string_prefix_bounds(&format!("{stem}\u{1}"));
     Span { lo, hi }
-}
-
-/// Term frequency and document length of a posting's term.
-pub fn parse_posting(t: &[u8]) -> Option<(u32, u32)> {
-    let body = t.get(1..t.len().checked_sub(2)?)?;
-    let s = std::str::from_utf8(body).ok()?;
-    let mut parts = s.rsplitn(3, '\u{1}');
-    let dl = parts.next()?.parse().ok()?;
-    let tf = parts.next()?.parse().ok()?;
-    Some((tf, dl))
 }
 
 /// The length a length entry's term holds.
@@ -85,11 +81,22 @@ pub fn value_at<'a>(doc: &'a Value, segs: &[Seg]) -> Option<&'a Value> {
     Some(v)
 }
 
-/// The full-text entries of `doc` for each indexed path (a string at the path; other values
-/// are not text).
-pub fn entries(doc: &Value, paths: &[(Vec<Seg>, Language)]) -> Vec<Entry> {
+/// One document's postings under one indexed path: its length in words, and each distinct
+/// stem (as the low bound of its [`stem_span`]) with its term frequency, in stem order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TextPostings {
+    /// The index of the path in the policy's full-text paths.
+    pub path: usize,
+    pub length: u32,
+    pub stems: Vec<(Vec<u8>, u32)>,
+}
+
+/// The postings of `doc` for each indexed path that holds a string (other values are not
+/// text). Stems longer than a word of any language, or holding `\x01`, are left out: they
+/// stay findable by evaluation, which every query with such a word falls back to.
+pub fn postings(doc: &Value, paths: &[(Vec<Seg>, Language)]) -> Vec<TextPostings> {
     let mut out = Vec::new();
-    for (segs, lang) in paths {
+    for (i, (segs, lang)) in paths.iter().enumerate() {
         let Some(Value::String(text)) = value_at(doc, segs) else {
             continue;
         };
@@ -98,23 +105,31 @@ pub fn entries(doc: &Value, paths: &[(Vec<Seg>, Language)]) -> Vec<Entry> {
         for w in &words {
             *tf.entry(w.as_str()).or_default() += 1;
         }
-        let dl = words.len();
-        let pid = term::path_id(&postings_path(segs));
-        for (stem, n) in tf {
-            if stem.len() > MAX_TERM {
-                continue;
-            }
-            out.push((
-                pid,
-                term::encode(&Value::String(format!("{stem}\u{1}{n}\u{1}{dl}"))),
-            ));
-        }
-        out.push((
-            term::path_id(&lengths_path(segs)),
-            term::encode(&Value::from(dl as u64)),
-        ));
+        let stems = tf
+            .into_iter()
+            .filter(|(stem, _)| stem.len() <= MAX_TERM && !stem.contains('\u{1}'))
+            .map(|(stem, n)| (stem_span(stem).lo, n))
+            .collect();
+        out.push(TextPostings {
+            path: i,
+            length: words.len().min(u32::MAX as usize) as u32,
+            stems,
+        });
     }
     out
+}
+
+/// The length entries of `doc`, one per indexed path that holds a string.
+pub fn length_entries(doc: &Value, paths: &[(Vec<Seg>, Language)]) -> Vec<Entry> {
+    postings(doc, paths)
+        .into_iter()
+        .map(|p| {
+            (
+                term::path_id(&lengths_path(&paths[p.path].0)),
+                term::encode(&Value::from(p.length)),
+            )
+        })
+        .collect()
 }
 
 /// The service's answer to a policy it cannot read at all (a value of the wrong JSON type).
@@ -313,25 +328,23 @@ mod tests {
     #[test]
     fn postings_carry_term_frequency_and_length() {
         let paths = vec![(vec![Seg::Name("t".into())], Language::EnUs)];
-        let e = entries(&json!({"t": "Swimmers swim; the swimmer swims!"}), &paths);
-        let pid = term::path_id(&postings_path(&paths[0].0));
-        let posting: Vec<(u32, u32)> = e
-            .iter()
-            .filter(|(p, _)| *p == pid)
-            .filter_map(|(_, t)| parse_posting(t))
-            .collect();
+        let doc = json!({"t": "Swimmers swim; the swimmer swims!"});
+        let p = postings(&doc, &paths);
         // "swimmer" twice and "swim" twice, of four terms.
-        assert_eq!(posting, vec![(2, 4), (2, 4)]);
+        assert_eq!(p.len(), 1);
+        assert_eq!(p[0].length, 4);
+        let tfs: Vec<u32> = p[0].stems.iter().map(|s| s.1).collect();
+        assert_eq!(tfs, vec![2, 2]);
         let span = stem_span("swim");
-        let inside: Vec<_> = e
+        let inside: Vec<_> = p[0]
+            .stems
             .iter()
-            .filter(|(p, t)| *p == pid && *t >= span.lo && *t < span.hi)
+            .filter(|(t, _)| *t >= span.lo && *t < span.hi)
             .collect();
         assert_eq!(inside.len(), 1, "swim's span holds swim, not swimmer");
-        let len = e
-            .iter()
-            .find(|(p, _)| *p == term::path_id(&lengths_path(&paths[0].0)));
-        assert_eq!(len.and_then(|(_, t)| parse_length(t)), Some(4));
-        assert!(entries(&json!({"t": 5}), &paths).is_empty());
+        let len = length_entries(&doc, &paths);
+        assert_eq!(len[0].0, term::path_id(&lengths_path(&paths[0].0)));
+        assert_eq!(parse_length(&len[0].1), Some(4));
+        assert!(postings(&json!({"t": 5}), &paths).is_empty());
     }
 }

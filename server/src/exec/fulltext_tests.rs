@@ -6,9 +6,13 @@
 //! index added by a policy replace is built and after. The evaluator's exact f64 BM25 is the
 //! oracle, so a posting the writes left stale, a statistic counted twice (or kept from a write
 //! undone to a savepoint), or a ranking that
-//! skips a document it should not shows up as a different row or order.
+//! skips a document it should not shows up as a different row or order. Postings are folded
+//! into segments (and segments merged) at random points, and the store is reopened on the same
+//! storage, so answers from pending postings, from segments, from both, and after a restart's
+//! catch-up from the change feed are all compared.
 
 use super::*;
+use crate::store::Store;
 use proptest::prelude::*;
 use serde_json::{json, Map};
 use strata_query::pk::epk::effective_partition_key;
@@ -112,11 +116,30 @@ async fn check_all([ix, plain]: &[Arc<Container>; 2], words: &[(usize, usize)]) 
     );
 }
 
-/// The same write to both containers.
+/// The same write to both containers; every `fold_every`-th write of a run, the indexed
+/// container folds what is pending.
 async fn apply_both(cs: &[Arc<Container>; 2], w: &Write) {
     for c in cs {
         apply(c, w).await;
     }
+}
+
+async fn apply_all(cs: &[Arc<Container>; 2], writes: &[Write], fold_every: usize) {
+    for (i, w) in writes.iter().enumerate() {
+        apply_both(cs, w).await;
+        if (i + 1) % fold_every == 0 {
+            cs[0].fold_text_now().expect("fold");
+        }
+    }
+}
+
+/// The store opened again on the same storage (what a restart keeps), and its containers.
+async fn reopen(store: &Store) -> (Store, [Arc<Container>; 2]) {
+    let cfg = super::index_tests::small_config();
+    let again = Store::open_on(store.engine().clone(), cfg).expect("reopen");
+    let ix = again.container("d", "ix").expect("ix");
+    let plain = again.container("d", "plain").expect("plain");
+    (again, [ix, plain])
 }
 
 async fn apply(c: &Container, (id, pk, words, kind): &Write) {
@@ -197,6 +220,7 @@ proptest! {
         then in prop::collection::vec(write(), 0..30),
         indexed_from_start in any::<bool>(),
         words in prop::collection::vec((0usize..WORDS.len(), 0usize..WORDS.len()), 3),
+        fold_every in 1usize..12,
     ) {
         let rt = tokio::runtime::Runtime::new().expect("runtime");
         rt.block_on(async move {
@@ -207,10 +231,13 @@ proptest! {
                 cs.push(store.create_container("d", name, pk, props(indexed), None).await.expect("container"));
             }
             let Ok(cs): Result<[Arc<Container>; 2], _> = cs.try_into() else { unreachable!() };
-            for w in &first { apply_both(&cs, w).await; }
+            apply_all(&cs, &first, fold_every).await;
             check_all(&cs, &words).await;
             // Rewrites and deletes after the postings were read (and decoded) once.
-            for w in &then { apply_both(&cs, w).await; }
+            apply_all(&cs, &then, fold_every).await;
+            check_all(&cs, &words).await;
+            // What was pending is read again from the change feed.
+            let (store, cs) = reopen(&store).await;
             check_all(&cs, &words).await;
             for c in &cs {
                 store.split_once(c).await.expect("split");
@@ -224,7 +251,10 @@ proptest! {
                 store.replace_container(ix, p).await.expect("replace");
                 check_all(&cs, &words).await;
                 super::index_tests::wait_ready(ix).await;
-                for w in then.iter().rev() { apply_both(&cs, w).await; }
+                let back: Vec<Write> = then.iter().rev().cloned().collect();
+                apply_all(&cs, &back, fold_every).await;
+                check_all(&cs, &words).await;
+                let (_, cs) = reopen(&store).await;
                 check_all(&cs, &words).await;
             }
         });

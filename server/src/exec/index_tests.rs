@@ -162,8 +162,9 @@ pub(super) async fn wait_ready(c: &Container) {
 
 /// An in-memory store with database `d`, whose containers start with two physical
 /// partitions and split at 2 KB (the property tests' documents cross that quickly).
-pub(super) async fn small_store() -> Store {
-    let store = Store::open(StoreConfig {
+/// A store in memory whose containers start with two partitions and split at 2 KB.
+pub(super) fn small_config() -> StoreConfig {
+    StoreConfig {
         data_dir: None,
         postgres: None,
         limits: Limits {
@@ -171,8 +172,11 @@ pub(super) async fn small_store() -> Store {
             partition_split_bytes: 2048,
             ..Limits::default()
         },
-    })
-    .expect("store");
+    }
+}
+
+pub(super) async fn small_store() -> Store {
+    let store = Store::open(small_config()).expect("store");
     store.create_database("d", None).await.expect("db");
     store
 }

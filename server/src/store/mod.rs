@@ -164,6 +164,7 @@ impl Store {
                 engine.clone(),
                 cfg.limits.clone(),
             )?);
+            c.catch_up_text()?;
             c.start_vectors(snapshots.as_deref());
             cat.containers.entry(db).or_default().insert(id, c);
         }
@@ -216,6 +217,14 @@ impl Store {
     /// Stops background tasks, then flushes and stops the engine (clean shutdown).
     pub fn shutdown(&self) -> Result<(), StoreError> {
         self.inner.stop.send_replace(true);
+        // Pending full-text postings folded: the next start has none to read again.
+        for c in self.all_containers() {
+            if c.text_pending() > 0 {
+                if let Err(e) = c.fold_text_now() {
+                    tracing::warn!(container = %c.id, error = %e, "folding full-text postings at shutdown failed");
+                }
+            }
+        }
         if let Some(dir) = &self.inner.snapshots {
             for c in self.all_containers() {
                 c.save_vectors(dir);

@@ -55,13 +55,7 @@ impl Container {
                 if !range.contains(&epk) || exact.is_some_and(|e| e != epk) {
                     return Ok(false);
                 }
-                let mut key = keys::container_prefix(self.cid);
-                key.extend_from_slice(suffix);
-                let Some(item) = self
-                    .engine
-                    .get(Space::Items, &key)?
-                    .and_then(StoredItem::decode)
-                else {
+                let Some(item) = self.feed_item(suffix)? else {
                     return Ok(false);
                 };
                 if item.feed_key(self.cid) != k
@@ -76,6 +70,19 @@ impl Container {
         out.last = last;
         out.exhausted = exhausted;
         Ok(out)
+    }
+
+    /// The stored item a feed entry names (by its item key suffix), if it is still there.
+    pub(in crate::store) fn feed_item(
+        &self,
+        suffix: &[u8],
+    ) -> Result<Option<StoredItem>, StoreError> {
+        let mut key = keys::container_prefix(self.cid);
+        key.extend_from_slice(suffix);
+        Ok(self
+            .engine
+            .get(Space::Items, &key)?
+            .and_then(StoredItem::decode))
     }
 
     /// Walks an LSN-keyed log (`Space::Feed` or `Space::History`: `cid | lsn` for the first

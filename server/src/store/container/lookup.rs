@@ -123,6 +123,20 @@ impl Container {
             .collect()
     }
 
+    /// The values at `keys` in `space`: one round trip on a remote store.
+    pub(in crate::store) fn get_all(
+        &self,
+        space: Space,
+        keys: &[Vec<u8>],
+    ) -> Result<Vec<Option<bytes::Bytes>>, StoreError> {
+        if self.engine.is_remote() {
+            return Ok(self.engine.get_many(space, keys)?);
+        }
+        keys.iter()
+            .map(|k| Ok(self.engine.get(space, k)?))
+            .collect()
+    }
+
     /// Whether documents are read from this process's own store (not over the network):
     /// only then may a short read run on the async runtime's thread.
     pub fn reads_locally(&self) -> bool {

@@ -196,6 +196,9 @@ pub struct Container {
     word_totals: indexes::fulltext::WordTotals,
     /// Full-text postings decoded, per stem (see [`indexes::postings`]).
     postings: indexes::postings::PostingsCache,
+    /// Full-text postings of recent writes and the segment lists (see
+    /// [`indexes::text_pending`]).
+    text: Arc<indexes::text_pending::TextPending>,
     /// Global secondary indexes of this container still needing its history, each from
     /// the LSN after which it does (see [`gsi`]).
     history_holds: Mutex<HashMap<u32, u64>>,
@@ -322,6 +325,7 @@ impl Container {
             vectors,
             word_totals: Default::default(),
             postings: Default::default(),
+            text: Default::default(),
             history_holds: Default::default(),
             gsi_phase: Default::default(),
             engine,
@@ -578,6 +582,27 @@ impl Container {
         self.script_turns.acquire().await.ok()
     }
 
+    /// Per physical partition (by index in the map), the bytes and documents `txn` adds and
+    /// the LSN it leaves the partition at (when it writes there).
+    fn range_deltas<'a>(
+        &self,
+        lp_delta: &HashMap<String, txn::LpDelta>,
+        written: impl Iterator<Item = &'a String>,
+        last_lsn: u64,
+    ) -> HashMap<usize, (i64, i64, u64)> {
+        let mut range_delta: HashMap<usize, (i64, i64, u64)> = HashMap::new();
+        let map = read(&self.map);
+        for (epk, d) in lp_delta {
+            let e = range_delta.entry(map.index_of(epk)).or_default();
+            e.0 += d.bytes;
+            e.1 += d.count;
+        }
+        for epk in written {
+            range_delta.entry(map.index_of(epk)).or_default().2 = last_lsn;
+        }
+        range_delta
+    }
+
     /// Runs `f` as one transaction on the container's log: everything it stages commits
     /// together, or nothing does if it fails. Returns `f`'s result and the token to await for
     /// durability.
@@ -594,8 +619,10 @@ impl Container {
         let mut txn = Txn {
             maintainers: self.maintainers(),
             vector_changes: Vec::new(),
-            postings_touched: Vec::new(),
+            postings_patches: Vec::new(),
             length_changes: Vec::new(),
+            text_changes: Vec::new(),
+            text_seen: false,
             c: self,
             unique_staged: HashMap::new(),
             history: self.keeps_history(),
@@ -624,20 +651,8 @@ impl Container {
                 next_doc.to_be_bytes().to_vec(),
             );
         }
-        let mut range_delta: HashMap<usize, (i64, i64, u64)> = HashMap::new();
-        {
-            let map = read(&self.map);
-            for (epk, d) in &txn.lp_delta {
-                let i = map.index_of(epk);
-                let e = range_delta.entry(i).or_default();
-                e.0 += d.bytes;
-                e.1 += d.count;
-            }
-            for (epk, _) in txn.staged.keys() {
-                let i = map.index_of(epk);
-                range_delta.entry(i).or_default().2 = last_lsn;
-            }
-        }
+        let written = txn.staged.keys().map(|(epk, _)| epk);
+        let range_delta = self.range_deltas(&txn.lp_delta, written, last_lsn);
         for (epk, d) in &txn.lp_delta {
             // An update that kept the document's size (most do) leaves the stored entry as it
             // is: one memtable insert fewer per write.
@@ -666,10 +681,15 @@ impl Container {
         let order = (!txn.vector_changes.is_empty()).then(|| lock(&self.vectors.order));
         // Held across the commit and the totals' update (see `WordTotals`).
         let counting = (!txn.length_changes.is_empty()).then(|| self.word_totals.gate());
+        // Held across the commit and the batch's update (see `text_pending::Gate`).
+        let text_gate = txn.text_seen.then(|| self.text.gate());
         let committed = tx.commit();
+        let changes = std::mem::take(&mut txn.text_changes);
+        self.take_text(text_gate, changes, last_lsn, committed.is_ok());
         // Even when the outcome is unknown (a remote store's dropped answer): the write may
         // be visible, and decoded postings must not outlive it.
-        self.postings.bump(&txn.postings_touched);
+        self.postings
+            .patch(&txn.postings_patches, committed.is_ok());
         if counting.is_some() {
             self.word_totals
                 .settle(&txn.length_changes, committed.is_ok());

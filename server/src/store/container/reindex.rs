@@ -58,7 +58,12 @@ impl Container {
                 .fetch_add(keys.len() as u64, Ordering::Relaxed);
             match keys.last() {
                 Some(k) if !exhausted => cursor = Some(k.clone()),
-                _ => return Ok(true),
+                _ => {
+                    // Nothing the build added stays only in memory once the index is ready: a
+                    // restart catches up from the last fold's mark alone.
+                    self.fold_text_now()?;
+                    return Ok(true);
+                }
             }
         }
     }
@@ -93,7 +98,13 @@ impl Txn<'_> {
         };
         // Vector sets are rebuilt from the documents at start, not here.
         let maintainers = super::indexes::Maintainers::of(&state, &[]);
-        let doc_ref = super::indexes::DocRef { epk: &epk, id, key };
+        let doc_ref = super::indexes::DocRef {
+            epk: &epk,
+            id,
+            key,
+            at: (item.lsn, item.sub),
+            was: None,
+        };
         for m in maintainers.iter() {
             m.backfill(self, doc_ref, &doc)?;
         }

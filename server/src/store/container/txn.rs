@@ -41,13 +41,18 @@ pub struct Txn<'a> {
     pub(super) undo: Option<Vec<Undo>>,
     /// Vectors of the documents written, in order: applied to the sets after the commit.
     pub(super) vector_changes: Vec<vectors::Change>,
-    /// Version buckets of the full-text stems whose postings this writes: moved after the
-    /// commit (see [`indexes::postings`]; one left by an undone operation costs a re-read).
-    pub(super) postings_touched: Vec<usize>,
+    /// The full-text stems whose posting of a document this write changes, each with the
+    /// posting now: decoded lists take them after the commit (see [`indexes::postings`]).
+    pub(super) postings_patches: Vec<indexes::postings::Patch>,
     /// The full-text document lengths this write adds (positive) or removes (negative), by
     /// lengths path and EPK: added to the kept word totals after the commit (see
     /// `indexes::fulltext::WordTotals`).
     pub(super) length_changes: Vec<indexes::fulltext::LengthChange>,
+    /// The full-text postings this write adds and the versions whose postings die: handed
+    /// to the pending batch after the commit (see [`indexes::text_pending`]).
+    pub(super) text_changes: Vec<indexes::text_pending::TextChange>,
+    /// Whether a full-text index saw this write (its batch's mark moves after the commit).
+    pub(super) text_seen: bool,
 }
 
 /// One overwritten entry of a transaction's own bookkeeping (see [`Txn::savepoint`]).
@@ -65,6 +70,8 @@ pub struct Savepoint {
     pub(super) undo: usize,
     pub(super) vector_changes: usize,
     pub(super) length_changes: usize,
+    pub(super) text_changes: usize,
+    pub(super) postings_patches: usize,
 }
 
 impl<'a> Txn<'a> {
@@ -218,7 +225,8 @@ impl Txn<'_> {
             Some(p) if self.maintainers.need_old() => Some(parse_stored(p)?),
             _ => None,
         };
-        self.maintain(epk, id, &key, old_doc.as_ref(), Some(&doc))?;
+        let was = previous.map(|p| (p.lsn, p.sub));
+        self.maintain(epk, id, &key, was, old_doc.as_ref(), Some(&doc))?;
         self.tx.put(Space::Items, key, item.encode());
         self.tx.take_change();
         if previous.is_none() {
@@ -315,6 +323,8 @@ impl Txn<'_> {
             undo,
             vector_changes: self.vector_changes.len(),
             length_changes: self.length_changes.len(),
+            text_changes: self.text_changes.len(),
+            postings_patches: self.postings_patches.len(),
         }
     }
 
@@ -330,6 +340,8 @@ impl Txn<'_> {
         self.tx.rewind(sp.tx);
         self.vector_changes.truncate(sp.vector_changes);
         self.length_changes.truncate(sp.length_changes);
+        self.text_changes.truncate(sp.text_changes);
+        self.postings_patches.truncate(sp.postings_patches);
         self.next_doc = sp.next_doc;
         self.deleted_any = sp.deleted_any;
         let Some(undo) = &mut self.undo else { return };
@@ -381,7 +393,8 @@ impl Txn<'_> {
             true => Some(parse_stored(previous)?),
             false => None,
         };
-        self.maintain(epk, id, &key, old_doc.as_ref(), None)?;
+        let was = Some((previous.lsn, previous.sub));
+        self.maintain(epk, id, &key, was, old_doc.as_ref(), None)?;
         self.tx.delete(Space::Items, key);
         // A delete consumes an LSN too, so session tokens and range LSNs move forward.
         let at = self.tx.take_change();
@@ -403,11 +416,19 @@ impl Txn<'_> {
         epk: &str,
         id: &str,
         key: &[u8],
+        was: Option<indexes::text_pending::Pos>,
         old: Option<&Value>,
         new: Option<&Value>,
     ) -> Result<(), StoreError> {
         let maintainers = self.maintainers.clone();
-        let doc = indexes::DocRef { epk, id, key };
+        let at = self.tx.peek_change();
+        let doc = indexes::DocRef {
+            epk,
+            id,
+            key,
+            at,
+            was,
+        };
         for m in maintainers.iter() {
             m.update(self, doc, old, new)?;
         }

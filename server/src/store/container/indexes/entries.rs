@@ -55,6 +55,10 @@ impl EntryReader<'_> {
         stats: &mut IndexStats,
         f: &mut dyn FnMut(&[u8], Vec<u8>) -> bool,
     ) -> Result<bool, StoreError> {
+        // Postings are not entries (see `text_segments`): only the decoded lists serve them.
+        if strata_query::index::fulltext::text_path(path).is_some() {
+            return Ok(false);
+        }
         let (gen, codec) = (self.state.gen, self.c.codec);
         let prefix = path_prefix(self.c.cid, gen, &path_id_of(path));
         let (mut lo, mut hi) = span_bounds(&prefix, span);

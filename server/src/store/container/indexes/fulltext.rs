@@ -1,17 +1,20 @@
-//! Full-text postings: per indexed path, one entry per stem of a document's text (carrying the
-//! term frequency and document length BM25 scores with) and one for its length, under
-//! synthetic paths of their own beside the range index (see
-//! `strata_query::index::fulltext`). `FullTextContains*` and `ORDER BY RANK FullTextScore` read
-//! them.
+//! The full-text index's maintainer: per indexed path, a document's length as an entry beside
+//! the range index (under `/\0fulltext-length/<path>`, see `strata_query::index::fulltext`)
+//! and its postings — one change per path handed to the pending batch when the write commits
+//! ([`super::text_pending`]), folded into segments in the background
+//! ([`super::text_segments`]). `FullTextContains*` and `ORDER BY RANK FullTextScore` read them.
 
 use super::entries::EntryReader;
-use super::{sorted, EntryIndex, IndexKind};
-use crate::store::container::lock;
+use super::text_pending::{NewPostings, PathKey, TextChange};
+use super::{move_entries, postings, put_entries, sorted, DocRef, IndexKind, IndexMaintainer};
+use crate::store::container::{lock, Txn};
+use crate::store::index::{self, path_id_of};
 use crate::store::lookup::IndexStats;
 use crate::store::StoreError;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
+use strata_query::index::fulltext::{length_entries, postings_path, segments_path, TextPostings};
 use strata_query::index::policy::Seg;
 use strata_query::index::{term, Span};
 use strata_query::pk::EpkRange;
@@ -19,26 +22,137 @@ use strata_query::sql::fulltext::Language;
 
 pub struct FullTextIndex {
     paths: Vec<(Vec<Seg>, Language)>,
+    /// Per path: where its postings are kept, and the id its decoded lists are cached under.
+    keys: Vec<(PathKey, [u8; 8])>,
     gen: u16,
 }
 
 impl FullTextIndex {
     pub fn new(paths: Vec<(Vec<Seg>, Language)>, gen: u16) -> Self {
-        Self { paths, gen }
+        let keys = paths
+            .iter()
+            .map(|(segs, _)| {
+                let at = (gen, path_id_of(&segments_path(segs)));
+                (at, path_id_of(&postings_path(segs)))
+            })
+            .collect();
+        Self { paths, keys, gen }
+    }
+
+    /// The length entries of a document's postings.
+    fn lengths(&self, d: Option<&Value>) -> Vec<term::Entry> {
+        d.map(|d| sorted(length_entries(d, &self.paths)))
+            .unwrap_or_default()
+    }
+
+    /// One change per path: the replaced version `was` dies, the new one's postings (if its
+    /// text is there) are added.
+    fn changes(
+        &self,
+        t: &mut Txn<'_>,
+        was: Option<super::text_pending::Pos>,
+        at: super::text_pending::Pos,
+        new: &[TextPostings],
+    ) {
+        // The batch's mark moves with every write the index sees (see `TextPending::apply`).
+        t.text_seen = true;
+        for (i, (key, _)) in self.keys.iter().enumerate() {
+            let now = new.iter().find(|p| p.path == i).map(|p| NewPostings {
+                pos: at,
+                length: p.length,
+                stems: p.stems.clone(),
+            });
+            if was.is_none() && now.is_none() {
+                continue;
+            }
+            t.text_changes.push(TextChange {
+                path: *key,
+                was,
+                now,
+            });
+        }
     }
 }
 
-impl EntryIndex for FullTextIndex {
+/// (path, stem, term frequency, length) of each posting, sorted: what a cached list holds.
+fn held(p: &[TextPostings]) -> Vec<(usize, &[u8], u32, u32)> {
+    let mut out: Vec<_> = p
+        .iter()
+        .flat_map(|t| {
+            t.stems
+                .iter()
+                .map(move |(s, tf)| (t.path, &s[..], *tf, t.length))
+        })
+        .collect();
+    out.sort_unstable();
+    out
+}
+
+impl IndexMaintainer for FullTextIndex {
     fn kind(&self) -> IndexKind {
         IndexKind::FullText
     }
 
-    fn gen(&self) -> u16 {
-        self.gen
+    fn update(
+        &self,
+        t: &mut Txn<'_>,
+        doc: DocRef<'_>,
+        old: Option<&Value>,
+        new: Option<&Value>,
+    ) -> Result<(), StoreError> {
+        let text = |d: Option<&Value>| {
+            d.map(|d| strata_query::index::fulltext::postings(d, &self.paths))
+                .unwrap_or_default()
+        };
+        let (before, after) = (text(old), text(new));
+        // Decoded lists of the stems whose (frequency, length) of this document changes take a
+        // patch when this commits; a rewrite that keeps them leaves the lists as they are.
+        let (b, a) = (held(&before), held(&after));
+        let mut changed: Vec<(usize, &[u8])> = b
+            .iter()
+            .filter(|x| a.binary_search(x).is_err())
+            .chain(a.iter().filter(|x| b.binary_search(x).is_err()))
+            .map(|x| (x.0, x.1))
+            .collect();
+        changed.sort_unstable();
+        changed.dedup();
+        for (path, stem) in changed {
+            let now = a
+                .iter()
+                .find(|x| x.0 == path && x.1 == stem)
+                .map(|x| (x.2, x.3));
+            t.postings_patches.push(postings::Patch {
+                key: (self.gen, self.keys[path].1, stem.to_vec()),
+                item: doc.key.to_vec(),
+                now,
+            });
+        }
+        let (lb, la) = (self.lengths(old), self.lengths(new));
+        let (removed, added) = index::diff(&lb, &la);
+        // The kept word totals take the difference when this commits.
+        let lengths = |entries: &[&term::Entry], sign: i64| {
+            entries
+                .iter()
+                .map(move |e| LengthChange {
+                    path: e.0,
+                    epk: doc.epk.to_owned(),
+                    words: sign
+                        * strata_query::index::fulltext::parse_length(&e.1).unwrap_or(0) as i64,
+                })
+                .collect::<Vec<_>>()
+        };
+        t.length_changes.extend(lengths(&removed, -1));
+        t.length_changes.extend(lengths(&added, 1));
+        move_entries(t, self.gen, doc, &removed, &added);
+        self.changes(t, doc.was, doc.at, &after);
+        Ok(())
     }
 
-    fn entries(&self, d: &Value) -> Vec<term::Entry> {
-        sorted(strata_query::index::fulltext::entries(d, &self.paths))
+    fn backfill(&self, t: &mut Txn<'_>, doc: DocRef<'_>, d: &Value) -> Result<(), StoreError> {
+        put_entries(t, self.gen, doc, &self.lengths(Some(d)));
+        let text = strata_query::index::fulltext::postings(d, &self.paths);
+        self.changes(t, None, doc.at, &text);
+        Ok(())
     }
 
     fn explain(&self) -> String {

@@ -5,7 +5,8 @@
 //! index, say) is one more file here, not one more branch in the write path.
 //!
 //! * [`range`]: the range/term index of the indexing policy (`Space::Index`);
-//! * [`fulltext`]: full-text postings and document lengths (`Space::Index`, paths of their own);
+//! * [`fulltext`]: full-text document lengths (`Space::Index`) and postings (pending in memory
+//!   after the commit, folded into segments of their own: [`text_pending`], [`text_segments`]);
 //! * [`spatial`]: the cells covering each geometry (`Space::Index`, paths of their own);
 //! * [`unique`]: unique keys per logical partition (`Space::Unique`), checked as they change;
 //! * [`vector`]: a vector path's in-memory set, changed after the commit.
@@ -17,6 +18,9 @@ pub mod postings;
 mod postings_read;
 pub mod range;
 pub mod spatial;
+pub mod text_pending;
+mod text_recover;
+pub mod text_segments;
 pub mod unique;
 pub mod vector;
 
@@ -36,6 +40,10 @@ pub struct DocRef<'a> {
     pub id: &'a str,
     /// The item key (`cid | document`).
     pub key: &'a [u8],
+    /// The change-feed position of the version written (or stored, for a rebuild).
+    pub at: text_pending::Pos,
+    /// The change-feed position of the version replaced or deleted, if any.
+    pub was: Option<text_pending::Pos>,
 }
 
 /// The kinds of index a container keeps.
@@ -102,30 +110,6 @@ impl<T: EntryIndex> IndexMaintainer for T {
         let entries = |d: Option<&Value>| d.map(|d| self.entries(d)).unwrap_or_default();
         let (before, after) = (entries(old), entries(new));
         let (removed, added) = index::diff(&before, &after);
-        if EntryIndex::kind(self) == IndexKind::FullText {
-            // Decoded postings of these stems go stale when this commits.
-            let touched = removed
-                .iter()
-                .chain(&added)
-                .filter_map(|e| postings::touched(e.0, &e.1));
-            t.postings_touched.extend(touched);
-            // A document length changed (its entry is a number; postings are strings): the
-            // kept word totals take the difference when this commits.
-            let lengths = |entries: &[&Entry], sign: i64| {
-                entries
-                    .iter()
-                    .filter(|e| e.1.first() == Some(&strata_query::index::term::NUMBER))
-                    .map(move |e| fulltext::LengthChange {
-                        path: e.0,
-                        epk: doc.epk.to_owned(),
-                        words: sign
-                            * strata_query::index::fulltext::parse_length(&e.1).unwrap_or(0) as i64,
-                    })
-                    .collect::<Vec<_>>()
-            };
-            t.length_changes.extend(lengths(&removed, -1));
-            t.length_changes.extend(lengths(&added, 1));
-        }
         move_entries(t, self.gen(), doc, &removed, &added);
         Ok(())
     }

@@ -1,20 +1,23 @@
 //! Decoded full-text postings, kept in memory per stem until a write changes that stem.
 //!
-//! A stem's postings are index entries, one per document: BM25 and `FullTextContains` read
-//! every one of them per query, and reading an LSM entry (merging the tables' iterators,
-//! copying its key) cost about as much as everything else a query does — 60–70% of a BM25
-//! query's server CPU over a million documents. Read once, a stem's postings are a few plain
-//! arrays (document keys back to back, term frequencies, lengths) that the next query scans in
-//! nanoseconds per posting, as tantivy scans its memory-mapped segments.
+//! A stem's postings are kept by document version (pending, and in segments: see
+//! [`super::text_segments`]), and a query needs them by document: each version resolved
+//! through the change feed to its item key, one point read per posting. Read once, a stem's
+//! postings are a few plain arrays (document keys back to back, term frequencies, lengths)
+//! that the next query scans in nanoseconds per posting, as tantivy scans its memory-mapped
+//! segments.
 //!
-//! The entries stay the truth: a list is built from them (and counted as reading them, so a
-//! query's charge does not depend on what is cached), and is used only while no write has
-//! touched its stem since. Each write's transaction notes the stems whose postings it adds or
-//! removes ([`touched`]); after it commits, their versions move on ([`PostingsCache::bump`]), so
-//! a list built before — or during — that commit is never served again. Versions live in a
-//! fixed table of buckets by hash of (path, stem): two stems that share a bucket invalidate
-//! each other, never the reverse. The lists are held within a byte budget, the oldest dropped
-//! first; a list larger than the budget is not kept.
+//! The segments stay the truth: a list is built from them (and counted as reading them, so a
+//! query's charge does not depend on what is cached) and then kept current by the writes
+//! themselves. Each write's transaction notes, per stem whose posting of the document it
+//! changes, the document's posting now ([`Patch`]); after it commits, a list held takes the
+//! patch — applied, in one merge, when the list is next read — and a stem with no list held has
+//! its version bucket moved ([`PostingsCache::patch`]), so a list being read during that commit
+//! is not kept ([`PostingsCache::keep`]). Reading a stem again costs a point read of the change
+//! feed per posting (`postings_read`); a patch costs a copy of the list. Versions live in a
+//! fixed table of buckets by hash of (path, stem): two stems that share a bucket only make each
+//! other's reads not kept, never the reverse. The lists are held within a byte budget, the
+//! oldest dropped first; a list larger than the budget is not kept.
 
 use crate::store::container::{lock, DocPos};
 use std::collections::{HashMap, VecDeque};
@@ -31,8 +34,8 @@ pub const BUDGET: usize = 64 << 20;
 static HELD: AtomicUsize = AtomicUsize::new(0);
 
 /// One stem's postings in item key order: the item keys back to back, and per document the
-/// posting's term (`stem \x01 tf \x01 length`) decoded. Stored in key order (the entries
-/// come by frequency and length first, see [`Gathered`]), so merges and seeks across lists
+/// term frequency and length. Stored in key order (postings come by version, see
+/// [`Gathered`]), so merges and seeks across lists
 /// walk each list's arrays front to back rather than hopping through a permutation —
 /// a common word's list is megabytes, and a hop per posting was a cache miss per posting.
 #[derive(Debug, Default)]
@@ -52,8 +55,8 @@ pub struct Postings {
     by_impact: OnceLock<Impact>,
 }
 
-/// Postings gathered in the order the index entries come (by frequency and length, then
-/// key), made a [`Postings`] in key order by [`Gathered::finish`].
+/// Postings gathered in the order they are read (by version), made a [`Postings`] in key
+/// order by [`Gathered::finish`].
 #[derive(Debug, Default)]
 pub struct Gathered {
     keys: Vec<u8>,
@@ -264,6 +267,41 @@ impl Postings {
         out
     }
 
+    /// This list with `patches` applied in order (the last for a document wins): each sets
+    /// the document's posting, or removes it. One merge in key order.
+    pub fn patched(&self, patches: &[DocPatch]) -> Postings {
+        let mut last: Vec<(&[u8], TfDl)> = Vec::with_capacity(patches.len());
+        let mut order: Vec<usize> = (0..patches.len()).collect();
+        // By key, later patches after earlier ones: the last of each key is kept.
+        order.sort_by(|&a, &b| patches[a].0.cmp(&patches[b].0).then(a.cmp(&b)));
+        for i in order {
+            let (k, now) = (&patches[i].0[..], patches[i].1);
+            match last.last_mut() {
+                Some(l) if l.0 == k => l.1 = now,
+                _ => last.push((k, now)),
+            }
+        }
+        let mut out = Postings::default();
+        let mut at = 0;
+        for (k, now) in last {
+            while at < self.len() && self.key(at) < k {
+                out.append(self.key(at), self.head(at), self.tf_dl[at]);
+                at += 1;
+            }
+            if at < self.len() && self.key(at) == k {
+                at += 1;
+            }
+            if let Some(tf_dl) = now {
+                out.append(k, head_of(k), tf_dl);
+            }
+        }
+        while at < self.len() {
+            out.append(self.key(at), self.head(at), self.tf_dl[at]);
+            at += 1;
+        }
+        out
+    }
+
     /// Appends the posting that follows the list's last in key order.
     fn append(&mut self, key: &[u8], head: Head, tf_dl: (u32, u32)) {
         self.keys.extend_from_slice(key);
@@ -285,7 +323,25 @@ impl Postings {
 }
 
 /// (index generation, path id, the span's low bound: `stem \x01` as a term).
-pub(super) type Key = (u16, [u8; 8], Vec<u8>);
+pub type Key = (u16, [u8; 8], Vec<u8>);
+
+/// What a committed write does to one stem's list: the document at item key `item` now has
+/// the posting `now` (term frequency, length), or none.
+#[derive(Debug, Clone)]
+pub struct Patch {
+    pub key: Key,
+    pub item: Vec<u8>,
+    pub now: Option<(u32, u32)>,
+}
+
+/// A document's posting of a stem (term frequency, length), or none.
+pub type TfDl = Option<(u32, u32)>;
+
+/// A patch as a list holds it: the document's item key and its posting now.
+pub type DocPatch = (Vec<u8>, TfDl);
+
+/// Patches a list holds before they are applied (more, and the list is dropped).
+const PATCHES: usize = 4096;
 
 /// A container's lists and the versions that keep them honest (see the module's doc).
 pub struct PostingsCache {
@@ -293,9 +349,15 @@ pub struct PostingsCache {
     lists: Mutex<Lists>,
 }
 
+/// A list held: its postings and the patches committed since, applied when it is next read.
+struct Held {
+    list: Arc<Postings>,
+    patches: Vec<DocPatch>,
+}
+
 #[derive(Default)]
 struct Lists {
-    map: HashMap<Key, (u64, Arc<Postings>)>,
+    map: HashMap<Key, Held>,
     order: VecDeque<Key>,
     bytes: usize,
 }
@@ -304,6 +366,12 @@ impl Lists {
     fn release(&mut self, n: usize) {
         self.bytes -= n;
         HELD.fetch_sub(n, Ordering::AcqRel);
+    }
+
+    fn drop_list(&mut self, key: &Key) {
+        if let Some(h) = self.map.remove(key) {
+            self.release(h.list.bytes());
+        }
     }
 }
 
@@ -323,59 +391,97 @@ impl Default for PostingsCache {
     }
 }
 
-pub(super) fn bucket(pid: &[u8; 8], lo: &[u8]) -> usize {
+/// The version bucket of a stem's list: `lo` is its span's low bound (`stem \x01` as a
+/// term), `pid` its postings path's id.
+pub fn bucket(pid: &[u8; 8], lo: &[u8]) -> usize {
     let mut h = xxhash_rust::xxh3::Xxh3::new();
     h.update(pid);
     h.update(lo);
     (h.digest() % BUCKETS as u64) as usize
 }
 
-/// The bucket of a posting entry `(pid, term)` a write adds or removes: its term up to the
-/// first `\x01`, as its stem's span starts. `None` for terms that are not postings.
-pub fn touched(pid: u64, term: &[u8]) -> Option<usize> {
-    let cut = term.iter().skip(1).position(|&b| b == 1)? + 2;
-    Some(bucket(&pid.to_be_bytes(), &term[..cut]))
-}
-
 impl PostingsCache {
-    /// Moves the versions of the buckets a committed write touched.
-    pub fn bump(&self, buckets: &[usize]) {
-        for &b in buckets {
-            if let Some(v) = self.versions.get(b) {
-                v.fetch_add(1, Ordering::AcqRel);
+    /// Takes a write's patches once it committed: a list held takes its stem's patch, to be
+    /// applied when next read; a stem with no list held has its bucket's version moved, so a
+    /// list being read meanwhile is not kept ([`PostingsCache::keep`]). A write whose outcome
+    /// is unknown drops the lists it may have changed instead.
+    pub fn patch(&self, patches: &[Patch], committed: bool) {
+        let mut lists = lock(&self.lists);
+        for p in patches {
+            match lists.map.get_mut(&p.key) {
+                Some(h) if committed && h.patches.len() < PATCHES => {
+                    h.patches.push((p.item.clone(), p.now));
+                }
+                Some(_) => lists.drop_list(&p.key),
+                None => {}
+            }
+            if !lists.map.contains_key(&p.key) {
+                let b = bucket(&p.key.1, &p.key.2);
+                if let Some(v) = self.versions.get(b) {
+                    v.fetch_add(1, Ordering::AcqRel);
+                }
             }
         }
     }
 
-    pub(super) fn get(&self, key: &Key, version: u64) -> Option<Arc<Postings>> {
-        let lists = lock(&self.lists);
-        let (v, p) = lists.map.get(key)?;
-        (*v == version).then(|| Arc::clone(p))
+    /// The list held under `key`, its patches applied.
+    pub(super) fn get(&self, key: &Key) -> Option<Arc<Postings>> {
+        let (list, patches) = {
+            let lists = lock(&self.lists);
+            let h = lists.map.get(key)?;
+            if h.patches.is_empty() {
+                return Some(Arc::clone(&h.list));
+            }
+            (Arc::clone(&h.list), h.patches.clone())
+        };
+        let patched = Arc::new(list.patched(&patches));
+        let mut lists = lock(&self.lists);
+        let mut grew = None;
+        if let Some(h) = lists.map.get_mut(key) {
+            // Unless another reader (or a drop) got there first.
+            if Arc::ptr_eq(&h.list, &list) && h.patches.len() >= patches.len() {
+                h.patches.drain(..patches.len());
+                h.list = Arc::clone(&patched);
+                grew = Some((list.bytes(), patched.bytes()));
+            }
+        }
+        if let Some((was, now)) = grew {
+            lists.release(was);
+            lists.bytes += now;
+            HELD.fetch_add(now, Ordering::AcqRel);
+        }
+        Some(patched)
     }
 
-    /// Keeps `p` if it fits the process's budget once this container's oldest lists are
-    /// dropped (another container's lists are its own to drop).
+    /// Keeps `p`, read while `key`'s bucket had `version`, unless a write committed since
+    /// (the version moved: `p` may miss it) or a list is held already; and only if it fits
+    /// the process's budget once this container's oldest lists are dropped (another
+    /// container's lists are its own to drop).
     pub(super) fn keep(&self, key: Key, version: u64, p: Arc<Postings>) {
         let cost = p.bytes();
         if cost > BUDGET / 4 {
             return;
         }
         let mut lists = lock(&self.lists);
-        if let Some((_, old)) = lists.map.remove(&key) {
-            lists.release(old.bytes());
+        let b = bucket(&key.1, &key.2);
+        let moved = self.versions[b].load(Ordering::Acquire) != version;
+        if moved || lists.map.contains_key(&key) {
+            return;
         }
         while HELD.load(Ordering::Acquire) + cost > BUDGET {
             let Some(k) = lists.order.pop_front() else {
                 return;
             };
-            if let Some((_, p)) = lists.map.remove(&k) {
-                lists.release(p.bytes());
-            }
+            lists.drop_list(&k);
         }
         if !lists.order.contains(&key) {
             lists.order.push_back(key.clone());
         }
-        lists.map.insert(key, (version, p));
+        let held = Held {
+            list: p,
+            patches: Vec::new(),
+        };
+        lists.map.insert(key, held);
         lists.bytes += cost;
         HELD.fetch_add(cost, Ordering::AcqRel);
     }
@@ -389,26 +495,6 @@ impl PostingsCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::Value;
-    use strata_query::index::fulltext::stem_span;
-    use strata_query::index::term;
-
-    /// A posting's term and its stem's span land in the same bucket; a stem with `\x01` in it
-    /// is not one the reader caches.
-    #[test]
-    fn a_posting_and_its_stem_span_share_a_bucket() {
-        let pid = 0x1234_5678_9abc_def0u64;
-        for stem in ["swim", "a", "déjà", "x\u{0}y"] {
-            let t = term::encode(&Value::String(format!("{stem}\u{1}3\u{1}17")));
-            let span = stem_span(stem);
-            assert_eq!(
-                touched(pid, &t),
-                Some(bucket(&pid.to_be_bytes(), &span.lo)),
-                "{stem:?}"
-            );
-        }
-        assert_eq!(touched(pid, &term::encode(&Value::from(5))), None);
-    }
 
     /// Postings gathered in entry order come out in key order, each with its own numbers.
     #[test]
@@ -471,27 +557,60 @@ mod tests {
         }
     }
 
-    /// A list built under a version is served only under that version; the budget drops the
-    /// oldest lists.
+    /// A list read while a write committed is not kept; a held list takes writes as patches
+    /// (the last for a document wins); the budget drops the oldest lists.
     #[test]
-    fn a_bumped_bucket_retires_its_lists() {
+    fn held_lists_take_patches_and_racing_reads_are_not_kept() {
         let cache = PostingsCache::default();
-        let mut p = Gathered::default();
-        p.push(b"doc-1", (2, 9));
-        let p = p.finish();
+        let one = |k: &[u8], tf_dl| {
+            let mut p = Gathered::default();
+            p.push(k, tf_dl);
+            Arc::new(p.finish())
+        };
         let key: Key = (0, [1; 8], b"s".to_vec());
         let b = bucket(&key.1, &key.2);
-        cache.keep(key.clone(), 0, Arc::new(p));
-        let got = cache.get(&key, 0).expect("cached");
-        assert_eq!((got.key(0), got.tf_dl[0]), (&b"doc-1"[..], (2, 9)));
-        cache.bump(&[b]);
+        let patch = |item: &[u8], now| Patch {
+            key: key.clone(),
+            item: item.to_vec(),
+            now,
+        };
+        // Read at version 0; a write commits before the read is kept.
+        cache.patch(&[patch(b"doc-2", Some((1, 3)))], true);
+        cache.keep(key.clone(), 0, one(b"doc-1", (2, 9)));
+        assert!(cache.get(&key).is_none(), "a racing read is not kept");
         let now = cache.versions[b].load(Ordering::Acquire);
-        assert!(cache.get(&key, now).is_none(), "a write retired it");
+        cache.keep(key.clone(), now, one(b"doc-1", (2, 9)));
+        cache.patch(
+            &[
+                patch(b"doc-3", Some((1, 4))),
+                patch(b"doc-1", None),
+                patch(b"doc-0", Some((5, 5))),
+                patch(b"doc-3", Some((2, 4))),
+            ],
+            true,
+        );
+        assert_eq!(
+            cache.versions[b].load(Ordering::Acquire),
+            now,
+            "patched, not moved"
+        );
+        let got = cache.get(&key).expect("held");
+        let rows: Vec<(&[u8], (u32, u32))> =
+            (0..got.len()).map(|i| (got.key(i), got.tf_dl[i])).collect();
+        assert_eq!(rows, vec![(&b"doc-0"[..], (5, 5)), (&b"doc-3"[..], (2, 4))]);
+        assert!(
+            Arc::ptr_eq(&got, &cache.get(&key).expect("held")),
+            "applied once"
+        );
+        // An unknown outcome drops the list.
+        cache.patch(&[patch(b"doc-9", Some((1, 1)))], false);
+        assert!(cache.get(&key).is_none());
         for i in 0..(BUDGET / (1 << 20) + 8) {
             let mut big = Gathered::default();
             big.push(&vec![0u8; 1 << 20], (1, 1));
-            let big = big.finish();
-            cache.keep((0, [2; 8], i.to_be_bytes().to_vec()), 0, Arc::new(big));
+            let k: Key = (0, [2; 8], i.to_be_bytes().to_vec());
+            let v = cache.versions[bucket(&k.1, &k.2)].load(Ordering::Acquire);
+            cache.keep(k, v, Arc::new(big.finish()));
         }
         assert!(cache.held_bytes() <= BUDGET, "{}", cache.held_bytes());
     }

@@ -1,13 +1,18 @@
 //! Reading a stem's postings for a query: the container's decoded list from memory while no
-//! write has touched the stem ([`super::postings`]), else read from the index entries.
+//! write has touched the stem ([`super::postings`]), else read from the pending batch and the
+//! segments ([`super::text_pending`], [`super::text_segments`]).
 
 use super::entries::EntryReader;
 use super::postings::{bucket, Gathered, Key, Postings};
+use super::text_segments::{block_key, decode_block, settle};
 use crate::store::container::lookup::IndexStats;
+use crate::store::engine::Space;
 use crate::store::index::path_id_of;
+use crate::store::keys;
 use crate::store::StoreError;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use strata_query::index::fulltext::segments_path;
 use strata_query::index::{Seg, Span};
 use strata_query::pk::EpkRange;
 
@@ -42,14 +47,14 @@ impl EntryReader<'_> {
     }
 
     /// The cache's key for a stem's `span` under `path`, the version of its bucket — read
-    /// before any entry, so a write that commits from here on moves it past this — and the
-    /// list held under that version, if any.
+    /// before anything else, so a write that commits from here on moves it past this unless
+    /// it patches a held list — and the list held, if any.
     fn held(&self, path: &[Seg], span: &Span) -> (Key, u64, Option<Arc<Postings>>) {
         let pid = path_id_of(path);
         let cache = &self.c.postings;
         let version = cache.versions[bucket(&pid, &span.lo)].load(Ordering::Acquire);
         let key = (self.state.gen, pid, span.lo.clone());
-        let held = cache.get(&key, version);
+        let held = cache.get(&key);
         (key, version, held)
     }
 }
@@ -109,8 +114,10 @@ impl EntryReader<'_> {
         Ok(Some(Arc::new(p.finish())))
     }
 
-    /// Appends the entries of `span` under `path` in each of `ranges` to `p`, decoded; false
-    /// while the index is rebuilt.
+    /// Appends the postings of a stem's `span` under the postings path `path` in each of
+    /// `ranges` to `p`: the pending ones and the segments' blocks, each version once, and
+    /// only versions the change feed still holds (its entry names the document). False while
+    /// the index is rebuilt, or for a path that is not a full-text one.
     fn read_postings(
         &self,
         path: &[Seg],
@@ -119,14 +126,55 @@ impl EntryReader<'_> {
         p: &mut Gathered,
         stats: &mut IndexStats,
     ) -> Result<bool, StoreError> {
-        for r in ranges {
-            let walked = self.walk(path, span, r, false, stats, &mut |t, d| {
-                let tf_dl = strata_query::index::fulltext::parse_posting(t).unwrap_or((0, 0));
-                p.push(&d.0, tf_dl);
-                true
-            })?;
-            if walked.is_none() {
-                return Ok(false);
+        let Some(text) = strata_query::index::fulltext::text_path(path) else {
+            return Ok(false);
+        };
+        let key = (self.state.gen, path_id_of(&segments_path(text)));
+        let (c, cid) = (self.c, self.c.cid);
+        // A merge that lands between the snapshot and the reads deletes blocks the snapshot
+        // names: read again then (its segment holds them).
+        let mut list = loop {
+            let (mut list, segments, version) = c.text.snapshot(key, &span.lo);
+            let blocks: Vec<Vec<u8>> = segments
+                .iter()
+                .map(|seq| block_key(cid, key, *seq, &span.lo))
+                .collect();
+            for b in c.get_all(Space::Index, &blocks)?.into_iter().flatten() {
+                if decode_block(&b, &mut list).is_none() {
+                    return Err(StoreError::Corrupt(
+                        "a full-text segment has an unreadable block".into(),
+                    ));
+                }
+            }
+            if c.text.version(key) == version {
+                break list;
+            }
+        };
+        settle(&mut list, |_| false);
+        let feed: Vec<Vec<u8>> = list
+            .iter()
+            .map(|x| keys::change_key(cid, x.pos.0, x.pos.1))
+            .collect();
+        let docs = c.get_all(Space::Feed, &feed)?;
+        let bounds: Vec<(Vec<u8>, Vec<u8>)> = if covers_all(ranges) {
+            Vec::new()
+        } else {
+            ranges.iter().map(|r| c.key_bounds(r)).collect()
+        };
+        let mut item = keys::container_prefix(cid);
+        for (posting, doc) in list.iter().zip(docs) {
+            stats.entries += 1;
+            let Some(suffix) = doc else {
+                continue;
+            };
+            item.truncate(4);
+            item.extend_from_slice(&suffix);
+            let inside = bounds.is_empty()
+                || bounds.iter().any(|(lo, hi)| {
+                    item.as_slice() >= lo.as_slice() && item.as_slice() < hi.as_slice()
+                });
+            if inside {
+                p.push(&item, (posting.tf, posting.dl));
             }
         }
         Ok(true)
