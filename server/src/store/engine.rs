@@ -265,14 +265,21 @@ impl Engine {
 
     /// Deletes every key of `space` in `[lo, hi)`, a thousand per batch, without awaiting
     /// durability (background purges, which are redone if a crash loses them). Returns the
-    /// keys deleted.
+    /// keys deleted. Each scan starts after the last key deleted: one from `lo` again would
+    /// step over every tombstone written so far (a quadratic walk over a large range).
     pub fn delete_range(&self, space: Space, lo: &[u8], hi: &[u8]) -> Result<u64, KvError> {
         let mut removed = 0u64;
+        let mut cursor: Option<Vec<u8>> = None;
         loop {
-            let chunk = self.scan(space, Bound::Included(lo), Bound::Excluded(hi), 1000, false)?;
-            if chunk.is_empty() {
+            let start = match &cursor {
+                Some(c) => Bound::Excluded(&c[..]),
+                None => Bound::Included(lo),
+            };
+            let chunk = self.scan(space, start, Bound::Excluded(hi), 1000, false)?;
+            let Some((last, _)) = chunk.last() else {
                 return Ok(removed);
-            }
+            };
+            cursor = Some(last.clone());
             removed += chunk.len() as u64;
             let _ = self.write(
                 chunk
