@@ -15,7 +15,6 @@ use super::term::{self, Entry, Span};
 use crate::sql::ctx::TextLanguages;
 use crate::sql::fulltext::{analyze, Language, LANGUAGES};
 use serde_json::{Map, Value};
-use std::collections::BTreeMap;
 
 /// The first segment of the paths full-text entries live under (no JSON property of a
 /// document reaches them: documents are walked from their own properties).
@@ -101,15 +100,15 @@ pub fn postings(doc: &Value, paths: &[(Vec<Seg>, Language)]) -> Vec<TextPostings
             continue;
         };
         let words = analyze(text, *lang);
-        let mut tf: BTreeMap<&str, u32> = BTreeMap::new();
-        for w in &words {
-            *tf.entry(w.as_str()).or_default() += 1;
+        let mut sorted: Vec<&str> = words.iter().map(String::as_str).collect();
+        sorted.sort_unstable();
+        let mut stems = Vec::new();
+        for run in sorted.chunk_by(|a, b| a == b) {
+            let stem = run[0];
+            if stem.len() <= MAX_TERM && !stem.contains('\u{1}') {
+                stems.push((stem_key(stem), run.len() as u32));
+            }
         }
-        let stems = tf
-            .into_iter()
-            .filter(|(stem, _)| stem.len() <= MAX_TERM && !stem.contains('\u{1}'))
-            .map(|(stem, n)| (stem_span(stem).lo, n))
-            .collect();
         out.push(TextPostings {
             path: i,
             length: words.len().min(u32::MAX as usize) as u32,
@@ -119,10 +118,10 @@ pub fn postings(doc: &Value, paths: &[(Vec<Seg>, Language)]) -> Vec<TextPostings
     out
 }
 
-/// The length entries of `doc`, one per indexed path that holds a string.
-pub fn length_entries(doc: &Value, paths: &[(Vec<Seg>, Language)]) -> Vec<Entry> {
-    postings(doc, paths)
-        .into_iter()
+/// The length entries of a document's postings (`postings(doc, paths)`), one per path.
+pub fn length_entries(postings: &[TextPostings], paths: &[(Vec<Seg>, Language)]) -> Vec<Entry> {
+    postings
+        .iter()
         .map(|p| {
             (
                 term::path_id(&lengths_path(&paths[p.path].0)),
@@ -130,6 +129,22 @@ pub fn length_entries(doc: &Value, paths: &[(Vec<Seg>, Language)]) -> Vec<Entry>
             )
         })
         .collect()
+}
+
+/// A stem as its postings are kept: the low bound of its [`stem_span`] (`stem \x01` as the
+/// start of a string term), built without the intermediate string. The stem holds no
+/// `\x01`.
+pub fn stem_key(stem: &str) -> Vec<u8> {
+    let mut k = Vec::with_capacity(stem.len() + 2);
+    k.push(term::STRING);
+    for &b in stem.as_bytes() {
+        k.push(b);
+        if b == 0 {
+            k.push(0xFF);
+        }
+    }
+    k.push(1);
+    k
 }
 
 /// The service's answer to a policy it cannot read at all (a value of the wrong JSON type).
@@ -342,7 +357,10 @@ mod tests {
             .filter(|(t, _)| *t >= span.lo && *t < span.hi)
             .collect();
         assert_eq!(inside.len(), 1, "swim's span holds swim, not swimmer");
-        let len = length_entries(&doc, &paths);
+        let len = length_entries(&p, &paths);
+        for stem in ["swim", "déjà", "x\u{0}y", ""] {
+            assert_eq!(stem_key(stem), stem_span(stem).lo, "{stem:?}");
+        }
         assert_eq!(len[0].0, term::path_id(&lengths_path(&paths[0].0)));
         assert_eq!(parse_length(&len[0].1), Some(4));
         assert!(postings(&json!({"t": 5}), &paths).is_empty());

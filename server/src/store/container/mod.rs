@@ -620,6 +620,7 @@ impl Container {
             maintainers: self.maintainers(),
             vector_changes: Vec::new(),
             postings_patches: Vec::new(),
+            postings_touched: Vec::new(),
             length_changes: Vec::new(),
             text_changes: Vec::new(),
             text_seen: false,
@@ -688,8 +689,8 @@ impl Container {
         self.take_text(text_gate, changes, last_lsn, committed.is_ok());
         // Even when the outcome is unknown (a remote store's dropped answer): the write may
         // be visible, and decoded postings must not outlive it.
-        self.postings
-            .patch(&txn.postings_patches, committed.is_ok());
+        let (patches, touched) = (&txn.postings_patches, &txn.postings_touched);
+        self.postings.patch(patches, touched, committed.is_ok());
         if counting.is_some() {
             self.word_totals
                 .settle(&txn.length_changes, committed.is_ok());

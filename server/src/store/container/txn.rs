@@ -44,6 +44,9 @@ pub struct Txn<'a> {
     /// The full-text stems whose posting of a document this write changes, each with the
     /// posting now: decoded lists take them after the commit (see [`indexes::postings`]).
     pub(super) postings_patches: Vec<indexes::postings::Patch>,
+    /// Version buckets of the stems this write changes that had no list held (see
+    /// `PostingsCache::patch`).
+    pub(super) postings_touched: Vec<usize>,
     /// The full-text document lengths this write adds (positive) or removes (negative), by
     /// lengths path and EPK: added to the kept word totals after the commit (see
     /// `indexes::fulltext::WordTotals`).

@@ -40,9 +40,8 @@ impl FullTextIndex {
     }
 
     /// The length entries of a document's postings.
-    fn lengths(&self, d: Option<&Value>) -> Vec<term::Entry> {
-        d.map(|d| sorted(length_entries(d, &self.paths)))
-            .unwrap_or_default()
+    fn lengths(&self, p: &[TextPostings]) -> Vec<term::Entry> {
+        sorted(length_entries(p, &self.paths))
     }
 
     /// One change per path: the replaced version `was` dies, the new one's postings (if its
@@ -52,15 +51,19 @@ impl FullTextIndex {
         t: &mut Txn<'_>,
         was: Option<super::text_pending::Pos>,
         at: super::text_pending::Pos,
-        new: &[TextPostings],
+        new: Vec<TextPostings>,
     ) {
         // The batch's mark moves with every write the index sees (see `TextPending::apply`).
         t.text_seen = true;
+        let mut new: Vec<Option<TextPostings>> = new.into_iter().map(Some).collect();
         for (i, (key, _)) in self.keys.iter().enumerate() {
-            let now = new.iter().find(|p| p.path == i).map(|p| NewPostings {
+            let mine = new
+                .iter_mut()
+                .find(|p| p.as_ref().is_some_and(|p| p.path == i));
+            let now = mine.and_then(Option::take).map(|p| NewPostings {
                 pos: at,
                 length: p.length,
-                stems: p.stems.clone(),
+                stems: p.stems,
             });
             if was.is_none() && now.is_none() {
                 continue;
@@ -121,13 +124,20 @@ impl IndexMaintainer for FullTextIndex {
                 .iter()
                 .find(|x| x.0 == path && x.1 == stem)
                 .map(|x| (x.2, x.3));
+            let pid = self.keys[path].1;
+            let b = postings::bucket(&pid, stem);
+            if !t.c.postings.holds(b) {
+                // No list of that bucket held: nothing to patch, only readers to warn.
+                t.postings_touched.push(b);
+                continue;
+            }
             t.postings_patches.push(postings::Patch {
-                key: (self.gen, self.keys[path].1, stem.to_vec()),
+                key: (self.gen, pid, stem.to_vec()),
                 item: doc.key.to_vec(),
                 now,
             });
         }
-        let (lb, la) = (self.lengths(old), self.lengths(new));
+        let (lb, la) = (self.lengths(&before), self.lengths(&after));
         let (removed, added) = index::diff(&lb, &la);
         // The kept word totals take the difference when this commits.
         let lengths = |entries: &[&term::Entry], sign: i64| {
@@ -144,14 +154,14 @@ impl IndexMaintainer for FullTextIndex {
         t.length_changes.extend(lengths(&removed, -1));
         t.length_changes.extend(lengths(&added, 1));
         move_entries(t, self.gen, doc, &removed, &added);
-        self.changes(t, doc.was, doc.at, &after);
+        self.changes(t, doc.was, doc.at, after);
         Ok(())
     }
 
     fn backfill(&self, t: &mut Txn<'_>, doc: DocRef<'_>, d: &Value) -> Result<(), StoreError> {
-        put_entries(t, self.gen, doc, &self.lengths(Some(d)));
         let text = strata_query::index::fulltext::postings(d, &self.paths);
-        self.changes(t, None, doc.at, &text);
+        put_entries(t, self.gen, doc, &self.lengths(&text));
+        self.changes(t, None, doc.at, text);
         Ok(())
     }
 

@@ -21,7 +21,7 @@
 
 use crate::store::container::{lock, DocPos};
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// Version buckets (see the module's doc).
@@ -346,6 +346,9 @@ const PATCHES: usize = 4096;
 /// A container's lists and the versions that keep them honest (see the module's doc).
 pub struct PostingsCache {
     pub(super) versions: Box<[AtomicU64]>,
+    /// Lists held per bucket: a write patches only the stems of buckets that hold some (the
+    /// others it passes as buckets, see [`PostingsCache::patch`]).
+    held_in: Box<[AtomicU32]>,
     lists: Mutex<Lists>,
 }
 
@@ -368,9 +371,10 @@ impl Lists {
         HELD.fetch_sub(n, Ordering::AcqRel);
     }
 
-    fn drop_list(&mut self, key: &Key) {
+    fn drop_list(&mut self, key: &Key, held_in: &[AtomicU32]) {
         if let Some(h) = self.map.remove(key) {
             self.release(h.list.bytes());
+            held_in[bucket(&key.1, &key.2)].fetch_sub(1, Ordering::AcqRel);
         }
     }
 }
@@ -386,6 +390,7 @@ impl Default for PostingsCache {
     fn default() -> Self {
         Self {
             versions: (0..BUCKETS).map(|_| AtomicU64::new(0)).collect(),
+            held_in: (0..BUCKETS).map(|_| AtomicU32::new(0)).collect(),
             lists: Mutex::new(Lists::default()),
         }
     }
@@ -401,26 +406,52 @@ pub fn bucket(pid: &[u8; 8], lo: &[u8]) -> usize {
 }
 
 impl PostingsCache {
+    /// Whether any list of bucket `b` is held: a write builds [`Patch`]es only for stems of
+    /// such buckets, and passes the others' buckets to [`PostingsCache::patch`].
+    pub fn holds(&self, b: usize) -> bool {
+        self.held_in
+            .get(b)
+            .is_some_and(|n| n.load(Ordering::Acquire) > 0)
+    }
+
     /// Takes a write's patches once it committed: a list held takes its stem's patch, to be
     /// applied when next read; a stem with no list held has its bucket's version moved, so a
-    /// list being read meanwhile is not kept ([`PostingsCache::keep`]). A write whose outcome
-    /// is unknown drops the lists it may have changed instead.
-    pub fn patch(&self, patches: &[Patch], committed: bool) {
+    /// list being read meanwhile is not kept ([`PostingsCache::keep`]). `touched` are the
+    /// buckets of stems the write changed without a patch (none of their lists was held when
+    /// it ran): moved too, and a list kept there since is dropped. A write whose outcome is
+    /// unknown drops the lists it may have changed instead.
+    pub fn patch(&self, patches: &[Patch], touched: &[usize], committed: bool) {
         let mut lists = lock(&self.lists);
+        let bump = |b: usize| {
+            if let Some(v) = self.versions.get(b) {
+                v.fetch_add(1, Ordering::AcqRel);
+            }
+        };
         for p in patches {
             match lists.map.get_mut(&p.key) {
                 Some(h) if committed && h.patches.len() < PATCHES => {
                     h.patches.push((p.item.clone(), p.now));
                 }
-                Some(_) => lists.drop_list(&p.key),
+                Some(_) => lists.drop_list(&p.key, &self.held_in),
                 None => {}
             }
             if !lists.map.contains_key(&p.key) {
-                let b = bucket(&p.key.1, &p.key.2);
-                if let Some(v) = self.versions.get(b) {
-                    v.fetch_add(1, Ordering::AcqRel);
+                bump(bucket(&p.key.1, &p.key.2));
+            }
+        }
+        for &b in touched {
+            if self.holds(b) {
+                let stale: Vec<Key> = lists
+                    .map
+                    .keys()
+                    .filter(|k| bucket(&k.1, &k.2) == b)
+                    .cloned()
+                    .collect();
+                for k in &stale {
+                    lists.drop_list(k, &self.held_in);
                 }
             }
+            bump(b);
         }
     }
 
@@ -472,7 +503,7 @@ impl PostingsCache {
             let Some(k) = lists.order.pop_front() else {
                 return;
             };
-            lists.drop_list(&k);
+            lists.drop_list(&k, &self.held_in);
         }
         if !lists.order.contains(&key) {
             lists.order.push_back(key.clone());
@@ -481,6 +512,7 @@ impl PostingsCache {
             list: p,
             patches: Vec::new(),
         };
+        self.held_in[b].fetch_add(1, Ordering::AcqRel);
         lists.map.insert(key, held);
         lists.bytes += cost;
         HELD.fetch_add(cost, Ordering::AcqRel);
@@ -575,7 +607,7 @@ mod tests {
             now,
         };
         // Read at version 0; a write commits before the read is kept.
-        cache.patch(&[patch(b"doc-2", Some((1, 3)))], true);
+        cache.patch(&[patch(b"doc-2", Some((1, 3)))], &[], true);
         cache.keep(key.clone(), 0, one(b"doc-1", (2, 9)));
         assert!(cache.get(&key).is_none(), "a racing read is not kept");
         let now = cache.versions[b].load(Ordering::Acquire);
@@ -587,6 +619,7 @@ mod tests {
                 patch(b"doc-0", Some((5, 5))),
                 patch(b"doc-3", Some((2, 4))),
             ],
+            &[],
             true,
         );
         assert_eq!(
@@ -603,8 +636,15 @@ mod tests {
             "applied once"
         );
         // An unknown outcome drops the list.
-        cache.patch(&[patch(b"doc-9", Some((1, 1)))], false);
+        cache.patch(&[patch(b"doc-9", Some((1, 1)))], &[], false);
         assert!(cache.get(&key).is_none());
+        assert!(!cache.holds(b));
+        // A list kept after a write found its bucket empty is dropped when that write commits.
+        let v = cache.versions[b].load(Ordering::Acquire);
+        cache.keep(key.clone(), v, one(b"doc-1", (2, 9)));
+        assert!(cache.holds(b));
+        cache.patch(&[], &[b], true);
+        assert!(cache.get(&key).is_none() && !cache.holds(b));
         for i in 0..(BUDGET / (1 << 20) + 8) {
             let mut big = Gathered::default();
             big.push(&vec![0u8; 1 << 20], (1, 1));

@@ -57,11 +57,14 @@ pub struct NewPostings {
     pub stems: Vec<(Vec<u8>, u32)>,
 }
 
+/// Hashes stems and positions (xxh3: SipHash was most of a batch's upkeep per write).
+type Fast = xxhash_rust::xxh3::Xxh3DefaultBuilder;
+
 /// Postings not yet in a segment, by stem, and the versions among them already replaced.
 #[derive(Debug, Default)]
 pub struct Batch {
-    pub stems: HashMap<Vec<u8>, Vec<Posting>>,
-    pub dead: HashSet<Pos>,
+    pub stems: HashMap<Vec<u8>, Vec<Posting>, Fast>,
+    pub dead: HashSet<Pos, Fast>,
     pub postings: usize,
 }
 
@@ -73,7 +76,12 @@ impl Batch {
                 tf: *tf,
                 dl: p.length,
             };
-            self.stems.entry(stem.clone()).or_default().push(posting);
+            match self.stems.get_mut(stem) {
+                Some(list) => list.push(posting),
+                None => {
+                    self.stems.insert(stem.clone(), vec![posting]);
+                }
+            }
         }
         self.postings += p.stems.len();
     }
@@ -103,8 +111,6 @@ pub struct PathText {
     pub active: Batch,
     pub folding: Option<Arc<Batch>>,
     pub segments: Vec<Segment>,
-    /// Segments a merge replaced whose blocks are still to be deleted.
-    pub retired: Vec<u64>,
     /// Moves whenever the segments change: a reader that saw it move reads again.
     pub version: u64,
     /// Every document version at or before this LSN is in a segment (or replaced).

@@ -110,16 +110,12 @@ impl Container {
                     mark: meta.mark,
                     next_seq: meta.next_seq,
                     segments: meta.segments,
-                    retired: meta.retired,
                     loaded: true,
                     ..Default::default()
                 },
             );
         }
         let folder = self.folder();
-        for key in &keys {
-            folder.drop_retired(*key)?;
-        }
         if !state.ready {
             // The build starts over and adds every document (see `reindex`).
             self.text.start_at(self.log.current());

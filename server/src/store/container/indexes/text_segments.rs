@@ -6,8 +6,9 @@
 //! posting took forty — and, in the same batch, the path's meta record: the mark (every
 //! version at or before it is in a segment), the segment list and the next segment number.
 //! Segments merge as tantivy's and Lucene's do, a level at a time (four of one size make one of
-//! the next), dropping postings whose version the change feed no longer holds, so a stem is a
-//! handful of point reads whatever the corpus's age. Keys, beside the path's other entries
+//! the next), dropping postings whose version the change feed no longer holds — the merged
+//! segments' blocks deleted in the merge's own write —, so a stem is a handful of point reads
+//! whatever the corpus's age. Keys, beside the path's other entries
 //! (`cid | gen | segments path id`, so a generation's purge takes them too):
 //!
 //! * `… | 0x00`: the meta record;
@@ -29,7 +30,6 @@ pub struct Meta {
     pub mark: u64,
     pub next_seq: u64,
     pub segments: Vec<Segment>,
-    pub retired: Vec<u64>,
 }
 
 /// Takes one entry (key, value) of a scan.
@@ -127,10 +127,6 @@ pub fn encode_meta(m: &Meta) -> Vec<u8> {
         put_varint(&mut out, s.seq);
         put_varint(&mut out, s.postings);
     }
-    put_varint(&mut out, m.retired.len() as u64);
-    for r in &m.retired {
-        put_varint(&mut out, *r);
-    }
     out
 }
 
@@ -145,9 +141,6 @@ pub fn decode_meta(b: &[u8]) -> Option<Meta> {
         let seq = varint(b, &mut at)?;
         let postings = varint(b, &mut at)?;
         m.segments.push(Segment { seq, postings });
-    }
-    for _ in 0..varint(b, &mut at)? {
-        m.retired.push(varint(b, &mut at)?);
     }
     Some(m)
 }
@@ -279,27 +272,25 @@ impl Folder {
     }
 
     /// Merges `group` into one segment, dropping postings of versions the feed no longer
-    /// holds; the merged segments' blocks are deleted once the meta record no longer lists
-    /// them (a crash in between leaves them retired in the record, deleted at the next open).
+    /// holds, and deletes the merged segments' blocks in the same write (a reader that listed
+    /// them sees the segments' version move and reads again).
     fn merge(&self, path: PathKey, group: &[Segment]) -> Result<(), StoreError> {
         let mut stems: HashMap<Vec<u8>, Vec<Posting>> = HashMap::new();
+        let mut ops = Vec::new();
         for s in group {
-            self.read_segment(path, s.seq, &mut stems)?;
+            self.read_segment(path, s.seq, &mut stems, &mut ops)?;
         }
         let live = self.live_positions(&stems)?;
-        let merged = {
+        let mut meta = {
             let g = self.text.lock();
             let Some(p) = g.paths.get(&path) else {
                 return Ok(());
             };
             meta_of(p)
         };
-        let seq = merged.next_seq;
-        let mut meta = merged;
+        let seq = meta.next_seq;
         meta.next_seq += 1;
         meta.segments.retain(|s| !group.contains(s));
-        meta.retired.extend(group.iter().map(|s| s.seq));
-        let mut ops = Vec::with_capacity(stems.len() + 1);
         let mut total = 0u64;
         for (stem, mut list) in stems {
             settle(&mut list, |p| live.binary_search(&p.pos).is_err());
@@ -322,57 +313,29 @@ impl Folder {
             meta_key(self.cid, path),
             encode_meta(&meta),
         ));
-        // Not awaited: a merge the disk lost leaves the segments it merged listed.
+        // Not awaited: a merge the disk lost leaves the segments it merged as they were.
         let _ = self.engine.write(ops)?;
-        {
-            let mut g = self.text.lock();
-            if let Some(p) = g.paths.get_mut(&path) {
-                p.segments = meta.segments.clone();
-                p.retired = meta.retired.clone();
-                p.next_seq = meta.next_seq;
-                p.version += 1;
-            }
+        let mut g = self.text.lock();
+        if let Some(p) = g.paths.get_mut(&path) {
+            p.segments = meta.segments;
+            p.next_seq = meta.next_seq;
+            p.version += 1;
         }
-        self.drop_retired(path)
-    }
-
-    /// Deletes the blocks of `path`'s retired segments, then drops them from its record.
-    pub fn drop_retired(&self, path: PathKey) -> Result<(), StoreError> {
-        let retired = match self.text.lock().paths.get(&path) {
-            Some(p) if !p.retired.is_empty() => p.retired.clone(),
-            _ => return Ok(()),
-        };
-        for seq in &retired {
-            let lo = segment_prefix(self.cid, path, *seq);
-            let hi = segment_prefix(self.cid, path, seq + 1);
-            self.engine.delete_range(Space::Index, &lo, &hi)?;
-        }
-        let meta = {
-            let mut g = self.text.lock();
-            let Some(p) = g.paths.get_mut(&path) else {
-                return Ok(());
-            };
-            p.retired.retain(|r| !retired.contains(r));
-            meta_of(p)
-        };
-        let _ = self.engine.write(vec![Op::Put(
-            Space::Index,
-            meta_key(self.cid, path),
-            encode_meta(&meta),
-        )])?;
         Ok(())
     }
 
-    /// Adds segment `seq`'s postings to `stems`.
+    /// Adds segment `seq`'s postings to `stems`, and the deletes of its blocks to `ops`.
     fn read_segment(
         &self,
         path: PathKey,
         seq: u64,
         stems: &mut HashMap<Vec<u8>, Vec<Posting>>,
+        ops: &mut Vec<Op>,
     ) -> Result<(), StoreError> {
         let lo = segment_prefix(self.cid, path, seq);
         let hi = segment_prefix(self.cid, path, seq + 1);
         self.scan_all(Space::Index, &lo, &hi, &mut |k, v| {
+            ops.push(Op::Delete(Space::Index, k.to_vec()));
             let list = stems.entry(k[lo.len()..].to_vec()).or_default();
             decode_block(v, list).ok_or_else(|| {
                 StoreError::Corrupt("a full-text segment has an unreadable block".into())
@@ -451,7 +414,6 @@ fn meta_of(p: &PathText) -> Meta {
         mark: p.mark,
         next_seq: p.next_seq,
         segments: p.segments.clone(),
-        retired: p.retired.clone(),
     }
 }
 
@@ -479,7 +441,6 @@ mod tests {
                 mark: 77,
                 next_seq: 1000,
                 segments: segs.iter().map(|&(seq, postings)| Segment { seq, postings }).collect(),
-                retired: vec![3, 9],
             };
             prop_assert_eq!(decode_meta(&encode_meta(&meta)), Some(meta));
         }
