@@ -116,9 +116,6 @@ pub struct PathText {
     /// Every document version at or before this LSN is in a segment (or replaced).
     pub mark: u64,
     pub next_seq: u64,
-    /// Whether the segment list was read from storage (a path a write meets first, in a
-    /// container created or re-indexed since the start, has none to read).
-    pub loaded: bool,
 }
 
 /// A container's pending postings and segment lists, per path.

@@ -110,7 +110,6 @@ impl Container {
                     mark: meta.mark,
                     next_seq: meta.next_seq,
                     segments: meta.segments,
-                    loaded: true,
                     ..Default::default()
                 },
             );
