@@ -204,6 +204,16 @@ pub fn parse_feed_key(key: &[u8]) -> Option<(u32, u64)> {
     ))
 }
 
+/// The (LSN, sub-change) a [`change_key`] names: the inverse of `change_key`.
+pub fn parse_change_key(key: &[u8]) -> Option<(u64, u32)> {
+    let (_, lsn) = parse_feed_key(key)?;
+    let sub = key
+        .get(12..16)
+        .and_then(|b| b.try_into().ok())
+        .map_or(0, u32::from_be_bytes);
+    Some((lsn, sub))
+}
+
 /// Catalog keys.
 pub fn catalog_database(id: &str) -> Vec<u8> {
     format!("db/{id}").into_bytes()
@@ -281,5 +291,7 @@ mod tests {
     fn feed_keys_order_by_lsn() {
         assert!(feed_key(3, 9) < feed_key(3, 10));
         assert_eq!(parse_feed_key(&feed_key(3, 10)), Some((3, 10)));
+        assert_eq!(parse_change_key(&change_key(3, 10, 0)), Some((10, 0)));
+        assert_eq!(parse_change_key(&change_key(3, 10, 7)), Some((10, 7)));
     }
 }

@@ -81,11 +81,7 @@ impl Change {
 
     /// Decodes the change stored at history key `key`.
     pub fn decode(key: &[u8], b: &Bytes) -> Option<Self> {
-        let (_, lsn) = keys::parse_feed_key(key)?;
-        let sub = key
-            .get(12..16)
-            .and_then(|s| s.try_into().ok())
-            .map_or(0, u32::from_be_bytes);
+        let (lsn, sub) = keys::parse_change_key(key)?;
         let op = match *b.first()? {
             0 => Operation::Create,
             1 => Operation::Replace,

@@ -453,10 +453,7 @@ impl Container {
                 if self.deleted.load(Ordering::Acquire) {
                     return Ok(false);
                 }
-                let sub = k
-                    .get(12..16)
-                    .and_then(|b| b.try_into().ok())
-                    .map_or(0, u32::from_be_bytes);
+                let sub = keys::parse_change_key(k).map_or(0, |(_, sub)| sub);
                 let mut key = Vec::with_capacity(prefix.len() + suffix.len());
                 key.extend_from_slice(&prefix);
                 key.extend_from_slice(suffix);

@@ -140,7 +140,7 @@ impl Container {
                     folder.fold_all()?;
                 }
                 last = lsn;
-                let Some(pos) = super::text_segments::feed_position(k) else {
+                let Some(pos) = crate::store::keys::parse_change_key(k) else {
                     return Ok(false);
                 };
                 let Some(item) = self.feed_item(suffix)? else {

@@ -359,7 +359,7 @@ impl Folder {
         let hi = keys::feed_key(self.cid, last.0.saturating_add(1));
         let mut live = Vec::new();
         self.scan_all(Space::Feed, &lo, &hi, &mut |k, _| {
-            if let Some(pos) = feed_position(k) {
+            if let Some(pos) = keys::parse_change_key(k) {
                 if wanted.binary_search(&pos).is_ok() {
                     live.push(pos);
                 }
@@ -396,16 +396,6 @@ impl Folder {
             }
         }
     }
-}
-
-/// The position a change-feed key names.
-pub fn feed_position(k: &[u8]) -> Option<(u64, u32)> {
-    let (_, lsn) = keys::parse_feed_key(k)?;
-    let sub = k
-        .get(12..16)
-        .and_then(|b| b.try_into().ok())
-        .map_or(0, u32::from_be_bytes);
-    Some((lsn, sub))
 }
 
 /// The record `p` stands for.
