@@ -58,7 +58,7 @@ pub struct NewPostings {
 }
 
 /// Hashes stems and positions (xxh3: SipHash was most of a batch's upkeep per write).
-type Fast = xxhash_rust::xxh3::Xxh3DefaultBuilder;
+pub type Fast = xxhash_rust::xxh3::Xxh3DefaultBuilder;
 
 /// Postings not yet in a segment, by stem, and the versions among them already replaced.
 #[derive(Debug, Default)]

@@ -15,12 +15,12 @@
 //! * `… | 0x01 | segment (u64) | stem`: a stem's block in a segment.
 
 pub use super::text_pending::Segment;
-use super::text_pending::{Batch, PathKey, PathText, Posting, TextPending};
+use super::text_pending::{Batch, Fast, PathKey, PathText, Pos, Posting, TextPending};
 use crate::store::engine::{Engine, Op, Space};
 use crate::store::index::path_prefix;
 use crate::store::keys;
 use crate::store::StoreError;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ops::Bound;
 use std::sync::Arc;
 
@@ -231,14 +231,25 @@ impl Folder {
         let seq = meta.next_seq;
         let mut total = 0u64;
         for (stem, list) in &batch.stems {
-            let mut list = list.clone();
-            settle(&mut list, |p| batch.dead.contains(&p.pos));
+            // A batch takes postings in commit order, so its lists are settled already unless
+            // a fold given back (`TextPending::unfold`) or a replaced version mixed them.
+            let settled = list.windows(2).all(|w| w[0].pos < w[1].pos)
+                && !list.iter().any(|p| batch.dead.contains(&p.pos));
+            let owned;
+            let list = if settled {
+                &list[..]
+            } else {
+                let mut l = list.clone();
+                settle(&mut l, |p| batch.dead.contains(&p.pos));
+                owned = l;
+                &owned[..]
+            };
             if list.is_empty() {
                 continue;
             }
             total += list.len() as u64;
             let key = block_key(self.cid, path, seq, stem);
-            ops.push(Op::Put(Space::Index, key, encode_block(&list)));
+            ops.push(Op::Put(Space::Index, key, encode_block(list)));
         }
         if total > 0 {
             meta.segments.push(Segment {
@@ -275,7 +286,7 @@ impl Folder {
     /// holds, and deletes the merged segments' blocks in the same write (a reader that listed
     /// them sees the segments' version move and reads again).
     fn merge(&self, path: PathKey, group: &[Segment]) -> Result<(), StoreError> {
-        let mut stems: HashMap<Vec<u8>, Vec<Posting>> = HashMap::new();
+        let mut stems: HashMap<Vec<u8>, Vec<Posting>, Fast> = HashMap::default();
         let mut ops = Vec::new();
         for s in group {
             self.read_segment(path, s.seq, &mut stems, &mut ops)?;
@@ -293,7 +304,7 @@ impl Folder {
         meta.segments.retain(|s| !group.contains(s));
         let mut total = 0u64;
         for (stem, mut list) in stems {
-            settle(&mut list, |p| live.binary_search(&p.pos).is_err());
+            settle(&mut list, |p| !live.holds(p.pos));
             if list.is_empty() {
                 continue;
             }
@@ -329,7 +340,7 @@ impl Folder {
         &self,
         path: PathKey,
         seq: u64,
-        stems: &mut HashMap<Vec<u8>, Vec<Posting>>,
+        stems: &mut HashMap<Vec<u8>, Vec<Posting>, Fast>,
         ops: &mut Vec<Op>,
     ) -> Result<(), StoreError> {
         let lo = segment_prefix(self.cid, path, seq);
@@ -343,26 +354,23 @@ impl Folder {
         })
     }
 
-    /// The positions among `stems`' postings that the change feed still holds, sorted: one
-    /// walk of the feed over their LSNs.
+    /// The positions the change feed still holds between the first and the last LSN of
+    /// `stems`' postings: one walk of the feed over them.
     fn live_positions(
         &self,
-        stems: &HashMap<Vec<u8>, Vec<Posting>>,
-    ) -> Result<Vec<(u64, u32)>, StoreError> {
-        let mut wanted: Vec<(u64, u32)> = stems.values().flatten().map(|p| p.pos).collect();
-        wanted.sort_unstable();
-        wanted.dedup();
-        let (Some(first), Some(last)) = (wanted.first(), wanted.last()) else {
-            return Ok(Vec::new());
-        };
-        let lo = keys::feed_key(self.cid, first.0);
-        let hi = keys::feed_key(self.cid, last.0.saturating_add(1));
-        let mut live = Vec::new();
-        self.scan_all(Space::Feed, &lo, &hi, &mut |k, _| {
+        stems: &HashMap<Vec<u8>, Vec<Posting>, Fast>,
+    ) -> Result<Live, StoreError> {
+        let lsns = stems.values().flatten().map(|p| p.pos.0);
+        let (lo, hi) = lsns.fold((u64::MAX, 0), |(lo, hi), l| (lo.min(l), hi.max(l)));
+        let mut live = Live::new(lo, hi);
+        if lo > hi {
+            return Ok(live);
+        }
+        let from = keys::feed_key(self.cid, lo);
+        let to = keys::feed_key(self.cid, hi.saturating_add(1));
+        self.scan_all(Space::Feed, &from, &to, &mut |k, _| {
             if let Some(pos) = keys::parse_change_key(k) {
-                if wanted.binary_search(&pos).is_ok() {
-                    live.push(pos);
-                }
+                live.add(pos);
             }
             Ok(())
         })?;
@@ -394,6 +402,57 @@ impl Folder {
                 Some((k, _)) if !done => cursor = Some(k),
                 _ => return Ok(()),
             }
+        }
+    }
+}
+
+/// LSN spans up to this long are kept as a bitmap (16 MiB at most); longer ones as a set.
+const BITMAP_SPAN: u64 = 1 << 27;
+
+/// The change-feed positions of an LSN span that are live: a bit per LSN for the first
+/// change of a transaction (nearly all of them), a set for the others. A merge asks once per
+/// posting: a bit test, where a binary search over every live position was a cache miss a
+/// step.
+struct Live {
+    lo: u64,
+    bits: Vec<u64>,
+    others: HashSet<Pos, Fast>,
+}
+
+impl Live {
+    fn new(lo: u64, hi: u64) -> Self {
+        let span = hi.saturating_sub(lo).saturating_add(1);
+        let words = if lo <= hi && span <= BITMAP_SPAN {
+            span.div_ceil(64) as usize
+        } else {
+            0
+        };
+        Live {
+            lo,
+            bits: vec![0; words],
+            others: HashSet::default(),
+        }
+    }
+
+    fn bit(&self, pos: Pos) -> Option<(usize, u64)> {
+        let i = pos.0.checked_sub(self.lo)?;
+        let w = usize::try_from(i / 64).ok()?;
+        (pos.1 == 0 && w < self.bits.len()).then_some((w, 1 << (i % 64)))
+    }
+
+    fn add(&mut self, pos: Pos) {
+        match self.bit(pos) {
+            Some((w, b)) => self.bits[w] |= b,
+            None => {
+                self.others.insert(pos);
+            }
+        }
+    }
+
+    fn holds(&self, pos: Pos) -> bool {
+        match self.bit(pos) {
+            Some((w, b)) => self.bits[w] & b != 0,
+            None => self.others.contains(&pos),
         }
     }
 }
@@ -448,6 +507,32 @@ mod tests {
         let mut out = Vec::new();
         assert!(decode_block(&b, &mut out).is_none());
         assert!(out.is_empty());
+    }
+
+    /// Live positions answer alike whether kept as bits or, past the bitmap's span, as a set;
+    /// positions outside the walked span are not live.
+    #[test]
+    fn live_positions_as_bits_or_set() {
+        for (lo, hi) in [(100, 300), (5, 5 + BITMAP_SPAN + 1)] {
+            let mut live = Live::new(lo, hi);
+            let held = [(lo, 0), (lo + 63, 0), (lo + 64, 0), (lo + 64, 2), (hi, 0)];
+            for p in held {
+                live.add(p);
+            }
+            for p in held {
+                assert!(live.holds(p), "{p:?} in {lo}..={hi}");
+            }
+            for p in [
+                (lo + 1, 0),
+                (lo + 64, 1),
+                (lo - 1, 0),
+                (hi + 1, 0),
+                (hi - 1, 0),
+            ] {
+                assert!(!live.holds(p), "{p:?} in {lo}..={hi}");
+            }
+        }
+        assert!(!Live::new(u64::MAX, 0).holds((0, 0)));
     }
 
     #[test]
