@@ -4,7 +4,8 @@
 //!
 //! Bounded: at most [`MAX_SHAPES`] shapes and [`MAX_CONTAINER_BYTES`] per container (a new
 //! shape evicts the ones run least), each with up to [`MAX_EXAMPLES`] recent parameter
-//! values, so a replay can route real values. Only small values are kept
+//! values (once a shape has them all, one new every [`EXAMPLE_EVERY`] runs), so a replay can
+//! route real values. Only small values are kept
 //! ([`MAX_EXAMPLE_BYTES`] an example): routing needs partition key values, not a megabyte
 //! array or a query vector, which are kept as `null`; a shape whose text is longer than
 //! [`MAX_SHAPE_TEXT`] even without its literals is not sampled. Kept in memory by default; `--record-queries` also keeps it in the data
@@ -24,6 +25,8 @@ use strata_query::sql::route_plan::Route;
 pub const MAX_SHAPES: usize = 1000;
 /// The most parameter examples kept per shape.
 pub const MAX_EXAMPLES: usize = 8;
+/// Runs of a shape with all its examples between two new ones.
+pub const EXAMPLE_EVERY: u64 = 16;
 /// The most bytes of parameter values (as JSON) one example keeps; values past it are `null`.
 pub const MAX_EXAMPLE_BYTES: usize = 2048;
 /// The longest shape text sampled.
@@ -319,9 +322,16 @@ impl QuerySample {
         if s.share > 0.0 {
             shape.count += s.share;
             shape.partitions += s.share * s.partitions as f64;
-            shape.route = s.route.as_str().to_string();
-            let example = Example::of(s.params.iter().chain(literals.iter()), s.partition_key);
-            if !shape.examples.contains(&example) {
+            if shape.route != s.route.as_str() {
+                shape.route = s.route.as_str().to_string();
+            }
+            // A shape with its examples takes a new one every `EXAMPLE_EVERY`th run: making one
+            // weighs and copies every parameter, a twentieth of a short query's CPU.
+            let due = shape.examples.len() < MAX_EXAMPLES
+                || (shape.count as u64).is_multiple_of(EXAMPLE_EVERY);
+            let example =
+                due.then(|| Example::of(s.params.iter().chain(literals.iter()), s.partition_key));
+            if let Some(example) = example.filter(|e| !shape.examples.contains(e)) {
                 if shape.examples.len() >= MAX_EXAMPLES {
                     shape.examples.remove(0);
                 }
@@ -452,6 +462,33 @@ mod tests {
             partitions: 4,
             share,
             request_charge: ru,
+        }
+    }
+
+    /// A shape takes every new example until it has `MAX_EXAMPLES`, then one every
+    /// `EXAMPLE_EVERY` runs, the oldest leaving.
+    #[test]
+    fn a_full_shape_takes_a_new_example_every_few_runs() {
+        let s = QuerySample::open(Recording::Memory).unwrap();
+        let newest = |s: &QuerySample| {
+            let q = s.export("db", "c", "r1").queries.remove(0);
+            let last = q.examples.last().map(|e| e.bindings()[0].1.clone());
+            (q.examples.len(), last)
+        };
+        for run in 1..=EXAMPLE_EVERY {
+            s.record(served(
+                &format!("SELECT * FROM c WHERE c.t = {run}"),
+                1.0,
+                1.0,
+            ));
+            let (n, last) = newest(&s);
+            let expect = if run as usize <= MAX_EXAMPLES || run == EXAMPLE_EVERY {
+                run
+            } else {
+                MAX_EXAMPLES as u64
+            };
+            assert_eq!(last, Some(Value::from(expect)), "run {run}");
+            assert_eq!(n, MAX_EXAMPLES.min(run as usize));
         }
     }
 

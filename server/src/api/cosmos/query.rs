@@ -307,10 +307,19 @@ fn record(
         .and_then(|h| serde_json::from_str::<Value>(h).ok())
         .or_else(|| prefix_of_range(c, req));
     let visited = plan.partition_ids().len();
-    // The query's own route: a later page (which adds only its charge), or a request the
-    // header or WHERE scopes to one key, needs no second planning.
+    // The query's own route: a later page (which adds only its charge), a request the
+    // header or WHERE scopes to one key, or one no range header scopes (its plan is the
+    // whole query's) needs no second planning.
+    let ranged = [
+        header::PARTITION_KEY_RANGE_ID,
+        header::START_EPK,
+        header::END_EPK,
+    ]
+    .iter()
+    .any(|h| req.header(h).is_some());
     let whole = if later_page
         || partition_key.is_some()
+        || !ranged
         || plan.routing.route == sql::route_plan::Route::Single
     {
         plan.routing.clone()
