@@ -103,56 +103,73 @@ fn analyzer(lang: Language) -> &'static Analyzer {
 /// words, stemmed.
 pub fn analyze(text: &str, lang: Language) -> Vec<String> {
     let a = analyzer(lang);
+    let kept = kept_stems();
+    let stems = &kept.langs[lang.index()];
     let mut out = Vec::new();
     let mut lower = String::new();
-    STEMS.with(|stems| {
-        let mut stems = stems.borrow_mut();
-        let stems = &mut stems[lang.index()];
-        for word in text
-            .split(|c: char| !c.is_alphanumeric())
-            .filter(|w| !w.is_empty())
+    for word in text
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+    {
+        let word = if word
+            .bytes()
+            .all(|b| b.is_ascii() && !b.is_ascii_uppercase())
         {
-            let word = if word
-                .bytes()
-                .all(|b| b.is_ascii() && !b.is_ascii_uppercase())
-            {
-                word
-            } else {
-                lower = word.to_lowercase();
-                lower.as_str()
-            };
-            if let Some(stem) = stems.get(word) {
-                out.extend(stem.clone());
-                continue;
-            }
-            let stem = (!a.stop.contains(word)).then(|| a.stemmer.stem(word).into_owned());
-            if stems.len() >= KEPT_STEMS {
-                stems.clear();
-            }
-            if word.len() <= KEPT_STEM_BYTES {
-                stems.insert(word.to_string(), stem.clone());
-            }
-            out.extend(stem);
+            word
+        } else {
+            lower = word.to_lowercase();
+            lower.as_str()
+        };
+        if let Some(stem) = stems.get(word) {
+            out.extend(stem.value().clone());
+            continue;
         }
-    });
+        let stem = (!a.stop.contains(word)).then(|| a.stemmer.stem(word).into_owned());
+        if word.len() <= KEPT_STEM_BYTES {
+            kept.keep(stems, word, &stem);
+        }
+        out.extend(stem);
+    }
     out
 }
 
-/// Words kept stemmed per thread and language, at most; then forgotten all at once.
-const KEPT_STEMS: usize = 32_768;
+/// Words kept stemmed, at most, over every language (a few megabytes); then forgotten all at
+/// once.
+const KEPT_STEMS: usize = 65_536;
 /// The longest word kept stemmed.
 const KEPT_STEM_BYTES: usize = 32;
 
-type StemMap =
-    std::collections::HashMap<String, Option<String>, xxhash_rust::xxh3::Xxh3DefaultBuilder>;
+type StemMap = dashmap::DashMap<String, Option<String>, xxhash_rust::xxh3::Xxh3DefaultBuilder>;
 
-thread_local! {
-    /// Lower-cased words analysed lately on this thread, per language: the stem, or `None`
-    /// for a stop word. Text's words follow Zipf's law, so nearly every word of a document
-    /// was stemmed moments before; a lookup costs a fraction of a Snowball run, which was half
-    /// of an indexed write's analysis.
-    static STEMS: std::cell::RefCell<Vec<StemMap>> =
-        std::cell::RefCell::new(LANGUAGES.iter().map(|_| StemMap::default()).collect());
+/// Lower-cased words analysed lately, per language: the stem, or `None` for a stop word. Text's
+/// words follow Zipf's law, so nearly every word of a document was stemmed moments before; a
+/// lookup costs a fraction of a Snowball run, which was half of an indexed write's analysis.
+/// One map for the process, not one per thread: writes and queries analyse on the blocking
+/// pool's threads, up to hundreds of them, and a map each would bound nothing.
+struct KeptStems {
+    langs: Vec<StemMap>,
+    count: std::sync::atomic::AtomicUsize,
+}
+
+impl KeptStems {
+    fn keep(&self, stems: &StemMap, word: &str, stem: &Option<String>) {
+        use std::sync::atomic::Ordering::Relaxed;
+        if self.count.fetch_add(1, Relaxed) >= KEPT_STEMS {
+            for m in &self.langs {
+                m.clear();
+            }
+            self.count.store(1, Relaxed);
+        }
+        stems.insert(word.to_string(), stem.clone());
+    }
+}
+
+fn kept_stems() -> &'static KeptStems {
+    static KEPT: OnceLock<KeptStems> = OnceLock::new();
+    KEPT.get_or_init(|| KeptStems {
+        langs: LANGUAGES.iter().map(|_| StemMap::default()).collect(),
+        count: std::sync::atomic::AtomicUsize::new(0),
+    })
 }
 
 /// Analyses kept while one document is evaluated, by a hash of the text and its language: a
@@ -328,7 +345,7 @@ mod tests {
         assert_eq!(Language::parse("xx-YY"), None);
     }
 
-    /// Words stemmed before answer from the thread's kept stems exactly as the stemmer does,
+    /// Words stemmed before answer from the kept stems exactly as the stemmer does,
     /// per language (one word, two languages' stems), and stop words stay dropped.
     #[test]
     fn kept_stems_answer_as_the_stemmer() {
@@ -341,8 +358,8 @@ mod tests {
             assert_eq!(en(text), fresh);
             assert_eq!(analyze("häuser die", Language::DeDe), ["haus"]);
         }
-        STEMS.with(|s| s.borrow_mut()[0].insert("zz".into(), Some("kept".into())));
-        assert_eq!(en("zz"), ["kept"], "the kept stem is what answers");
+        kept_stems().langs[0].insert("zzqxkept".into(), Some("kept".into()));
+        assert_eq!(en("zzqxkept"), ["kept"], "the kept stem is what answers");
     }
 
     #[test]
