@@ -106,7 +106,7 @@ pub fn analyze(text: &str, lang: Language) -> Vec<String> {
     let kept = kept_stems();
     let stems = &kept.langs[lang.index()];
     let mut out = Vec::new();
-    let mut lower = String::new();
+    let mut lower;
     for word in text
         .split(|c: char| !c.is_alphanumeric())
         .filter(|w| !w.is_empty())
