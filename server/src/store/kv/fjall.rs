@@ -27,7 +27,7 @@ pub struct FjallKv {
     spaces: Vec<fjall::Keyspace>,
     journal: JournalSync,
     idle: Arc<Idle>,
-    idle_thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    idle_thread: Option<std::thread::JoinHandle<()>>,
 }
 
 /// fjall's failures, as the seam names a backend's: `?` on fjall's results gives them.
@@ -117,7 +117,7 @@ impl FjallKv {
             spaces,
             journal,
             idle,
-            idle_thread: Mutex::new(idle_thread),
+            idle_thread,
         })
     }
 
@@ -278,12 +278,7 @@ impl Drop for FjallKv {
     /// Stops the idle watcher first: it holds keyspace handles, which keep the store open.
     fn drop(&mut self) {
         self.idle.stop();
-        let handle = self
-            .idle_thread
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
-        if let Some(h) = handle {
+        if let Some(h) = self.idle_thread.take() {
             let _ = h.join();
         }
     }
