@@ -7,11 +7,11 @@
 //! distinct stem with its term frequency, the stem spelled as the start of the term
 //! `stem \x01` ([`stem_span`]'s low bound) so that a stem's postings sort together wherever
 //! they are kept. The server keeps them in segments of its own (see its
-//! `indexes::text_segments`). A document's length is also a secondary-index entry under
-//! `/\0fulltext-length/<path>` ([`length_entries`]): the total words BM25 averages.
+//! `indexes::text_segments`), and each document's lengths (the total words BM25 averages)
+//! under the id of [`lengths_path`] in its directory entry (`indexes::text_lengths`).
 
 use super::policy::Seg;
-use super::term::{self, Entry, Span};
+use super::term::{self, Span};
 use crate::sql::ctx::TextLanguages;
 use crate::sql::fulltext::{analyze, Language, LANGUAGES};
 use serde_json::{Map, Value};
@@ -60,7 +60,8 @@ pub fn stem_span(stem: &str) -> Span {
     Span { lo, hi }
 }
 
-/// The length a length entry's term holds.
+/// The length a length entry's term holds (the layout before `indexes::text_lengths`: a
+/// store's first start reads them once).
 pub fn parse_length(t: &[u8]) -> Option<u64> {
     let bits: [u8; 8] = t.get(1..9)?.try_into().ok()?;
     let b = u64::from_be_bytes(bits);
@@ -116,19 +117,6 @@ pub fn postings(doc: &Value, paths: &[(Vec<Seg>, Language)]) -> Vec<TextPostings
         });
     }
     out
-}
-
-/// The length entries of a document's postings (`postings(doc, paths)`), one per path.
-pub fn length_entries(postings: &[TextPostings], paths: &[(Vec<Seg>, Language)]) -> Vec<Entry> {
-    postings
-        .iter()
-        .map(|p| {
-            (
-                term::path_id(&lengths_path(&paths[p.path].0)),
-                term::encode(&Value::from(p.length)),
-            )
-        })
-        .collect()
 }
 
 /// A stem as its postings are kept: the low bound of its [`stem_span`] (`stem \x01` as the
@@ -357,12 +345,12 @@ mod tests {
             .filter(|(t, _)| *t >= span.lo && *t < span.hi)
             .collect();
         assert_eq!(inside.len(), 1, "swim's span holds swim, not swimmer");
-        let len = length_entries(&p, &paths);
         for stem in ["swim", "déjà", "x\u{0}y", ""] {
             assert_eq!(stem_key(stem), stem_span(stem).lo, "{stem:?}");
         }
-        assert_eq!(len[0].0, term::path_id(&lengths_path(&paths[0].0)));
-        assert_eq!(parse_length(&len[0].1), Some(4));
+        // A length as strata kept it in an index entry before (a store's first start moves
+        // them): a number term.
+        assert_eq!(parse_length(&term::encode(&Value::from(4u32))), Some(4));
         assert!(postings(&json!({"t": 5}), &paths).is_empty());
     }
 }

@@ -260,3 +260,92 @@ proptest! {
         });
     }
 }
+
+/// A store written when each document length was an index entry of its own (under
+/// `/\0fulltext-length/<path>`): its first start moves the lengths into the directory entries
+/// and deletes the entries, and ranked answers stay those of evaluation.
+#[tokio::test]
+async fn lengths_kept_as_entries_move_into_the_directory() {
+    use crate::store::container::indexes::text_lengths;
+    use crate::store::engine::{prefix_end, Op, Space};
+    use crate::store::index::{entry_key, path_prefix};
+    use std::ops::Bound;
+    use strata_query::index::{fulltext::lengths_path, policy::Seg, term};
+
+    let store = super::index_tests::small_store().await;
+    let mut cs = Vec::new();
+    for (name, indexed) in [("ix", true), ("plain", false)] {
+        let pk = strata_query::pk::PartitionKeyDefinition::hash_v2("/pk");
+        let c = store
+            .create_container("d", name, pk, props(indexed), None)
+            .await;
+        cs.push(c.expect("container"));
+    }
+    let Ok(cs): Result<[Arc<Container>; 2], _> = cs.try_into() else {
+        unreachable!()
+    };
+    let writes: Vec<Write> = (0u8..30)
+        .map(|i| {
+            (
+                i,
+                i % 5,
+                (0..(i as usize % 9)).map(|w| w * 7 + i as usize).collect(),
+                2,
+            )
+        })
+        .collect();
+    apply_all(&cs, &writes, 7).await;
+    let words = [(0, 7), (3, 12), (4, 15)];
+    check_all(&cs, &words).await;
+
+    // The layout before: lengths as index entries, directory values empty.
+    let (ix, engine) = (&cs[0], store.engine());
+    let gen = ix.index_state().gen;
+    let id = term::path_id(&lengths_path(&[Seg::Name("t".into())]));
+    let start = crate::store::keys::container_prefix(ix.cid);
+    let end = prefix_end(&start).expect("end");
+    let directory = |e: &crate::store::engine::Engine| {
+        e.scan(
+            Space::Directory,
+            Bound::Included(&start),
+            Bound::Excluded(&end),
+            usize::MAX,
+            false,
+        )
+        .expect("directory")
+    };
+    let dir = directory(engine);
+    let mut ops = Vec::new();
+    let mut with_text = 0;
+    for (k, v) in &dir {
+        let (g, lengths) = text_lengths::decode(v).expect("lengths");
+        for (path, n) in lengths {
+            assert_eq!((g, path), (gen, id));
+            let e = (path, term::encode(&json!(n)));
+            ops.push(Op::Put(
+                Space::Index,
+                entry_key(ix.cid, gen, &e, &k[4..]),
+                Vec::new(),
+            ));
+            with_text += 1;
+        }
+        ops.push(Op::Put(Space::Directory, k.clone(), Vec::new()));
+    }
+    assert!(with_text > 10, "{with_text} documents with text");
+    let _ = engine.write(ops).expect("write");
+
+    let (store, cs) = reopen(&store).await;
+    check_all(&cs, &words).await;
+    let legacy = path_prefix(cs[0].cid, gen, &id.to_be_bytes());
+    let left = engine
+        .scan(
+            Space::Index,
+            Bound::Included(&legacy),
+            Bound::Excluded(&prefix_end(&legacy).expect("end")),
+            10,
+            false,
+        )
+        .expect("index");
+    assert!(left.is_empty(), "{} length entries left", left.len());
+    assert_eq!(directory(store.engine()), dir);
+}

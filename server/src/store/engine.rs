@@ -49,6 +49,9 @@ struct Inner {
     poisoned: AtomicBool,
 }
 
+/// Takes one entry (key, value) of [`Engine::scan_each`].
+pub type EntryVisitor<'a, E> = dyn FnMut(&[u8], &[u8]) -> Result<(), E> + 'a;
+
 /// Proof that a write was applied; await it with [`Engine::durable`] before acknowledging.
 /// Tokens are ordered: waiting for a later one covers every earlier one.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
@@ -127,6 +130,33 @@ impl Engine {
             .range(space, start, end, reverse)
             .take(limit)
             .collect()
+    }
+
+    /// Visits every entry of `[lo, hi)` in key order, reading `chunk` at a time (each read
+    /// starts after the last key visited), until `visit` fails.
+    pub fn scan_each<E: From<KvError>>(
+        &self,
+        space: Space,
+        (lo, hi): (&[u8], &[u8]),
+        chunk: usize,
+        visit: &mut EntryVisitor<'_, E>,
+    ) -> Result<(), E> {
+        let mut cursor: Option<Vec<u8>> = None;
+        loop {
+            let start = match &cursor {
+                Some(c) => Bound::Excluded(&c[..]),
+                None => Bound::Included(lo),
+            };
+            let entries = self.scan(space, start, Bound::Excluded(hi), chunk, false)?;
+            let done = entries.len() < chunk;
+            for (k, v) in &entries {
+                visit(k, v)?;
+            }
+            match entries.into_iter().last() {
+                Some((k, _)) if !done => cursor = Some(k),
+                _ => return Ok(()),
+            }
+        }
     }
 
     /// Starts a transaction on `log`: it holds the log's lock (no other transaction of the log

@@ -622,6 +622,7 @@ impl Container {
             postings_patches: Vec::new(),
             postings_touched: Vec::new(),
             length_changes: Vec::new(),
+            text_lengths: None,
             text_changes: Vec::new(),
             text_seen: false,
             c: self,

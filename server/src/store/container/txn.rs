@@ -51,6 +51,9 @@ pub struct Txn<'a> {
     /// lengths path and EPK: added to the kept word totals after the commit (see
     /// `indexes::fulltext::WordTotals`).
     pub(super) length_changes: Vec<indexes::fulltext::LengthChange>,
+    /// The full-text lengths the document being written takes in its directory entry, when
+    /// they change (see [`indexes::text_lengths`]); set by the maintainer, taken by `put`.
+    pub(super) text_lengths: Option<Vec<u8>>,
     /// The full-text postings this write adds and the versions whose postings die: handed
     /// to the pending batch after the commit (see [`indexes::text_pending`]).
     pub(super) text_changes: Vec<indexes::text_pending::TextChange>,
@@ -221,15 +224,21 @@ impl Txn<'_> {
         }
         self.tx
             .put(Space::Feed, item.feed_key(c.cid), key[4..].to_vec());
-        if previous.is_none() {
-            self.tx.put(Space::Directory, key.clone(), Vec::new());
-        }
         let old_doc = match previous {
             Some(p) if self.maintainers.need_old() => Some(parse_stored(p)?),
             _ => None,
         };
         let was = previous.map(|p| (p.lsn, p.sub));
         self.maintain(epk, id, &key, was, old_doc.as_ref(), Some(&doc))?;
+        // The directory entry: written at a create, and again when the lengths it keeps change.
+        match (previous, self.text_lengths.take()) {
+            (None, lengths) => {
+                let value = lengths.unwrap_or_default();
+                self.tx.put(Space::Directory, key.clone(), value);
+            }
+            (Some(_), Some(lengths)) => self.tx.put(Space::Directory, key.clone(), lengths),
+            (Some(_), None) => {}
+        }
         self.tx.put(Space::Items, key, item.encode());
         self.tx.take_change();
         if previous.is_none() {

@@ -1,22 +1,22 @@
-//! The full-text index's maintainer: per indexed path, a document's length as an entry beside
-//! the range index (under `/\0fulltext-length/<path>`, see `strata_query::index::fulltext`)
-//! and its postings — one change per path handed to the pending batch when the write commits
+//! The full-text index's maintainer: per indexed path, a document's length, kept in its
+//! directory entry ([`super::text_lengths`]), and its postings — one change per path handed to the pending batch when the write commits
 //! ([`super::text_pending`]), folded into segments in the background
 //! ([`super::text_segments`]). `FullTextContains*` and `ORDER BY RANK FullTextScore` read them.
 
 use super::entries::EntryReader;
 use super::text_pending::{NewPostings, PathKey, TextChange};
-use super::{move_entries, postings, put_entries, sorted, DocRef, IndexKind, IndexMaintainer};
+use super::{postings, text_lengths, DocRef, IndexKind, IndexMaintainer};
 use crate::store::container::{lock, Txn};
-use crate::store::index::{self, path_id_of};
+use crate::store::engine::Space;
+use crate::store::index::path_id_of;
 use crate::store::lookup::IndexStats;
 use crate::store::StoreError;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
-use strata_query::index::fulltext::{length_entries, postings_path, segments_path, TextPostings};
+use strata_query::index::fulltext::{lengths_path, postings_path, segments_path, TextPostings};
 use strata_query::index::policy::Seg;
-use strata_query::index::{term, Span};
+use strata_query::index::term;
 use strata_query::pk::EpkRange;
 use strata_query::sql::fulltext::Language;
 
@@ -24,6 +24,8 @@ pub struct FullTextIndex {
     paths: Vec<(Vec<Seg>, Language)>,
     /// Per path: where its postings are kept, and the id its decoded lists are cached under.
     keys: Vec<(PathKey, [u8; 8])>,
+    /// Per path: the id its lengths are kept under.
+    lengths: Vec<u64>,
     gen: u16,
 }
 
@@ -36,12 +38,26 @@ impl FullTextIndex {
                 (at, path_id_of(&postings_path(segs)))
             })
             .collect();
-        Self { paths, keys, gen }
+        let lengths = paths
+            .iter()
+            .map(|(segs, _)| term::path_id(&lengths_path(segs)))
+            .collect();
+        Self {
+            paths,
+            keys,
+            lengths,
+            gen,
+        }
     }
 
-    /// The length entries of a document's postings.
-    fn lengths(&self, p: &[TextPostings]) -> Vec<term::Entry> {
-        sorted(length_entries(p, &self.paths))
+    /// (lengths path id, words) of a document's postings, sorted.
+    fn lengths(&self, p: &[TextPostings]) -> Vec<(u64, u64)> {
+        let mut out: Vec<(u64, u64)> = p
+            .iter()
+            .map(|t| (self.lengths[t.path], u64::from(t.length)))
+            .collect();
+        out.sort_unstable();
+        out
     }
 
     /// One change per path: the replaced version `was` dies, the new one's postings (if its
@@ -138,29 +154,28 @@ impl IndexMaintainer for FullTextIndex {
             });
         }
         let (lb, la) = (self.lengths(&before), self.lengths(&after));
-        let (removed, added) = index::diff(&lb, &la);
-        // The kept word totals take the difference when this commits.
-        let lengths = |entries: &[&term::Entry], sign: i64| {
-            entries
-                .iter()
-                .map(move |e| LengthChange {
-                    path: e.0,
-                    epk: doc.epk.to_owned(),
-                    words: sign
-                        * strata_query::index::fulltext::parse_length(&e.1).unwrap_or(0) as i64,
-                })
-                .collect::<Vec<_>>()
+        // The directory entry takes the lengths when they change (a create writes it anyway),
+        // and the kept word totals the difference when this commits.
+        if new.is_some() && (old.is_none() || lb != la) {
+            t.text_lengths = Some(text_lengths::encode(self.gen, &la));
+        }
+        let change = |(path, words): &(u64, u64), sign: i64| LengthChange {
+            path: *path,
+            epk: doc.epk.to_owned(),
+            words: sign * *words as i64,
         };
-        t.length_changes.extend(lengths(&removed, -1));
-        t.length_changes.extend(lengths(&added, 1));
-        move_entries(t, self.gen, doc, &removed, &added);
+        let removed = lb.iter().filter(|l| !la.contains(l)).map(|l| change(l, -1));
+        let added = la.iter().filter(|l| !lb.contains(l)).map(|l| change(l, 1));
+        let changes: Vec<LengthChange> = removed.chain(added).collect();
+        t.length_changes.extend(changes);
         self.changes(t, doc.was, doc.at, after);
         Ok(())
     }
 
     fn backfill(&self, t: &mut Txn<'_>, doc: DocRef<'_>, d: &Value) -> Result<(), StoreError> {
         let text = strata_query::index::fulltext::postings(d, &self.paths);
-        put_entries(t, self.gen, doc, &self.lengths(&text));
+        let lengths = text_lengths::encode(self.gen, &self.lengths(&text));
+        t.put_raw(Space::Directory, doc.key.to_vec(), lengths);
         self.changes(t, None, doc.at, text);
         Ok(())
     }
@@ -196,9 +211,9 @@ const KEPT: usize = 256;
 
 /// Total words of a full-text path's texts per EPK range (BM25's average document length
 /// needs it), counted once and then kept as a counter: every committed write adds the
-/// lengths it adds and subtracts those it removes. Counting reads one length entry per
-/// document (54 ms for 200,000 documents); before the counters, any write that changed a
-/// length dropped the totals it touched and the next ranked query counted again.
+/// lengths it adds and subtracts those it removes. Counting reads the range's directory
+/// entries ([`super::text_lengths`]); before the counters, any write that changed a length
+/// dropped the totals it touched and the next ranked query counted again.
 ///
 /// A count and a commit never overlap: the count holds [`WordTotals::gate`] from before its
 /// walk until its total is kept, and a write that changes lengths holds it across its commit
@@ -270,22 +285,10 @@ impl EntryReader<'_> {
         if let Some(n) = cached() {
             return Ok(Some(n));
         }
-        let (lo, hi) = term::type_bounds(term::NUMBER);
-        let mut words = 0u64;
-        let walked = self.walk(
-            lengths,
-            &Span { lo, hi },
-            range,
-            false,
-            stats,
-            &mut |t, _| {
-                words += strata_query::index::fulltext::parse_length(t).unwrap_or(0);
-                true
-            },
-        )?;
-        if walked.is_none() {
+        if !self.state.ready {
             return Ok(None);
         }
+        let words = self.c.count_words(gen, key.0, range, stats)?;
         let mut sums = lock(&totals.sums);
         if sums.len() >= KEPT {
             sums.clear();

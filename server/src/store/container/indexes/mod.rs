@@ -18,6 +18,7 @@ pub mod postings;
 mod postings_read;
 pub mod range;
 pub mod spatial;
+pub mod text_lengths;
 pub mod text_pending;
 mod text_recover;
 pub mod text_segments;

@@ -10,7 +10,8 @@ use crate::store::index::{path_id_of, path_prefix};
 use crate::store::StoreError;
 use std::sync::Arc;
 use std::time::Duration;
-use strata_query::index::fulltext::{postings, postings_path, segments_path};
+use strata_query::index::fulltext::{lengths_path, postings, postings_path, segments_path};
+use strata_query::index::term;
 
 impl Container {
     /// What a fold of this container's postings needs.
@@ -91,6 +92,7 @@ impl Container {
             .collect();
         let mut from = u64::MAX;
         for ((segs, _), key) in paths.iter().zip(&keys) {
+            self.move_length_entries(state.gen, term::path_id(&lengths_path(segs)))?;
             let meta = match self.engine.get(Space::Index, &meta_key(self.cid, *key))? {
                 Some(b) => decode_meta(&b).ok_or_else(|| {
                     StoreError::Corrupt("a full-text segment record is unreadable".into())

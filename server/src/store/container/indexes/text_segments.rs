@@ -21,7 +21,6 @@ use crate::store::index::path_prefix;
 use crate::store::keys;
 use crate::store::StoreError;
 use std::collections::{HashMap, HashSet};
-use std::ops::Bound;
 use std::sync::Arc;
 
 /// A path's meta record.
@@ -33,7 +32,7 @@ pub struct Meta {
 }
 
 /// Takes one entry (key, value) of a scan.
-type EntryVisitor<'a> = dyn FnMut(&[u8], &[u8]) -> Result<(), StoreError> + 'a;
+type EntryVisitor<'a> = crate::store::engine::EntryVisitor<'a, StoreError>;
 
 /// Segments of one level that make a merge.
 const MERGE_WIDTH: usize = 4;
@@ -385,24 +384,7 @@ impl Folder {
         hi: &[u8],
         f: &mut EntryVisitor<'_>,
     ) -> Result<(), StoreError> {
-        let mut cursor: Option<Vec<u8>> = None;
-        loop {
-            let start = match &cursor {
-                Some(c) => Bound::Excluded(&c[..]),
-                None => Bound::Included(lo),
-            };
-            let chunk = self
-                .engine
-                .scan(space, start, Bound::Excluded(hi), SCAN, false)?;
-            let done = chunk.len() < SCAN;
-            for (k, v) in &chunk {
-                f(k, v)?;
-            }
-            match chunk.into_iter().last() {
-                Some((k, _)) if !done => cursor = Some(k),
-                _ => return Ok(()),
-            }
-        }
+        self.engine.scan_each(space, (lo, hi), SCAN, f)
     }
 }
 
