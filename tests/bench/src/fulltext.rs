@@ -19,7 +19,7 @@
 
 use crate::client::Http;
 use crate::scale::{server_bin, spawn_server};
-use crate::{dir_bytes, drop_run_dir, mark_loaded, ok, run_dir, runner, temp_dir, Args, Report};
+use crate::{drop_run_dir, mark_loaded, ok, run_dir, runner, temp_dir, Args, Report};
 use reqwest::Method;
 use serde_json::{json, Value};
 use std::io::Write as _;
@@ -281,6 +281,7 @@ async fn strata_run(a: &Args, c: &Arc<Corpus>, indexed: bool) -> (f64, u64, Vec<
     http.setup_with("bench", "text", props, Some(THROUGHPUT))
         .await
         .expect("setup");
+    let started = crate::cpu_ticks(child.id());
     let upserts = if loaded {
         println!(
             "  strata ({label}): reusing the documents loaded in {}",
@@ -288,11 +289,10 @@ async fn strata_run(a: &Args, c: &Arc<Corpus>, indexed: bool) -> (f64, u64, Vec<
         );
         0.0
     } else {
-        let ticks = crate::cpu_ticks(child.id());
         let rate = load(&http, c, a.clients).await;
         // Server CPU per upsert (10 ms clock ticks): the load's figure that does not depend
         // on the load generator sharing the cores.
-        if let (Some(t0), Some(t1)) = (ticks, crate::cpu_ticks(child.id())) {
+        if let (Some(t0), Some(t1)) = (started, crate::cpu_ticks(child.id())) {
             println!(
                 "  strata ({label}): {rate:.0} upserts/s, {:.3} ms server CPU per upsert",
                 (t1 - t0) as f64 * 10.0 / c.texts.len().max(1) as f64
@@ -306,7 +306,20 @@ async fn strata_run(a: &Args, c: &Arc<Corpus>, indexed: bool) -> (f64, u64, Vec<
         rate
     };
     let mut loads = Vec::new();
-    let waited = crate::quiesce(child.id(), Duration::from_secs(120)).await;
+    let waited = crate::quiet_for(child.id(), Duration::from_secs(120), 3).await;
+    // The folder at rest, once its flushes and compactions settled and the tables they
+    // replaced were deleted (the server does that a look or two after compactions stop): the
+    // tables (a journal's length depends on when fjall last rotated it, and a compaction cut
+    // short by the kill at the end leaves its output beside its input).
+    let disk = crate::settled_bytes(&dir.join("fjall").join("keyspaces")).await;
+    // With the flushes and compactions the load left (how much of an LSM store's work falls
+    // inside the load moves from run to run), the load's whole cost.
+    if let (false, Some(t0), Some(t1)) = (loaded, started, crate::cpu_ticks(child.id())) {
+        println!(
+            "  strata ({label}): {:.3} ms server CPU per upsert with the background work it left",
+            (t1 - t0) as f64 * 10.0 / c.texts.len().max(1) as f64
+        );
+    }
     if indexed {
         // The load's flushes and compactions settle first: their CPU is not the queries'.
         println!(
@@ -355,7 +368,6 @@ async fn strata_run(a: &Args, c: &Arc<Corpus>, indexed: bool) -> (f64, u64, Vec<
     }
     let _ = child.kill();
     let _ = child.wait();
-    let disk = dir_bytes(&dir);
     drop_run_dir(a, &dir);
     (upserts, disk, loads)
 }

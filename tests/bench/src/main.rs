@@ -189,17 +189,40 @@ pub(crate) fn cpu_ticks(pid: u32) -> Option<u64> {
 /// compaction) has settled: less than 5% of a core over a second, at most `limit`.
 /// Returns how long that took, so a report shows it rather than hiding it.
 async fn quiesce(pid: u32, limit: Duration) -> Duration {
+    quiet_for(pid, limit, 1).await
+}
+
+/// Like [`quiesce`], but the server must stay quiet `seconds` seconds in a row: an LSM
+/// store's compactions start a moment after the flush that calls for them, so one quiet
+/// second can fall between the two.
+async fn quiet_for(pid: u32, limit: Duration, seconds: u32) -> Duration {
     let t0 = Instant::now();
     let hz = 100.0; // USER_HZ on Linux
-    while t0.elapsed() < limit {
+    let mut quiet = 0;
+    while t0.elapsed() < limit && quiet < seconds {
         let Some(a) = cpu_ticks(pid) else { break };
         tokio::time::sleep(Duration::from_secs(1)).await;
         let Some(b) = cpu_ticks(pid) else { break };
-        if ((b - a) as f64 / hz) < 0.05 {
-            break;
+        match ((b - a) as f64 / hz) < 0.05 {
+            true => quiet += 1,
+            false => quiet = 0,
         }
     }
     t0.elapsed()
+}
+
+/// The bytes under `p` once they stop changing: the same in six looks two seconds apart (at
+/// most 90 s).
+async fn settled_bytes(p: &Path) -> u64 {
+    let t0 = Instant::now();
+    let (mut last, mut same) = (dir_bytes(p), 0);
+    while same < 6 && t0.elapsed() < Duration::from_secs(90) {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let now = dir_bytes(p);
+        same = if now == last { same + 1 } else { 0 };
+        last = now;
+    }
+    last
 }
 
 fn dir_bytes(p: &Path) -> u64 {
