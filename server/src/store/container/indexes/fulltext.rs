@@ -1,7 +1,8 @@
 //! The full-text index's maintainer: per indexed path, a document's length, kept in its
-//! directory entry ([`super::text_lengths`]), and its postings — one change per path handed to the pending batch when the write commits
-//! ([`super::text_pending`]), folded into segments in the background
-//! ([`super::text_segments`]). `FullTextContains*` and `ORDER BY RANK FullTextScore` read them.
+//! directory entry ([`super::text_lengths`]), and its postings — one change per path handed
+//! to the pending batch when the write commits ([`super::text_pending`]), folded into
+//! segments in the background ([`super::text_segments`]). `FullTextContains*` and
+//! `ORDER BY RANK FullTextScore` read them.
 
 use super::entries::EntryReader;
 use super::text_pending::{NewPostings, PathKey, TextChange};
