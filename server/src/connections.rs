@@ -21,6 +21,8 @@ pub struct Conn {
     inflight: AtomicUsize,
     /// Milliseconds since the registry started, at the end of the last request.
     last: AtomicU64,
+    /// Milliseconds since the registry started, when bytes last arrived (or it opened).
+    read: AtomicU64,
     /// Signalled when the accept loop wants the connection closed.
     pub close: Notify,
 }
@@ -46,6 +48,16 @@ impl Conn {
         } else {
             last
         })
+    }
+
+    /// Bytes arrived at `now_ms` (see `serve::Watched`).
+    pub fn note_read(&self, now_ms: u64) {
+        self.read.store(now_ms, Ordering::Relaxed);
+    }
+
+    /// When bytes last arrived, or when the connection opened.
+    pub fn read_at(&self) -> u64 {
+        self.read.load(Ordering::Relaxed)
     }
 
     /// Since when the connection has been idle; `None` while a request runs, or before its
@@ -87,6 +99,7 @@ impl Registry {
         let conn = Arc::new(Conn {
             inflight: AtomicUsize::new(0),
             last: AtomicU64::new(NEVER),
+            read: AtomicU64::new(self.now_ms()),
             close: Notify::new(),
         });
         if let Ok(mut m) = self.conns.lock() {

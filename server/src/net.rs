@@ -528,10 +528,20 @@ async fn accept_loop(
                     _ = activity.close.notified() => "its place was given to a new client",
                     _ = crate::serve::quiet_for(&activity, &registry, opened_ms, limits.header_timeout) =>
                         "no request began within the header timeout",
+                    _ = crate::serve::stalled(&activity, &registry, limits.idle_timeout) =>
+                        "nothing arrived within the idle timeout",
                     _ = stopping(stop) => "the server is stopping",
                 }
             };
-            crate::serve::serve(stream, acceptor, &limits, svc, closing).await;
+            crate::serve::serve(
+                stream,
+                acceptor,
+                &limits,
+                (&activity, &registry),
+                svc,
+                closing,
+            )
+            .await;
             registry.remove(id);
         });
     }

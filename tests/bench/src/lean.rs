@@ -60,13 +60,31 @@ pub async fn lean(a: &Args, r: &mut Report) {
         }
         let mut ratios = Vec::new();
         let (mut s_total, mut b_total) = (0.0, 0.0);
+        let (mut s_cpu, mut b_cpu) = (Vec::new(), Vec::new());
         for slice in 0..3 {
+            // Each server's CPU over its own slice (the baseline runs in this process, idle
+            // otherwise): per request, the figure that does not depend on wrk's share of the
+            // cores.
+            let own = std::process::id();
+            let t0 = crate::cpu_ticks(own);
             let b = wrk(&base, &script, a);
+            let t1 = crate::cpu_ticks(own);
+            let t2 = crate::cpu_ticks(child.id());
             let s = wrk(&url, &script, a);
+            let t3 = crate::cpu_ticks(child.id());
             match (b, s) {
                 (Ok(b), Ok(s)) => {
+                    let per = |t: (Option<u64>, Option<u64>), rps: f64| match t {
+                        (Some(x), Some(y)) if rps > 0.0 => {
+                            (y - x) as f64 * 10_000.0 / (rps * a.seconds.max(1.0).round())
+                        }
+                        _ => f64::NAN,
+                    };
+                    let (sc, bc) = (per((t2, t3), s.rps), per((t0, t1), b.rps));
+                    s_cpu.push(sc);
+                    b_cpu.push(bc);
                     println!(
-                        "  {w} slice {}: strata {:.0} req/s (p99 {}, {} errors), baseline {:.0} req/s: {:.0}%",
+                        "  {w} slice {}: strata {:.0} req/s (p99 {}, {} errors, {sc:.1} us server CPU per request), baseline {:.0} req/s ({bc:.1} us): {:.0}%",
                         slice + 1,
                         s.rps,
                         s.p99,
@@ -93,6 +111,15 @@ pub async fn lean(a: &Args, r: &mut Report) {
             b_total / ratios.len() as f64
         );
         r.extra.insert(format!("lean.{w}.ratio"), json!(median));
+        let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
+        let (sc, bc) = (mean(&s_cpu), mean(&b_cpu));
+        println!(
+            "  {w}: server CPU per request {sc:.1} us strata, {bc:.1} us baseline ({:.2}x the baseline's CPU)",
+            sc / bc
+        );
+        r.extra.insert(format!("lean.{w}.cpu_us"), json!(sc));
+        r.extra
+            .insert(format!("lean.{w}.baseline_cpu_us"), json!(bc));
     }
     let _ = child.kill();
     let _ = child.wait();
