@@ -252,11 +252,13 @@ async fn regions_are_reached_by_host_name_under_region_hosts() {
 }
 
 /// With per-partition automatic failover (`--per-partition-failover`), a single-write account
-/// advertises `enablePerPartitionFailoverBehavior` and its read region takes the write an SDK
-/// moved there (the service serves it in the region the partition failed over to), where
-/// without it the same write is refused 403/3.
+/// advertises `enablePerPartitionFailoverBehavior`; its read region refuses a write 403/3
+/// while the write region is healthy (the partition has not failed over: the Python SDK's
+/// `test_ppaf_partition_info_cache_and_routing` expects that refusal from the region its
+/// injected error moved the write to), and takes it once the write region fails writes (the
+/// service moves the partition's writes to the next region). Without it, always 403/3.
 #[tokio::test]
-async fn a_read_region_takes_failed_over_writes_under_per_partition_failover() {
+async fn a_read_region_takes_writes_once_the_write_region_fails_under_per_partition_failover() {
     for ppaf in [false, true] {
         let s = TestServer::start_with(Options {
             regions: Some(RegionsConfig {
@@ -271,18 +273,49 @@ async fn a_read_region_takes_failed_over_writes_under_per_partition_failover() {
         s.setup("d", "c", json!({"paths": ["/pk"], "kind": "Hash"}))
             .await;
         let east = s.running.as_ref().unwrap().regions[1];
-        let r = Client::new(&format!("http://localhost:{}/", east.port()))
-            .post(
-                "/dbs/d/colls/c/docs",
-                &[("x-ms-documentdb-partitionkey", r#"["a"]"#)],
-                json!({"id": "1", "pk": "a"}),
+        let east = Client::new(&format!("http://localhost:{}/", east.port()));
+        let create = |id: &'static str| {
+            let east = &east;
+            async move {
+                east.post(
+                    "/dbs/d/colls/c/docs",
+                    &[("x-ms-documentdb-partitionkey", r#"["a"]"#)],
+                    json!({"id": id, "pk": "a"}),
+                )
+                .await
+            }
+        };
+        let r = create("1").await;
+        assert_eq!((r.status.as_u16(), r.substatus()), (403, Some(3)), "{r:?}");
+        for kind in ["unavailable", "write-forbidden"] {
+            let r = s
+                .request(
+                    Method::PUT,
+                    "/_strata/regions/West%20US",
+                    &[],
+                    Some(json!({"kind": kind})),
+                )
+                .await;
+            assert_eq!(r.status, 200, "{r:?}");
+            let r = create(if kind == "unavailable" { "2" } else { "3" }).await;
+            if ppaf {
+                assert_eq!(r.status.as_u16(), 201, "{kind}: {r:?}");
+            } else {
+                assert_eq!((r.status.as_u16(), r.substatus()), (403, Some(3)), "{r:?}");
+            }
+        }
+        // Healthy again: the partition's writes are back in the write region.
+        let r = s
+            .request(
+                Method::PUT,
+                "/_strata/regions/West%20US",
+                &[],
+                Some(json!({})),
             )
             .await;
-        if ppaf {
-            assert_eq!(r.status.as_u16(), 201, "{r:?}");
-        } else {
-            assert_eq!((r.status.as_u16(), r.substatus()), (403, Some(3)), "{r:?}");
-        }
+        assert_eq!(r.status, 200, "{r:?}");
+        let r = create("4").await;
+        assert_eq!((r.status.as_u16(), r.substatus()), (403, Some(3)), "{r:?}");
         s.stop().await;
     }
 }

@@ -382,10 +382,10 @@ impl Regions {
     }
 
     /// Whether the account has per-partition automatic failover: it advertises
-    /// `enablePerPartitionFailoverBehavior`, and a single-write account's other regions take
-    /// the writes an SDK moves to them rather than refusing them 403/3 (with it, "write-region
-    /// routing is entirely taken care of on the service", as the Python SDK's failover tests
-    /// say; one store serves every region, so the write is the same wherever it lands).
+    /// `enablePerPartitionFailoverBehavior`, and while its write region fails writes a
+    /// single-write account's other regions take the writes an SDK moves to them rather than
+    /// refusing them 403/3 (one store serves every region, so the write is the same wherever
+    /// it lands; see [`Regions::failed_over`]).
     pub fn per_partition_failover(&self) -> bool {
         self.inner.per_partition_failover.load(Ordering::Relaxed)
     }
@@ -474,10 +474,25 @@ impl Regions {
             FaultKind::WriteForbidden if write => return Err(write_forbidden(name)),
             _ => {}
         }
-        if write && !self.writable(i) && !self.per_partition_failover() {
+        if write && !self.writable(i) && !self.failed_over() {
             return Err(write_forbidden(name));
         }
         Ok(())
+    }
+
+    /// Whether the partitions of a single-write account with per-partition automatic failover
+    /// have failed over: its write region fails writes (a fault that makes it unavailable,
+    /// time out or refuse writes), so the service would move each partition's writes to the
+    /// next region. Until then a read region refuses writes 403/3, as the service's do for a
+    /// partition that has not failed over — the Python SDK's failover tests expect exactly
+    /// that of the region their injected errors sent a write to.
+    fn failed_over(&self) -> bool {
+        let w = self.inner.write.load(Ordering::Relaxed);
+        self.per_partition_failover()
+            && matches!(
+                self.fault(w).kind,
+                FaultKind::Unavailable | FaultKind::Timeout | FaultKind::WriteForbidden
+            )
     }
 }
 

@@ -18,7 +18,9 @@
 #       # availability-strategy, effective-preferred-locations and service-request-retry
 #       # files assume two regions ("West US,East US"). STRATA_MULTI_WRITE=false
 #       # makes the account single-write, STRATA_PER_PARTITION_FAILOVER=true turns on
-#       # per-partition failover (strata reads both variables as its flags)
+#       # per-partition failover (strata reads both variables as its flags);
+#       # STRATA_HOST=acct.documents.test reaches the account by that name (and its regions
+#       # as acct-westus.documents.test, ...), as the per-partition failover tests need
 #   STRATA_AAD=true bash tests/official/run.sh -m semanticReranker \
 #       test_semantic_reranker.py test_semantic_reranker_async.py
 #       # the suite's AAD mode (COSMOS_TEST_DATA_AUTH_MODE=aad) against https://127.0.0.1:8081/,
@@ -67,9 +69,20 @@ if [ -n "${STRATA_REGIONS:-}" ]; then
     if [ "${STRATA_MULTI_WRITE:-true}" != false ]; then
         regions+=(--multi-write)
     fi
+    # STRATA_HOST names the account as the service's host names do (its first label the
+    # account, e.g. acct.documents.test): the suite's fault-injection predicates look for
+    # "documents" in request URLs (predicate_is_write_operation(r, "documents")), which
+    # the service's *.documents.azure.com carries and localhost does not.
+    account=${STRATA_HOST:-localhost}
+    if [ "$account" != localhost ]; then
+        regions+=(--public-host "$account")
+        export ACCOUNT_HOST="https://$account:8081/"
+    fi
+    label=${account%%.*}
+    rest=${account#"$label"}
     IFS=, read -ra names <<< "$STRATA_REGIONS"
-    for name in "${names[@]}"; do
-        host="localhost-$(echo "$name" | tr -d '[:space:]' | tr '[:upper:]' '[:lower:]')"
+    for host in "$account" $(for name in "${names[@]}"; do
+        echo "$label-$(echo "$name" | tr -d '[:space:]' | tr '[:upper:]' '[:lower:]')$rest"; done); do
         if ! getent hosts "$host" > /dev/null; then
             echo "$host does not resolve; add it to /etc/hosts: 127.0.0.1 $host" >&2
             exit 1
