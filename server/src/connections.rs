@@ -21,8 +21,9 @@ pub struct Conn {
     inflight: AtomicUsize,
     /// Milliseconds since the registry started, at the end of the last request.
     last: AtomicU64,
-    /// Milliseconds since the registry started, when bytes last arrived (or it opened).
-    read: AtomicU64,
+    /// Milliseconds since the registry started, when bytes last moved either way (or it
+    /// opened).
+    moved: AtomicU64,
     /// Signalled when the accept loop wants the connection closed.
     pub close: Notify,
 }
@@ -50,14 +51,14 @@ impl Conn {
         })
     }
 
-    /// Bytes arrived at `now_ms` (see `serve::Watched`).
-    pub fn note_read(&self, now_ms: u64) {
-        self.read.store(now_ms, Ordering::Relaxed);
+    /// Bytes arrived or left at `now_ms` (see `serve::Watched`).
+    pub fn note_moved(&self, now_ms: u64) {
+        self.moved.store(now_ms, Ordering::Relaxed);
     }
 
-    /// When bytes last arrived, or when the connection opened.
-    pub fn read_at(&self) -> u64 {
-        self.read.load(Ordering::Relaxed)
+    /// When bytes last moved, or when the connection opened.
+    pub fn moved_at(&self) -> u64 {
+        self.moved.load(Ordering::Relaxed)
     }
 
     /// Since when the connection has been idle; `None` while a request runs, or before its
@@ -99,7 +100,7 @@ impl Registry {
         let conn = Arc::new(Conn {
             inflight: AtomicUsize::new(0),
             last: AtomicU64::new(NEVER),
-            read: AtomicU64::new(self.now_ms()),
+            moved: AtomicU64::new(self.now_ms()),
             close: Notify::new(),
         });
         if let Ok(mut m) = self.conns.lock() {

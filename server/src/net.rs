@@ -529,7 +529,7 @@ async fn accept_loop(
                     _ = crate::serve::quiet_for(&activity, &registry, opened_ms, limits.header_timeout) =>
                         "no request began within the header timeout",
                     _ = crate::serve::stalled(&activity, &registry, limits.idle_timeout) =>
-                        "nothing arrived within the idle timeout",
+                        "no byte moved within the idle timeout",
                     _ = stopping(stop) => "the server is stopping",
                 }
             };

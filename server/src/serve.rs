@@ -58,10 +58,11 @@ pub(crate) async fn serve<S>(
     S::Future: Send + 'static,
     S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    // Every read notes the time; `closing` includes [`stalled`], which ends a connection on
-    // which nothing arrived for the idle timeout, over TLS and HTTP/2 too. A timer reset on
-    // every read (and hyper's own header timer, which [`quiet_for`] makes redundant) cost
-    // about 8% of a point read's CPU.
+    // Every read and write notes the time; `closing` includes [`stalled`], which ends a
+    // connection on which no byte moved for the idle timeout, over TLS and HTTP/2 too. A
+    // timer reset on every read, and hyper's own header timer (which [`quiet_for`] makes
+    // redundant), were about 8% of a point read's CPU in a perf profile of `strata-bench
+    // --suite lean`.
     let stream = Box::pin(Watched {
         inner: stream,
         conn: Arc::clone(watched.0),
@@ -214,7 +215,7 @@ impl<T: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for ParseErrors<T> 
     }
 }
 
-/// A connection's socket that notes when bytes arrive, for [`stalled`].
+/// A connection's socket that notes when bytes arrive or leave, for [`stalled`].
 struct Watched {
     inner: tokio::net::TcpStream,
     conn: Arc<Conn>,
@@ -231,7 +232,21 @@ impl tokio::io::AsyncRead for Watched {
         let before = buf.filled().len();
         let r = std::pin::Pin::new(&mut this.inner).poll_read(cx, buf);
         if buf.filled().len() > before {
-            this.conn.note_read(this.registry.now_ms());
+            this.conn.note_moved(this.registry.now_ms());
+        }
+        r
+    }
+}
+
+impl Watched {
+    /// Notes a write that sent bytes: a long answer a client is still reading is not a
+    /// stalled connection.
+    fn sent(
+        &self,
+        r: std::task::Poll<std::io::Result<usize>>,
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        if matches!(r, std::task::Poll::Ready(Ok(n)) if n > 0) {
+            self.conn.note_moved(self.registry.now_ms());
         }
         r
     }
@@ -243,7 +258,9 @@ impl tokio::io::AsyncWrite for Watched {
         cx: &mut std::task::Context<'_>,
         buf: &[u8],
     ) -> std::task::Poll<std::io::Result<usize>> {
-        std::pin::Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
+        let this = self.get_mut();
+        let r = std::pin::Pin::new(&mut this.inner).poll_write(cx, buf);
+        this.sent(r)
     }
 
     fn poll_write_vectored(
@@ -251,7 +268,9 @@ impl tokio::io::AsyncWrite for Watched {
         cx: &mut std::task::Context<'_>,
         bufs: &[std::io::IoSlice<'_>],
     ) -> std::task::Poll<std::io::Result<usize>> {
-        std::pin::Pin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
+        let this = self.get_mut();
+        let r = std::pin::Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
+        this.sent(r)
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -273,14 +292,14 @@ impl tokio::io::AsyncWrite for Watched {
     }
 }
 
-/// Resolves once nothing has arrived on the connection for `limit` (its idle timeout),
-/// whether or not a request is under way: a client that stops sending mid-request, or holds
-/// an HTTP/2 stream open without a byte, lets its connection go. Checked when the limit could
-/// next be reached, not on every read.
+/// Resolves once no byte has arrived on the connection or left it for `limit` (its idle
+/// timeout), whether or not a request is under way: a client that stops sending mid-request,
+/// holds an HTTP/2 stream open without a byte, or stops reading an answer, lets its
+/// connection go. Checked when the limit could next be reached, not on every read.
 pub(crate) async fn stalled(conn: &Conn, registry: &Registry, limit: Duration) {
     let limit_ms = limit.as_millis() as u64;
     loop {
-        let quiet = registry.now_ms().saturating_sub(conn.read_at());
+        let quiet = registry.now_ms().saturating_sub(conn.moved_at());
         if quiet >= limit_ms {
             return;
         }
@@ -381,7 +400,7 @@ mod tests {
         let reading = async {
             for _ in 0..8 {
                 tokio::time::sleep(Duration::from_millis(80)).await;
-                conn.note_read(registry.now_ms());
+                conn.note_moved(registry.now_ms());
             }
         };
         tokio::select! {
@@ -397,5 +416,32 @@ mod tests {
             "{took:?}"
         );
         assert!(started.elapsed() >= Duration::from_millis(800));
+    }
+
+    #[tokio::test]
+    async fn a_watched_socket_notes_bytes_in_and_out() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let mut client = tokio::net::TcpStream::connect(l.local_addr().unwrap())
+            .await
+            .unwrap();
+        let (server, _) = l.accept().await.unwrap();
+        let registry = Arc::new(Registry::default());
+        let (_, conn) = registry.add();
+        let mut w = Watched {
+            inner: server,
+            conn: Arc::clone(&conn),
+            registry: Arc::clone(&registry),
+        };
+        let opened = conn.moved_at();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        client.write_all(b"x").await.unwrap();
+        let mut b = [0u8; 1];
+        w.read_exact(&mut b).await.unwrap();
+        let read = conn.moved_at();
+        assert!(read >= opened + 50, "{opened} {read}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        w.write_all(b"y").await.unwrap();
+        assert!(conn.moved_at() >= read + 50, "{read} {}", conn.moved_at());
     }
 }
