@@ -197,6 +197,31 @@ struct Load {
     cpu_ms: f64,
     /// Documents the server read per query (its route header's `scanned`), over one pass.
     docs: f64,
+    /// Requests that failed (a 429 among them: the container's throughput spent), and the
+    /// first one's reason.
+    errors: u64,
+    first_error: Option<String>,
+    /// Request units charged per query.
+    ru: f64,
+    /// The share of the machine's CPU time left idle during the load.
+    idle: f64,
+}
+
+impl Load {
+    /// The rest of a load's line: RU per query, the machine's idle share, and errors if any.
+    fn more(&self) -> String {
+        let mut s = format!("  {:.1} RU/query  {:.0}% idle", self.ru, self.idle * 100.0);
+        if self.errors > 0 {
+            let first: String = self
+                .first_error
+                .iter()
+                .flat_map(|e| e.chars())
+                .take(120)
+                .collect();
+            s.push_str(&format!("  {} errors ({first})", self.errors));
+        }
+        s
+    }
 }
 
 /// Documents the server read for one query (its route header's `scanned`).
@@ -241,6 +266,7 @@ async fn measure(
         }) as futures::future::BoxFuture<'static, Result<f64, String>>
     });
     let rec = prof.start_with(name, a.profile.is_some());
+    let machine = crate::machine_ticks();
     let m = runner::run(
         name,
         a.clients,
@@ -250,6 +276,13 @@ async fn measure(
     )
     .await;
     let (cpu_us, top) = prof.finish(rec, &m, a.warmup);
+    // The cores left idle: a load that leaves them idle waits on something other than CPU.
+    let idle = match (machine, crate::machine_ticks()) {
+        (Some((b0, i0)), Some((b1, i1))) if b1 + i1 > b0 + i0 => {
+            (i1 - i0) as f64 / ((b1 + i1) - (b0 + i0)) as f64
+        }
+        _ => 0.0,
+    };
     if let (Some(top), Some(d)) = (top, &a.profile) {
         let _ = std::fs::write(d.join(format!("{name}.txt")), &top);
     }
@@ -259,6 +292,10 @@ async fn measure(
         p99: m.p99_us as f64 / 1000.0,
         cpu_ms: cpu_us.unwrap_or(0.0) / 1000.0,
         docs,
+        errors: m.errors,
+        first_error: m.first_error.clone(),
+        ru: m.ru_per_sec / m.ops_per_sec.max(1e-9),
+        idle,
     }
 }
 
@@ -338,8 +375,8 @@ async fn strata_run(a: &Args, c: &Arc<Corpus>, indexed: bool) -> (f64, u64, Vec<
                 let name = format!("fulltext-{kind}-{terms}");
                 let l = measure(a, &http, &prof, &name, bodies).await;
                 println!(
-                    "  strata      {kind:<8} {terms} word(s)  {:>8.0} q/s  p50 {:>7.1} ms  p99 {:>7.1} ms  {:>6.1} documents read  {:.3} ms server CPU per query",
-                    l.qps, l.p50, l.p99, l.docs, l.cpu_ms
+                    "  strata      {kind:<8} {terms} word(s)  {:>8.0} q/s  p50 {:>7.1} ms  p99 {:>7.1} ms  {:>6.1} documents read  {:.3} ms server CPU per query{}",
+                    l.qps, l.p50, l.p99, l.docs, l.cpu_ms, l.more()
                 );
                 loads.push(json!({"engine": "strata", "kind": kind, "terms": terms, "qps": l.qps,
                     "p50_ms": l.p50, "p99_ms": l.p99, "docs_per_query": l.docs, "cpu_ms_per_query": l.cpu_ms}));
@@ -354,8 +391,8 @@ async fn strata_run(a: &Args, c: &Arc<Corpus>, indexed: bool) -> (f64, u64, Vec<
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
         let rewrites = writer.await.unwrap_or(0.0);
         println!(
-            "  strata      bm25 1 word(s) with {rewrites:.0} text rewrites/s  {:>8.0} q/s  p50 {:>7.1} ms  p99 {:>7.1} ms  {:.3} ms server CPU per query",
-            l.qps, l.p50, l.p99, l.cpu_ms
+            "  strata      bm25 1 word(s) with {rewrites:.0} text rewrites/s  {:>8.0} q/s  p50 {:>7.1} ms  p99 {:>7.1} ms  {:.3} ms server CPU per query{}",
+            l.qps, l.p50, l.p99, l.cpu_ms, l.more()
         );
         loads.push(json!({"engine": "strata", "kind": "bm25-with-writes", "terms": 1, "qps": l.qps,
             "p50_ms": l.p50, "p99_ms": l.p99, "cpu_ms_per_query": l.cpu_ms, "rewrites_per_s": rewrites}));

@@ -185,6 +185,21 @@ pub(crate) fn cpu_ticks(pid: u32) -> Option<u64> {
     Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
 }
 
+/// The machine's CPU time so far (clock ticks over all cores): busy (user, nice, system,
+/// interrupts) and idle (idle, I/O wait), from `/proc/stat`.
+pub(crate) fn machine_ticks() -> Option<(u64, u64)> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let f: Vec<u64> = stat
+        .lines()
+        .next()?
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    let at = |i: usize| f.get(i).copied().unwrap_or(0);
+    Some((at(0) + at(1) + at(2) + at(5) + at(6), at(3) + at(4)))
+}
+
 /// Waits until the server's background work after a bulk load (memtable flushes,
 /// compaction) has settled: less than 5% of a core over a second, at most `limit`.
 /// Returns how long that took, so a report shows it rather than hiding it.

@@ -39,6 +39,10 @@ impl Profiled {
     /// Starts measuring workload `name`: CPU time always, a `perf` profile when `record`.
     pub fn start_with(&self, name: &str, record: bool) -> Recording {
         let data = self.dir.join(format!("{name}.perf.data"));
+        // perf does not create the folder it writes to.
+        if record {
+            let _ = std::fs::create_dir_all(&self.dir);
+        }
         if !record {
             return Recording {
                 ticks: crate::cpu_ticks(self.pid),
