@@ -218,6 +218,17 @@ impl PreparedQuery {
         self.eval_rows(doc, cx, true, sink)
     }
 
+    /// Whether [`PreparedQuery::rows_in_order`] reads nothing of a document but its `id`
+    /// (`SELECT c.id`, `SELECT VALUE c.id`, a constant): its rows can be made from the id
+    /// alone, as [`PreparedQuery::load_row_doc`] would parse the stored document.
+    pub fn rows_read_only_id(&self) -> bool {
+        !self.raw_documents
+            && self
+                .row_fields
+                .as_ref()
+                .is_some_and(|f| f.iter().all(|name| name == "id"))
+    }
+
     /// Parses a stored document for [`PreparedQuery::rows_in_order`]: the properties it reads.
     pub fn load_row_doc(&self, json: &[u8]) -> serde_json::Result<Value> {
         match &self.row_fields {

@@ -60,7 +60,7 @@ fn write() -> impl Strategy<Value = Write> {
 }
 
 /// Queries over `/t`, each with its own words.
-const QUERIES: [&str; 12] = [
+const QUERIES: [&str; 13] = [
     "SELECT VALUE c.id FROM c WHERE FullTextContains(c.t, @a)",
     "SELECT VALUE c.id FROM c WHERE FullTextContains(c.t, 'blue ocean')",
     "SELECT VALUE c.id FROM c WHERE FullTextContainsAll(c.t, @a, @b)",
@@ -69,6 +69,7 @@ const QUERIES: [&str; 12] = [
     "SELECT TOP 5 c.id FROM c WHERE FullTextContains(c.t, @a) ORDER BY c.id",
     "SELECT TOP 7 c.id FROM c ORDER BY RANK FullTextScore(c.t, @a)",
     "SELECT TOP 7 c.id FROM c ORDER BY RANK FullTextScore(c.t, @a, @b)",
+    "SELECT TOP 4 VALUE c.id FROM c ORDER BY RANK FullTextScore(c.t, @b)",
     "SELECT c.id FROM c WHERE c.pk != 'p2' ORDER BY RANK FullTextScore(c.t, @a) OFFSET 2 LIMIT 6",
     "SELECT TOP 30 c.id FROM c ORDER BY RANK FullTextScore(c.t, @b)",
     "SELECT TOP 6 c.id FROM c ORDER BY RANK RRF(FullTextScore(c.t, @a), FullTextScore(c.t, @b))",
@@ -258,6 +259,57 @@ proptest! {
                 check_all(&cs, &words).await;
             }
         });
+    }
+}
+
+/// A ranking whose rows are ids is answered from the postings' document keys without reading
+/// a document; one that projects anything else, or over a container whose documents can
+/// expire, reads each row's document.
+#[tokio::test]
+async fn a_ranking_of_ids_reads_no_document() {
+    let store = super::index_tests::small_store().await;
+    let mut with_ttl = props(true);
+    with_ttl.insert("defaultTtl".into(), json!(3600));
+    for (name, props) in [("ix", props(true)), ("ttl", with_ttl)] {
+        let pk = strata_query::pk::PartitionKeyDefinition::hash_v2("/pk");
+        let c = store.create_container("d", name, pk, props, None).await;
+        let c = c.expect("container");
+        for i in 0u8..20 {
+            apply(&c, &(i, i % 3, vec![0, 7, (i % 5) as usize], 2)).await;
+        }
+        // Warm: the first query reads the postings into memory.
+        for (sql, reads) in [
+            (
+                "SELECT TOP 3 c.id FROM c ORDER BY RANK FullTextScore(c.t, 'blue')",
+                0,
+            ),
+            (
+                "SELECT TOP 3 c.id FROM c ORDER BY RANK FullTextScore(c.t, 'blue')",
+                0,
+            ),
+            (
+                "SELECT TOP 3 VALUE c.id FROM c ORDER BY RANK FullTextScore(c.t, 'blue')",
+                0,
+            ),
+            (
+                "SELECT TOP 3 c.id, c.pk FROM c ORDER BY RANK FullTextScore(c.t, 'blue')",
+                3,
+            ),
+        ] {
+            let p = Arc::new(sql::prepare(sql, &[], Some(&c.pk)).expect("prepare"));
+            let a = Arc::new(access(&c, &p, true).expect("access"));
+            assert!(a.to_string().contains("postings"), "{a}");
+            let plan = super::index_tests::plan_with(&c, &p, a, 10, false);
+            let page = run(Arc::clone(&c), plan, None).await.expect("page");
+            let reads = if name == "ttl" { 3 } else { reads };
+            assert_eq!(page.scanned, reads, "{name}: {sql}");
+            assert_eq!(page.docs.len(), 3, "{sql}");
+            for d in &page.docs {
+                let v: Value = serde_json::from_slice(d).expect("row");
+                let id = v.get("id").unwrap_or(&v);
+                assert!(id.as_str().is_some_and(|s| s.starts_with('d')), "{v}");
+            }
+        }
     }
 }
 

@@ -68,7 +68,7 @@ const SHAPES: [&str; 4] = [
 ];
 
 /// The whole-container plan of `p` with the access path `a`.
-fn plan_with(
+pub(super) fn plan_with(
     c: &Container,
     p: &Arc<PreparedQuery>,
     a: Arc<AccessPath>,

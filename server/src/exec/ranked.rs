@@ -12,6 +12,7 @@ use super::top_postings::{self, Scored};
 use super::*;
 use crate::store::container::indexes::postings::Postings;
 use std::collections::HashSet;
+use strata_query::index::fulltext::value_at;
 use strata_query::sql::fulltext::{Statistics, TermWeight};
 use strata_query::sql::hybrid;
 
@@ -173,6 +174,7 @@ pub(super) fn from_postings(
         ranked[..sorted].sort_by(&best);
     }
     let cx = query_ctx(c, p);
+    let covered = covered_by_keys(c, plan);
     let mut rows: Vec<Bytes> = Vec::new();
     let (mut scanned, mut scanned_bytes) = (0u64, 0u64);
     let mut at = 0;
@@ -202,12 +204,10 @@ pub(super) fn from_postings(
             return Ok(Ranked::Slow);
         }
         let pos = lists[l as usize].pos(j as usize);
-        let Some(item) = c.load_item(&pos)? else {
-            continue;
-        };
-        scanned += 1;
-        scanned_bytes += item.json.len() as u64;
-        rows_of(p, a, &cx, &item.json, &mut rows)?;
+        if let Some(bytes) = ranked_rows(c, plan, &cx, covered, &pos, &mut rows)? {
+            scanned += 1;
+            scanned_bytes += bytes;
+        }
     }
     if rows.len() < want {
         let key = |d: &Scored| lists[d.0 as usize].key(d.1 as usize);
@@ -250,9 +250,12 @@ struct Read {
     bytes: u64,
 }
 
-/// Fewer rows than the page once every document with a posting is read: the rest rank at
-/// zero, in document order (as evaluation orders equal scores), so they are read from the
-/// start of `ranges`, leaving out the `matched` ones. False when `reads` ran out first.
+/// Fewer rows than the page once every document with a posting is read: the rest score
+/// zero, or nothing at all where the text is missing or not a string (an undefined score,
+/// which sorts after every number, as evaluation orders it), each group in document order
+/// (as evaluation orders equal scores). So they are read from the start of `ranges`, leaving
+/// out the `matched` ones: zero scores become rows at once, the first undefined ones are kept
+/// aside until no zero is left. False when `reads` ran out first.
 fn fill_unranked(
     c: &Container,
     plan: &Plan,
@@ -264,6 +267,11 @@ fn fill_unranked(
 ) -> Result<bool, ExecError> {
     let (p, a) = (&plan.query, &plan.access);
     let want = p.limit.map_or(0, |l| (l + p.offset) as usize);
+    let mut unscored: Vec<Bytes> = Vec::new();
+    let text = a
+        .postings
+        .as_ref()
+        .and_then(|ix| strata_query::index::fulltext::text_path(&ix.postings));
     for r in ranges {
         let mut cursor: Option<DocPos> = None;
         loop {
@@ -278,7 +286,23 @@ fn fill_unranked(
                 }
                 read.scanned += 1;
                 read.bytes += item.json.len() as u64;
-                rows_of(p, a, cx, &item.json, &mut read.rows)?;
+                // Parsed with the ORDER BY's properties: the text, whose absence (or a value
+                // that is not a string) leaves the score undefined.
+                let doc = parse_doc(p, &a.computed, &item.json)?;
+                let scored = text
+                    .and_then(|t| value_at(&doc, t))
+                    .is_some_and(Value::is_string);
+                p.rows_in_order(&doc, cx, &mut |row| {
+                    let value = row
+                        .value
+                        .map_or_else(|| item.json.clone(), |v| to_bytes(&v));
+                    if scored {
+                        read.rows.push(value);
+                    } else if read.rows.len() + unscored.len() < want {
+                        unscored.push(value);
+                    }
+                    Ok(Flow::Continue)
+                })?;
                 if read.rows.len() >= want {
                     return Ok(true);
                 }
@@ -289,6 +313,7 @@ fn fill_unranked(
             }
         }
     }
+    read.rows.extend(unscored);
     Ok(true)
 }
 
@@ -372,6 +397,56 @@ fn postings_statistics(
         total_words,
         hits,
     }))
+}
+
+/// Whether a ranking's rows come from its documents' keys alone, no document read: the
+/// query reads nothing of a document but its `id` (which its key holds: `SELECT TOP 10 c.id
+/// ... ORDER BY RANK`, a search's usual first step, as tantivy returns document addresses
+/// without loading them), nothing computed is added to documents, and no document can have
+/// expired (the container has no time to live; else its `_ts` must be read). A posting is
+/// live by construction: the held lists are patched by every write as it commits.
+fn covered_by_keys(c: &Container, plan: &Plan) -> bool {
+    plan.query.rows_read_only_id() && plan.access.computed.is_empty() && c.default_ttl().is_none()
+}
+
+/// The rows of the ranked document at `pos`: from its key when the ranking is
+/// [`covered_by_keys`], else read (none if it is gone or expired). The bytes read, if it was.
+fn ranked_rows(
+    c: &Container,
+    plan: &Plan,
+    cx: &Ctx,
+    covered: bool,
+    pos: &DocPos,
+    rows: &mut Vec<Bytes>,
+) -> Result<Option<u64>, ExecError> {
+    if covered {
+        if let Some(id) = c.id_at(pos) {
+            rows_of_id(&plan.query, cx, id, rows)?;
+            return Ok(None);
+        }
+    }
+    let Some(item) = c.load_item(pos)? else {
+        return Ok(None);
+    };
+    rows_of(&plan.query, &plan.access, cx, &item.json, rows)?;
+    Ok(Some(item.json.len() as u64))
+}
+
+/// [`rows_of`] for a document of which the query reads only the `id`: its rows, from the id.
+fn rows_of_id(
+    p: &PreparedQuery,
+    cx: &Ctx,
+    id: &str,
+    rows: &mut Vec<Bytes>,
+) -> Result<(), ExecError> {
+    let mut doc = serde_json::Map::new();
+    doc.insert("id".to_string(), Value::String(id.to_string()));
+    let doc = Value::Object(doc);
+    p.rows_in_order(&doc, cx, &mut |row| {
+        rows.push(to_bytes(row.value.as_ref().unwrap_or(&doc)));
+        Ok(Flow::Continue)
+    })?;
+    Ok(())
 }
 
 /// Evaluates one stored document, ranked already, into the page's rows: its projection, or

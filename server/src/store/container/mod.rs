@@ -539,6 +539,12 @@ impl Container {
         Some(DocPos(key))
     }
 
+    /// The id of the document at `pos`, read from its key; `None` when the key holds none.
+    /// The document itself may be gone or expired: only its key is read.
+    pub fn id_at<'a>(&self, pos: &'a DocPos) -> Option<&'a str> {
+        self.codec.parse_item_key(&pos.0).map(|(_, _, id)| id)
+    }
+
     /// The position just before every document of EPK `epk`.
     pub fn position_before(&self, epk: &str) -> DocPos {
         DocPos(self.codec.epk_bound(self.cid, epk))
