@@ -464,3 +464,63 @@ async fn logical_partition_size_limit() {
     assert_eq!(r.status, StatusCode::CREATED);
     s.stop().await;
 }
+
+/// Documents are numbered per physical partition, as the service numbers them: DOCUMENTID
+/// counts from 1 in each partition and is "unique only within a single physical partition"
+/// (https://learn.microsoft.com/azure/cosmos-db/query/documentid), while `_rid`s stay unique
+/// in the container — the SDKs order hybrid search ties by `_rid` and coalesce rows by it.
+/// A split's children number on after their parent, so the numbers stay unique in each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn documents_are_numbered_per_physical_partition() {
+    let s = server(24 * 1024).await;
+    let coll = json!({"id": "n", "partitionKey": {"paths": ["/pk"], "kind": "Hash", "version": 2}});
+    let r = s
+        .post("/dbs/db/colls", &[("x-ms-offer-throughput", "12000")], coll)
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{r:?}");
+    // "2" hashes into the first of the two partitions, "1" into the second.
+    for i in 0..6 {
+        let pk = json!([((i % 2) + 1).to_string()]);
+        let r = s
+            .create("db", "n", &pk, json!({"id": i.to_string(), "pk": pk[0]}))
+            .await;
+        assert_eq!(r.status, StatusCode::CREATED, "{r:?}");
+    }
+    let sql = "SELECT c.id, c.pk, c._rid, DOCUMENTID(c) AS n FROM c";
+    let (rows, _) = s.query_all("db", "n", sql, json!([]), &[]).await;
+    let mut by_rid: Vec<(String, String, u64)> = rows
+        .iter()
+        .map(|r| {
+            let f = |k: &str| r[k].as_str().unwrap().to_string();
+            (f("_rid"), f("id"), r["n"].as_u64().unwrap())
+        })
+        .collect();
+    by_rid.sort();
+    let ids: Vec<&str> = by_rid.iter().map(|(_, id, _)| id.as_str()).collect();
+    let numbers: Vec<u64> = by_rid.iter().map(|(_, _, n)| *n).collect();
+    assert_eq!(ids, ["1", "0", "3", "2", "5", "4"], "{by_rid:?}");
+    assert_eq!(numbers, [1, 1, 2, 2, 3, 3]);
+
+    // Splits: every partition's numbers stay unique, and every `_rid` in the container.
+    for i in 0..300 {
+        let (t, u) = (format!("t{}", i % 20), format!("u{}", i % 7));
+        let id = format!("i{i}");
+        let r = s
+            .create("db", "ev", &json!([t, u, "s"]), event(&id, &t, &u, "s"))
+            .await;
+        assert_eq!(r.status, StatusCode::CREATED, "{r:?}");
+    }
+    let ranges = wait_for_splits(&s, 4).await;
+    assert!(ranges.len() >= 4, "only {} partitions", ranges.len());
+    let mut rids = HashSet::new();
+    for range in &ranges {
+        let id = range["id"].as_str().unwrap();
+        let h = [("x-ms-documentdb-partitionkeyrangeid", id)];
+        let sql = "SELECT c._rid, DOCUMENTID(c) AS n FROM c";
+        let (rows, _) = s.query_all("db", "ev", sql, json!([]), &h).await;
+        let numbers: HashSet<u64> = rows.iter().map(|r| r["n"].as_u64().unwrap()).collect();
+        assert_eq!(numbers.len(), rows.len(), "range {id}: {rows:?}");
+        rids.extend(rows.iter().map(|r| r["_rid"].as_str().unwrap().to_string()));
+    }
+    assert_eq!(rids.len(), 300);
+}

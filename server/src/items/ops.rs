@@ -182,7 +182,7 @@ pub fn put(
     doc: Map<String, Value>,
     previous: Option<&StoredItem>,
 ) -> Result<Written, CosmosError> {
-    let record = stamp(t.container(), doc, t.next_version(previous))?;
+    let record = stamp(t.container(), doc, t.next_version(epk, previous))?;
     Ok(t.put(epk, id, record, previous)?)
 }
 

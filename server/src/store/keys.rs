@@ -235,10 +235,19 @@ pub fn catalog_purge(cid: u32) -> Vec<u8> {
 }
 pub const CATALOG_COUNTERS: &[u8] = b"meta/counters";
 
-/// The last document number a container gave out.
+/// The last document number a container gave out, from before per-partition counts (the
+/// floor of [`catalog_doc_count`]s; a new container's is 0).
 pub fn catalog_doc_seq(cid: u32) -> Vec<u8> {
     let mut k = b"docseq/".to_vec();
     k.extend_from_slice(&cid.to_be_bytes());
+    k
+}
+
+/// The last count physical partitions with document-number prefix `prefix` gave out (see
+/// `container::doc_numbers`): [`catalog_doc_seq`] followed by the prefix.
+pub fn catalog_doc_count(cid: u32, prefix: u16) -> Vec<u8> {
+    let mut k = catalog_doc_seq(cid);
+    k.extend_from_slice(&prefix.to_be_bytes());
     k
 }
 

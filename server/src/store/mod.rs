@@ -542,6 +542,12 @@ impl Store {
             .write_durable(vec![
                 counter_op,
                 Op::Put(Space::Catalog, keys::catalog_container(rec.cid), body),
+                // Its partitions count documents from 1 (see `container::doc_numbers`).
+                Op::Put(
+                    Space::Catalog,
+                    keys::catalog_doc_seq(rec.cid),
+                    0u64.to_be_bytes().to_vec(),
+                ),
             ])
             .await?;
         let container = Arc::new(Container::load(
@@ -664,11 +670,14 @@ impl Store {
             removed += engine.delete_range(Space::Catalog, &scripts, &scripts_end)?;
             let (links, links_end) = container::gsi::link_range(cid);
             removed += engine.delete_range(Space::Catalog, &links, &links_end)?;
+            // The document counts: the container's floor and one per partition prefix.
+            let counts = keys::catalog_doc_seq(cid);
+            let counts_end = engine::prefix_end(&counts).unwrap_or_default();
+            removed += engine.delete_range(Space::Catalog, &counts, &counts_end)?;
             let _ = engine.write(vec![
                 Op::Delete(Space::Catalog, keys::catalog_purge(cid)),
                 Op::Delete(Space::Catalog, keys::catalog_lsn(cid)),
                 Op::Delete(Space::Catalog, keys::catalog_history_floor(cid)),
-                Op::Delete(Space::Catalog, keys::catalog_doc_seq(cid)),
                 Op::Delete(Space::Catalog, container::gsi::cursor_key(cid)),
             ])?;
             Ok(removed)

@@ -17,6 +17,7 @@ use super::StoreError;
 use history::Operation;
 
 pub mod changes;
+pub mod doc_numbers;
 pub mod gsi;
 pub mod history;
 pub mod indexes;
@@ -167,11 +168,10 @@ pub struct Container {
     pub(in crate::store) limits: Limits,
     /// The index's policy, unique keys and generation (see [`super::index`]).
     index: RwLock<IndexState>,
-    /// The last document number given out: new documents take the next (their `_rid` and
-    /// DOCUMENTID count documents in creation order). Persisted with the transactions that
-    /// create documents; stores from before it start from their last LSN, which bounds every
-    /// number given out until then.
-    doc_counter: AtomicU64,
+    /// The last document count each physical partition gave out: a new document takes its
+    /// partition's next (see [`doc_numbers`]). Changed only by committing writes, which the
+    /// log serializes.
+    doc_counts: Mutex<doc_numbers::DocCounts>,
     /// Documents the running index build has visited, and how many it will visit.
     pub(in crate::store) index_done: AtomicU64,
     pub(in crate::store) index_total: AtomicU64,
@@ -287,10 +287,7 @@ impl Container {
         // Validated when set; a stored definition that no longer parses defines nothing.
         let computed = strata_query::sql::computed::parse(rec.props.get("computedProperties"))
             .unwrap_or_default();
-        let doc_counter = engine
-            .get(Space::Catalog, &keys::catalog_doc_seq(rec.cid))?
-            .and_then(|v| v[..].try_into().ok().map(u64::from_be_bytes))
-            .unwrap_or(lsn);
+        let doc_counts = doc_numbers::DocCounts::load(&engine, rec.cid, lsn)?;
         let scripts = scripts::load(&engine, rec.cid)?;
         let vectors = vectors::Vectors::of(
             &strata_query::index::vector::VectorPolicy::from_props(&rec.props).unwrap_or_default(),
@@ -298,7 +295,7 @@ impl Container {
         );
         let c = Self {
             scripts: RwLock::new(Arc::new(scripts)),
-            doc_counter: AtomicU64::new(doc_counter),
+            doc_counts: Mutex::new(doc_counts),
             computed: RwLock::new(Arc::new(computed)),
             index,
             index_done: AtomicU64::new(0),
@@ -635,7 +632,7 @@ impl Container {
             unique_staged: HashMap::new(),
             history: self.keeps_history(),
             expiring: false,
-            next_doc: self.doc_counter.load(Ordering::Acquire),
+            docs_taken: Vec::new(),
             tx,
             staged: HashMap::new(),
             lp_delta: HashMap::new(),
@@ -649,16 +646,9 @@ impl Container {
             return Ok((out, Durable::default()));
         }
         let last_lsn = txn.tx.last_lsn();
-        let next_doc = txn.next_doc;
-        let docs_created = next_doc != self.doc_counter.load(Ordering::Acquire);
+        let docs_taken = std::mem::take(&mut txn.docs_taken);
         let mut tx = txn.tx;
-        if docs_created {
-            tx.put(
-                Space::Catalog,
-                keys::catalog_doc_seq(self.cid),
-                next_doc.to_be_bytes().to_vec(),
-            );
-        }
+        doc_numbers::persist(&mut tx, self.cid, &docs_taken);
         let written = txn.staged.keys().map(|(epk, _)| epk);
         let range_delta = self.range_deltas(&txn.lp_delta, written, last_lsn);
         for (epk, d) in &txn.lp_delta {
@@ -712,8 +702,8 @@ impl Container {
             ix.observe(change);
         }
         drop(order);
-        if docs_created {
-            self.doc_counter.store(next_doc, Ordering::Release);
+        if !docs_taken.is_empty() {
+            lock(&self.doc_counts).settle(&docs_taken);
         }
         let mut map = write(&self.map);
         for (i, (db, dc, lsn)) in range_delta {

@@ -26,8 +26,9 @@ pub struct Txn<'a> {
     pub(super) history: bool,
     /// Deletes of this transaction are TTL expiries (the TTL sweeper's).
     pub(super) expiring: bool,
-    /// The last document number taken (see [`Container::doc_counter`]).
-    pub(super) next_doc: u64,
+    /// The last document count taken per document-number prefix, for the prefixes this
+    /// transaction created documents under (see [`super::doc_numbers`]).
+    pub(super) docs_taken: Vec<(u16, u64)>,
     /// Versions written or deleted in this transaction, by (EPK, id).
     pub(super) staged: HashMap<(String, String), Option<StoredItem>>,
     /// Size changes per logical partition (by EPK).
@@ -71,7 +72,7 @@ pub(super) enum Undo {
 /// A point a transaction can go back to (see [`Txn::savepoint`]).
 pub struct Savepoint {
     pub(super) tx: (usize, u32),
-    pub(super) next_doc: u64,
+    pub(super) docs_taken: Vec<(u16, u64)>,
     pub(super) deleted_any: bool,
     pub(super) undo: usize,
     pub(super) vector_changes: usize,
@@ -167,18 +168,34 @@ impl Txn<'_> {
         Ok(())
     }
 
-    /// What the next version of an item gets from this transaction: the change position it
-    /// will take, its document number (a new document takes the container's next one, its
-    /// `_rid` and DOCUMENTID; a new version keeps its document's) and the write's timestamp.
-    /// `previous` is the version being replaced, if any (from [`Txn::get_raw`]).
-    pub fn next_version(&self, previous: Option<&StoredItem>) -> Version {
+    /// What the next version of the item at `epk` gets from this transaction: the change
+    /// position it will take, its document number (a new document takes its physical
+    /// partition's next one, its `_rid` and DOCUMENTID; a new version keeps its document's)
+    /// and the write's timestamp. `previous` is the version being replaced, if any (from
+    /// [`Txn::get_raw`]).
+    pub fn next_version(&self, epk: &str, previous: Option<&StoredItem>) -> Version {
         let (lsn, sub) = self.tx.peek_change();
         Version {
             lsn,
             sub,
-            doc_seq: previous.map_or(self.next_doc + 1, |p| p.doc_seq),
+            doc_seq: previous.map_or_else(|| self.next_doc_number(epk), |p| p.doc_seq),
             ts: self.now,
         }
+    }
+
+    /// The number a document created at `epk` takes: its physical partition's next.
+    fn next_doc_number(&self, epk: &str) -> u64 {
+        let map = read(&self.c.map);
+        let range = &map.ranges[map.index_of(epk)].rec;
+        let prefix = doc_numbers::prefix_of(range.id);
+        let last = match self.docs_taken.iter().find(|(p, _)| *p == prefix) {
+            Some(&(_, n)) => n,
+            None => {
+                let ancestors = range.parents.iter().filter_map(|p| p.parse().ok());
+                lock(&self.c.doc_counts).last(prefix, ancestors.map(doc_numbers::prefix_of))
+            }
+        };
+        doc_numbers::compose(prefix, last + 1)
     }
 
     /// Writes a new version of an item: `record` is the document as the item layer stamped it
@@ -193,10 +210,10 @@ impl Txn<'_> {
     ) -> Result<Written, StoreError> {
         let c = self.c;
         let Record { version, doc, ttl } = record;
-        if version != self.next_version(previous) {
+        if version != self.next_version(epk, previous) {
             return Err(StoreError::Corrupt(format!(
                 "item '{id}' was stamped for another write ({version:?}, expected {:?})",
-                self.next_version(previous)
+                self.next_version(epk, previous)
             )));
         }
         let Version {
@@ -242,7 +259,11 @@ impl Txn<'_> {
         self.tx.put(Space::Items, key, item.encode());
         self.tx.take_change();
         if previous.is_none() {
-            self.next_doc = doc_seq;
+            let (prefix, n) = doc_numbers::split(doc_seq);
+            match self.docs_taken.iter_mut().find(|(p, _)| *p == prefix) {
+                Some(taken) => taken.1 = n,
+                None => self.docs_taken.push((prefix, n)),
+            }
         }
         let created = previous
             .map(|p| p.is_expired(self.default_ttl, self.now))
@@ -330,7 +351,7 @@ impl Txn<'_> {
         let undo = self.undo.get_or_insert_with(Vec::new).len();
         Savepoint {
             tx: self.tx.mark(),
-            next_doc: self.next_doc,
+            docs_taken: self.docs_taken.clone(),
             deleted_any: self.deleted_any,
             undo,
             vector_changes: self.vector_changes.len(),
@@ -354,7 +375,7 @@ impl Txn<'_> {
         self.length_changes.truncate(sp.length_changes);
         self.text_changes.truncate(sp.text_changes);
         self.postings_patches.truncate(sp.postings_patches);
-        self.next_doc = sp.next_doc;
+        self.docs_taken = sp.docs_taken;
         self.deleted_any = sp.deleted_any;
         let Some(undo) = &mut self.undo else { return };
         let newer: Vec<Undo> = undo.drain(sp.undo..).collect();
