@@ -374,9 +374,22 @@ async fn partitions_follow_throughput() {
         .await;
     assert_eq!(r.status, StatusCode::OK, "{r:?}");
     let deadline = Instant::now() + Duration::from_secs(10);
+    let mut announced = false;
     loop {
         let r = s.get("/dbs/db/colls/a/pkranges", &[]).await;
+        // First the range to split reports "splitting" under a new etag, as the service's
+        // do while a scale-up is under way, and keeps serving.
+        if r.json["PartitionKeyRanges"][0]["status"] == json!("splitting") {
+            assert_eq!(r.json["_count"], json!(1));
+            assert_ne!(r.header("etag").unwrap(), etag_before);
+            let q = s.query_all("db", "a", "SELECT VALUE COUNT(1) FROM c", json!([]), &[]);
+            assert_eq!(q.await.0, vec![json!(50)]);
+            announced = true;
+        }
         if r.json["_count"] == json!(2) {
+            assert!(announced, "the split was not announced in the range feed");
+            let statuses = r.json["PartitionKeyRanges"].as_array().unwrap().iter();
+            assert!(statuses.clone().all(|r| r["status"] == json!("online")));
             assert_ne!(
                 r.header("etag").unwrap(),
                 etag_before,

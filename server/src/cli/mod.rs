@@ -200,6 +200,16 @@ pub struct Args {
         value_name = "MS"
     )]
     script_timeout_ms: u64,
+    /// Milliseconds a physical partition that a throughput increase will split reports
+    /// `"status": "splitting"` in the partition key range feed before the split is made, as
+    /// the service's ranges do while a scale-up is under way (0: split at once).
+    #[arg(
+        long,
+        env = "STRATA_SPLIT_NOTICE_MS",
+        default_value_t = 3000,
+        value_name = "MS"
+    )]
+    split_notice_ms: u64,
     /// Do not serve the Data Explorer (`/_explorer/index.html`).
     #[arg(long, env = "STRATA_NO_EXPLORER")]
     no_explorer: bool,
@@ -630,6 +640,7 @@ fn server_config(
                 change_feed_retention: (args.change_feed_retention > 0)
                     .then_some(args.change_feed_retention),
                 script_timeout: std::time::Duration::from_millis(args.script_timeout_ms.max(1)),
+                split_notice: std::time::Duration::from_millis(args.split_notice_ms),
                 query_memory_bytes: usize::try_from(args.query_memory_bytes).unwrap_or(usize::MAX),
                 vector_rows_memory_bytes: usize::try_from(args.vector_rows_memory_bytes)
                     .unwrap_or(usize::MAX),

@@ -53,6 +53,8 @@ pub struct RangeSnapshot {
     pub reads: u64,
     pub writes: u64,
     pub queries: u64,
+    /// Announced as splitting (see [`PartitionMap::splitting`]).
+    pub splitting: bool,
 }
 
 impl RangeState {
@@ -67,6 +69,7 @@ impl RangeState {
             reads: self.reads.load(Ordering::Relaxed),
             writes: self.writes.load(Ordering::Relaxed),
             queries: self.queries.load(Ordering::Relaxed),
+            splitting: false,
         }
     }
 }
@@ -88,6 +91,10 @@ pub struct PartitionMap {
     pub retired: HashMap<u32, Vec<u32>>,
     /// Ids of ranges being replaced by a split or merge asked for by name (410/1007).
     pub swapping: Vec<u32>,
+    /// Ids of ranges a throughput split has announced and not yet made: the partition key
+    /// range feed reports them with `"status": "splitting"`, as the service does while a
+    /// scale-up's split is under way (they keep serving).
+    pub splitting: Vec<u32>,
 }
 
 impl PartitionMap {

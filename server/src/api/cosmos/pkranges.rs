@@ -41,7 +41,7 @@ pub fn read_ranges(req: &Req, c: &Arc<Container>) -> Result<Reply, CosmosError> 
                 "ridPrefix": r.id,
                 "_self": format!("dbs/{}/colls/{}/pkranges/{rid}/", c.db_rid, c.rid),
                 "throughputFraction": 1.0 / n,
-                "status": "online",
+                "status": if r.splitting { "splitting" } else { "online" },
                 "parents": r.parents,
                 "ownedArchivalPKRangeIds": [],
                 "_ts": ts,

@@ -59,6 +59,9 @@ pub struct Limits {
     pub change_feed_retention: Option<u64>,
     /// How long a stored procedure, trigger or UDF call may run before it is stopped.
     pub script_timeout: std::time::Duration,
+    /// How long a range a throughput split will replace reports `"status": "splitting"` in
+    /// the partition key range feed before the split is made (see `split::Store::split_once`).
+    pub split_notice: std::time::Duration,
     /// Most bytes of rows and groups one query may hold (see `exec::memory`).
     pub query_memory_bytes: usize,
     /// Bytes of `f32` rows the vector indexes that search over codes keep in memory before
@@ -80,6 +83,11 @@ pub const DEFAULT_QUERY_MEMORY_BYTES: usize = 64 << 20;
 /// Default of [`Limits::script_timeout`]: the service stops scripts after about five seconds.
 pub const DEFAULT_SCRIPT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
+/// Default of [`Limits::split_notice`]: long enough for a client that polls the partition key
+/// range feed every second or so to see the status (the service's splits take minutes), short
+/// enough that a scale-up settles in seconds.
+pub const DEFAULT_SPLIT_NOTICE: std::time::Duration = std::time::Duration::from_secs(3);
+
 impl Default for Limits {
     fn default() -> Self {
         Self {
@@ -89,6 +97,7 @@ impl Default for Limits {
             max_partitions: DEFAULT_MAX_PARTITIONS,
             change_feed_retention: None,
             script_timeout: DEFAULT_SCRIPT_TIMEOUT,
+            split_notice: DEFAULT_SPLIT_NOTICE,
             query_memory_bytes: DEFAULT_QUERY_MEMORY_BYTES,
             vector_rows_memory_bytes: crate::vector::rows::DEFAULT_BUDGET,
             vector_rows: None,
@@ -282,6 +291,7 @@ impl Container {
             generation: rec.ranges_generation,
             retired: HashMap::new(),
             swapping: Vec::new(),
+            splitting: Vec::new(),
         };
         let index = RwLock::new(IndexState::of(&rec));
         // Validated when set; a stored definition that no longer parses defines nothing.

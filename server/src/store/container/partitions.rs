@@ -3,7 +3,7 @@
 //! planner, and the per-partition query counters.
 
 use super::{read, Container, RangeState};
-use crate::store::partition_map::PartitionsView;
+use crate::store::partition_map::{PartitionsView, RangeSnapshot};
 use std::sync::atomic::Ordering;
 use strata_query::pk::EpkRange;
 
@@ -42,9 +42,13 @@ impl Container {
     /// (which changes with every split).
     pub fn partitions(&self) -> PartitionsView {
         let map = read(&self.map);
+        let snapshot = |r: &RangeState| RangeSnapshot {
+            splitting: map.splitting.contains(&r.rec.id),
+            ..r.snapshot()
+        };
         PartitionsView {
             generation: map.generation,
-            ranges: map.ranges.iter().map(RangeState::snapshot).collect(),
+            ranges: map.ranges.iter().map(snapshot).collect(),
         }
     }
 

@@ -177,11 +177,27 @@ impl Container {
             right.bytes = parent.bytes - left.bytes;
             right.count = parent.count - left.count;
             map.ranges.splice(idx..=idx, [left, right]);
+            map.splitting.retain(|s| *s != id);
             map.next_range_id += 2;
             map.generation += 1;
             map.retired.insert(id, vec![l, r]);
             Some((l, r))
         })
+    }
+
+    /// Announces range `id`'s coming split (`on`) or withdraws it: the partition key range
+    /// feed reports the range as splitting, under a new etag so that clients polling the feed
+    /// see the change.
+    fn announce_split(&self, id: u32, on: bool) {
+        let mut map = write(&self.map);
+        if map.splitting.contains(&id) == on {
+            return;
+        }
+        map.splitting.retain(|s| *s != id);
+        if on {
+            map.splitting.push(id);
+        }
+        map.generation += 1;
     }
 
     /// The number of physical partitions the provisioned throughput calls for (one per
@@ -282,6 +298,7 @@ impl Store {
         // A throughput split that finds no place to cut would be tried again and again (on
         // every write, and in this loop): remember the map it failed on and stop quietly.
         let stuck = || {
+            let generation = generation.max(read(&c.map).generation);
             c.throughput_split_stuck_at
                 .store(generation, Ordering::Relaxed);
             tracing::debug!(container = %c.id, "no range can split further for throughput");
@@ -309,7 +326,19 @@ impl Store {
                 return Ok(true);
             }
         };
+        // A scale-up's split is announced first: the range reports "splitting" in the
+        // partition key range feed for the notice, as the service's ranges do while their
+        // split is under way (the Python SDK merges that status into its routing map), and
+        // keeps serving until the split replaces it.
+        if reason == Reason::Throughput && !c.limits.split_notice.is_zero() {
+            c.announce_split(id, true);
+            tokio::time::sleep(c.limits.split_notice).await;
+            if c.deleted.load(Ordering::Acquire) {
+                return Ok(false);
+            }
+        }
         let Some((l, r)) = c.apply_split(id, &cut) else {
+            c.announce_split(id, false);
             if reason == Reason::Throughput {
                 return stuck();
             }
