@@ -61,16 +61,31 @@ pub(crate) fn new_activity_id() -> String {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos() as u64)
         .unwrap_or(0);
-    let a = xxhash_rust::xxh3::xxh3_64(&[n.to_le_bytes(), t.to_le_bytes()].concat());
+    let mut seed = [0u8; 16];
+    seed[..8].copy_from_slice(&n.to_le_bytes());
+    seed[8..].copy_from_slice(&t.to_le_bytes());
+    let a = xxhash_rust::xxh3::xxh3_64(&seed);
     let b = xxhash_rust::xxh3::xxh3_64(&a.to_le_bytes());
-    format!(
-        "{:08x}-{:04x}-4{:03x}-{:04x}-{:012x}",
-        a >> 32,
-        (a >> 16) & 0xffff,
-        a & 0xfff,
-        (b >> 48) | 0x8000,
-        b & 0xffff_ffff_ffff
-    )
+    // A version-4 UUID's layout, `xxxxxxxx-xxxx-4xxx-yxxx-xxxxxxxxxxxx`, written digit by
+    // digit (`format!` showed as 1.2% of a point read's server CPU).
+    let digits = [
+        (a >> 32, 8),
+        ((a >> 16) & 0xffff, 4),
+        (0x4000 | (a & 0xfff), 4),
+        ((b >> 48) | 0x8000, 4),
+        (b & 0xffff_ffff_ffff, 12),
+    ];
+    let mut id = String::with_capacity(36);
+    for (i, (value, width)) in digits.into_iter().enumerate() {
+        if i > 0 {
+            id.push('-');
+        }
+        for shift in (0..width).rev() {
+            let d = ((value >> (4 * shift)) & 0xf) as u32;
+            id.push(char::from_digit(d, 16).unwrap_or('0'));
+        }
+    }
+    id
 }
 
 /// The host (and port) the client addressed: its `Host` header, or the URI's authority
@@ -367,6 +382,26 @@ async fn route(app: &App, req: &Req, ep: Endpoint) -> Result<Reply, CosmosError>
         }
         E::DeletePermission { db, user, id } => {
             users::delete_permission(app, &db, &user, &id).await
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn activity_ids_are_version_4_uuids_and_differ() {
+        let (a, b) = (super::new_activity_id(), super::new_activity_id());
+        assert_ne!(a, b);
+        for id in [a, b] {
+            let groups: Vec<&str> = id.split('-').collect();
+            let widths: Vec<usize> = groups.iter().map(|g| g.len()).collect();
+            assert_eq!(widths, [8, 4, 4, 4, 12], "{id}");
+            assert!(
+                id.chars().all(|c| c == '-' || c.is_ascii_hexdigit()),
+                "{id}"
+            );
+            assert!(groups[2].starts_with('4'), "{id}");
+            assert!("89abcdef".contains(&groups[3][..1]), "{id}");
         }
     }
 }

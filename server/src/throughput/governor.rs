@@ -16,8 +16,8 @@
 use crate::store::container::Container;
 use crate::throughput::class::{Buckets, Class, BUCKETS};
 use dashmap::DashMap;
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use rustc_hash::{FxBuildHasher, FxHashMap};
+use std::sync::Mutex;
 use std::time::Instant;
 
 /// How many logical partitions each partition remembers consumption for.
@@ -70,7 +70,7 @@ struct Bucket {
     total_ru: f64,
     throttled: u64,
     /// RU consumed per logical partition (EPK), bounded.
-    hot: HashMap<String, f64>,
+    hot: FxHashMap<String, f64>,
 }
 
 impl Bucket {
@@ -86,7 +86,7 @@ impl Bucket {
             last_window_ru: 0.0,
             total_ru: 0.0,
             throttled: 0,
-            hot: HashMap::new(),
+            hot: FxHashMap::default(),
         }
     }
 
@@ -150,6 +150,9 @@ impl Bucket {
     }
 }
 
+/// The buckets of one container's partitions, by partition key range id.
+type Partitions = FxHashMap<u32, Bucket>;
+
 /// Consumption of one physical partition, for reporting.
 #[derive(Debug, Clone)]
 pub struct Usage {
@@ -184,14 +187,14 @@ pub struct Budget {
 pub struct Governor {
     pub enforce: bool,
     /// Per container: the buckets of its partitions, behind one lock (never two held).
-    buckets: DashMap<u32, Arc<Mutex<HashMap<u32, Bucket>>>>,
+    buckets: DashMap<u32, Mutex<Partitions>, FxBuildHasher>,
 }
 
 impl Governor {
     pub fn new(enforce: bool) -> Self {
         Self {
             enforce,
-            buckets: DashMap::new(),
+            buckets: DashMap::with_hasher(FxBuildHasher),
         }
     }
 
@@ -205,12 +208,15 @@ impl Governor {
         ru as f64 / c.physical_partitions().max(1) as f64
     }
 
-    fn container(&self, cid: u32) -> Arc<Mutex<HashMap<u32, Bucket>>> {
+    /// Runs `f` on the buckets of container `cid`'s partitions, under their lock.
+    fn with_container<R>(&self, cid: u32, f: impl FnOnce(&mut Partitions) -> R) -> R {
         // A shared lookup first: `entry` takes the shard's write lock on every request.
-        if let Some(cell) = self.buckets.get(&cid) {
-            return Arc::clone(cell.value());
-        }
-        Arc::clone(self.buckets.entry(cid).or_default().value())
+        let cell = match self.buckets.get(&cid) {
+            Some(cell) => cell,
+            None => self.buckets.entry(cid).or_default().downgrade(),
+        };
+        let mut map = cell.lock().unwrap_or_else(|p| p.into_inner());
+        f(&mut map)
     }
 
     /// Spends `ru` on the given partitions (split evenly), or refuses with 429 when enforcing
@@ -238,59 +244,59 @@ impl Governor {
         let Budget { rate, buckets } = budget();
         let capped = class.capped(&buckets);
         let share = ru / ranges.len() as f64;
-        let cell = self.container(c.cid);
-        let mut map = cell.lock().unwrap_or_else(|p| p.into_inner());
-        let (mut wait_ms, mut bucket_wait_ms) = (0u64, 0u64);
-        for r in ranges {
-            let b = map.entry(*r).or_insert_with(|| Bucket::new(rate));
-            b.refill(rate);
-            // A charge above one second of budget is admitted once the bucket is full.
-            let need = share.min(rate);
-            let reserve = if class.low { b.high_reserve() } else { 0.0 };
-            wait_ms = wait_ms.max(b.budget.wait_ms(need + reserve.min(rate - need), rate));
-            if let Some((id, f)) = capped {
-                let g = b.group(id, rate * f);
-                bucket_wait_ms = bucket_wait_ms.max(g.wait_ms(share.min(rate * f), rate * f));
+        self.with_container(c.cid, |map| {
+            let (mut wait_ms, mut bucket_wait_ms) = (0u64, 0u64);
+            for r in ranges {
+                let b = map.entry(*r).or_insert_with(|| Bucket::new(rate));
+                b.refill(rate);
+                // A charge above one second of budget is admitted once the bucket is full.
+                let need = share.min(rate);
+                let reserve = if class.low { b.high_reserve() } else { 0.0 };
+                wait_ms = wait_ms.max(b.budget.wait_ms(need + reserve.min(rate - need), rate));
+                if let Some((id, f)) = capped {
+                    let g = b.group(id, rate * f);
+                    bucket_wait_ms = bucket_wait_ms.max(g.wait_ms(share.min(rate * f), rate * f));
+                }
             }
-        }
-        if wait_ms > 0 || bucket_wait_ms > 0 {
+            if wait_ms > 0 || bucket_wait_ms > 0 {
+                for r in ranges {
+                    if let Some(b) = map.get_mut(r) {
+                        b.throttled += 1;
+                    }
+                }
+                return Err(match capped {
+                    Some((id, f)) if bucket_wait_ms > 0 => Throttled {
+                        retry_after_ms: bucket_wait_ms.max(wait_ms),
+                        by_bucket: true,
+                        message: format!(
+                            "Request rate is large: throughput bucket {id} of '{}' may use {:.0}% of its throughput ({:.0} RU/s a partition) and has spent it; this request needs {ru:.2} RU. Retry after {} ms.",
+                            c.id,
+                            f * 100.0,
+                            rate * f,
+                            bucket_wait_ms.max(wait_ms)
+                        ),
+                    },
+                    _ => Throttled {
+                        retry_after_ms: wait_ms,
+                        by_bucket: false,
+                        message: format!(
+                            "Request rate is large: this request needs {ru:.2} RU but partition(s) {ranges:?} of '{}' have {rate:.0} RU/s each and the budget is spent{}. Retry after {wait_ms} ms, raise the throughput, or spread the load over more partition key values.",
+                            c.id,
+                            if class.low { " (a Low-priority request leaves what High-priority requests use)" } else { "" }
+                        ),
+                    },
+                });
+            }
             for r in ranges {
                 if let Some(b) = map.get_mut(r) {
-                    b.throttled += 1;
+                    b.consume(share, epk, class);
+                    if let Some((id, f)) = capped {
+                        b.group(id, rate * f).tokens -= share;
+                    }
                 }
             }
-            return Err(match capped {
-                Some((id, f)) if bucket_wait_ms > 0 => Throttled {
-                    retry_after_ms: bucket_wait_ms.max(wait_ms),
-                    by_bucket: true,
-                    message: format!(
-                        "Request rate is large: throughput bucket {id} of '{}' may use {:.0}% of its throughput ({:.0} RU/s a partition) and has spent it; this request needs {ru:.2} RU. Retry after {} ms.",
-                        c.id,
-                        f * 100.0,
-                        rate * f,
-                        bucket_wait_ms.max(wait_ms)
-                    ),
-                },
-                _ => Throttled {
-                    retry_after_ms: wait_ms,
-                    by_bucket: false,
-                    message: format!(
-                        "Request rate is large: this request needs {ru:.2} RU but partition(s) {ranges:?} of '{}' have {rate:.0} RU/s each and the budget is spent{}. Retry after {wait_ms} ms, raise the throughput, or spread the load over more partition key values.",
-                        c.id,
-                        if class.low { " (a Low-priority request leaves what High-priority requests use)" } else { "" }
-                    ),
-                },
-            });
-        }
-        for r in ranges {
-            if let Some(b) = map.get_mut(r) {
-                b.consume(share, epk, class);
-                if let Some((id, f)) = capped {
-                    b.group(id, rate * f).tokens -= share;
-                }
-            }
-        }
-        Ok(())
+            Ok(())
+        })
     }
 
     /// The fewest request units any partition of `c` has left now (its budget refilled; a
@@ -302,28 +308,28 @@ impl Governor {
             return None;
         }
         let rate = budget().rate;
-        let cell = self.container(c.cid);
-        let mut map = cell.lock().unwrap_or_else(|p| p.into_inner());
-        let least = map
-            .values_mut()
-            .map(|b| {
-                b.refill(rate);
-                b.budget.tokens
-            })
-            .fold(rate, f64::min);
-        Some(least)
+        self.with_container(c.cid, |map| {
+            let least = map
+                .values_mut()
+                .map(|b| {
+                    b.refill(rate);
+                    b.budget.tokens
+                })
+                .fold(rate, f64::min);
+            Some(least)
+        })
     }
 
     /// Consumption tracking only (no budget): windows, totals, hot keys.
     fn track(&self, c: &Container, ranges: &[u32], epk: Option<&str>, ru: f64, class: Class) {
         let share = ru / ranges.len() as f64;
-        let cell = self.container(c.cid);
-        let mut map = cell.lock().unwrap_or_else(|p| p.into_inner());
-        for r in ranges {
-            let b = map.entry(*r).or_insert_with(|| Bucket::new(0.0));
-            b.roll_window();
-            b.consume(share, epk, class);
-        }
+        self.with_container(c.cid, |map| {
+            for r in ranges {
+                let b = map.entry(*r).or_insert_with(|| Bucket::new(0.0));
+                b.roll_window();
+                b.consume(share, epk, class);
+            }
+        })
     }
 
     /// Records consumption without checking (the difference between an estimate and the
@@ -347,23 +353,21 @@ impl Governor {
         let Budget { rate, buckets } = budget();
         let capped = class.capped(&buckets);
         let share = ru / ranges.len() as f64;
-        let cell = self.container(c.cid);
-        let mut map = cell.lock().unwrap_or_else(|p| p.into_inner());
-        for r in ranges {
-            let b = map.entry(*r).or_insert_with(|| Bucket::new(rate));
-            b.refill(rate);
-            b.consume(share, epk, class);
-            if let Some((id, f)) = capped {
-                b.group(id, rate * f).tokens -= share;
+        self.with_container(c.cid, |map| {
+            for r in ranges {
+                let b = map.entry(*r).or_insert_with(|| Bucket::new(rate));
+                b.refill(rate);
+                b.consume(share, epk, class);
+                if let Some((id, f)) = capped {
+                    b.group(id, rate * f).tokens -= share;
+                }
             }
-        }
+        })
     }
 
     /// Consumption of one partition.
     pub fn usage(&self, c: &Container, rate: f64, range: u32) -> Usage {
-        let cell = self.container(c.cid);
-        let mut map = cell.lock().unwrap_or_else(|p| p.into_inner());
-        match map.get_mut(&range) {
+        self.with_container(c.cid, |map| match map.get_mut(&range) {
             None => Usage {
                 ru_per_second: 0.0,
                 total_ru: 0.0,
@@ -385,7 +389,7 @@ impl Governor {
                     hottest: hot,
                 }
             }
-        }
+        })
     }
 }
 
