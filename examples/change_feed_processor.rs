@@ -98,7 +98,15 @@ async fn main() -> Result<(), strata_sdk::Error> {
     {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let after = orders.feed_ranges().await?.len();
+    // A scale-up's splits take a while (the service's take minutes; strata announces each
+    // range it splits for --split-notice-ms first): wait for the three ranges 25,000 RU/s
+    // call for, the workers still running.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut after = orders.feed_ranges().await?.len();
+    while after < 3 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        after = orders.feed_ranges().await?.len();
+    }
     stop.notify_waiters();
     for w in workers {
         let _ = w.await;
