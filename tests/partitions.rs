@@ -480,7 +480,7 @@ async fn logical_partition_size_limit() {
 
 /// Documents are numbered per physical partition, as the service numbers them: DOCUMENTID
 /// counts from 1 in each partition and is "unique only within a single physical partition"
-/// (https://learn.microsoft.com/azure/cosmos-db/query/documentid), while `_rid`s stay unique
+/// (https://learn.microsoft.com/en-us/cosmos-db/query/documentid), while `_rid`s stay unique
 /// in the container — the SDKs order hybrid search ties by `_rid` and coalesce rows by it.
 /// A split's children number on after their parent, so the numbers stay unique in each.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -459,7 +459,7 @@ pub(super) fn contains_match(elem: &Value, wanted: &Value, partial: bool) -> boo
 /// The document number inside a document `_rid`: bytes 8..16, little-endian, whose top 16
 /// bits name the physical partition it was created in. DOCUMENTID is the count below them,
 /// "unique only within a single physical partition"
-/// (https://learn.microsoft.com/azure/cosmos-db/query/documentid).
+/// (https://learn.microsoft.com/en-us/cosmos-db/query/documentid).
 pub(super) fn document_id(rid: &str) -> Option<u64> {
     use base64::Engine as _;
     let bytes = base64::engine::general_purpose::STANDARD

@@ -3,7 +3,7 @@
 //!
 //! The service numbers documents per physical partition: DOCUMENTID "returns an integer value
 //! that is unique only within a single physical partition"
-//! (https://learn.microsoft.com/azure/cosmos-db/query/documentid), while `_rid`s stay unique
+//! (https://learn.microsoft.com/en-us/cosmos-db/query/documentid), while `_rid`s stay unique
 //! in the container (the SDKs coalesce hybrid search rows by `_rid` across partitions, and
 //! order ties by it). So a number is the physical partition's 16-bit prefix above a 48-bit
 //! count the partition keeps: little-endian in the `_rid`, the count's low byte comes first,
