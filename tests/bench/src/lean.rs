@@ -52,7 +52,13 @@ pub async fn lean(a: &Args, r: &mut Report) {
     println!("  loaded {} items at {rate:.0} items/s", a.items);
     let base = baseline::start(a.item_size).await;
     let dir = temp_dir("lean-scripts");
-    for w in ["point-read", "upsert"] {
+    // `--workloads` picks one of the two (to profile it alone, say).
+    let chosen = |w: &str| {
+        a.workloads
+            .as_deref()
+            .is_none_or(|l| l.split(',').any(|x| x.trim() == w))
+    };
+    for w in ["point-read", "upsert"].into_iter().filter(|w| chosen(w)) {
         let script = dir.join(format!("{w}.lua"));
         if let Err(e) = write_script(&http, &ds, w, &script) {
             eprintln!("strata-bench: {e}");

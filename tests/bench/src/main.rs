@@ -111,7 +111,8 @@ struct Args {
     /// Split threshold for the split suite.
     #[arg(long, default_value_t = 32 * 1024 * 1024)]
     split_bytes: u64,
-    /// Only these workloads (comma-separated) in the throughput suite.
+    /// Only these workloads (comma-separated) in the throughput suite, or in `--suite lean`
+    /// (`point-read`, `upsert`).
     #[arg(long)]
     workloads: Option<String>,
     /// The strata binary for the scale suite (default target/release/strata, else debug).
