@@ -20,6 +20,7 @@ pub mod changes;
 pub mod doc_numbers;
 pub mod gsi;
 pub mod history;
+mod hot;
 pub mod indexes;
 pub mod lookup;
 mod partitions;
@@ -199,6 +200,8 @@ pub struct Container {
     /// Sizes of logical partitions recently written (bytes, count), as committed (see
     /// [`LpSizes`]).
     pub(in crate::store) lp_sizes: Mutex<LpSizes>,
+    /// Recently read and written item versions (see [`hot`]).
+    hot: hot::HotItems,
     /// The vector indexes (see [`vectors`]).
     vectors: vectors::Vectors,
     /// BM25's word totals per full-text path and range (see [`indexes::fulltext`]).
@@ -329,6 +332,11 @@ impl Container {
             turn: tokio::sync::Mutex::new(()),
             script_turns: tokio::sync::Semaphore::new(1),
             lp_sizes: Mutex::new(LpSizes::default()),
+            hot: hot::HotItems::new(if engine.is_remote() {
+                0
+            } else {
+                hot::HOT_BYTES
+            }),
             vectors,
             word_totals: Default::default(),
             postings: Default::default(),
@@ -398,25 +406,6 @@ impl Container {
             .props
             .get("defaultTtl")
             .and_then(Value::as_i64)
-    }
-
-    /// Reads the live version of an item (expired items are absent).
-    pub fn read_item(&self, epk: &str, id: &str) -> Result<Option<(StoredItem, u32)>, StoreError> {
-        let key = self.codec.item_key(self.cid, epk, id);
-        let raw = self.engine.get(Space::Items, &key)?;
-        let range_id = {
-            let map = read(&self.map);
-            let r = &map.ranges[map.index_of(epk)];
-            r.reads.fetch_add(1, Ordering::Relaxed);
-            r.rec.id
-        };
-        let Some(raw) = raw else { return Ok(None) };
-        let item = StoredItem::decode(raw)
-            .ok_or_else(|| StoreError::Corrupt(format!("item '{id}' has an unreadable record")))?;
-        if item.is_expired(self.default_ttl(), catalog::now_secs()) {
-            return Ok(None);
-        }
-        Ok(Some((item, range_id)))
     }
 
     /// The id of the item of logical partition `epk` whose `_rid` carries `doc_seq` (rid-based
@@ -691,7 +680,14 @@ impl Container {
         let counting = (!txn.length_changes.is_empty()).then(|| self.word_totals.gate());
         // Held across the commit and the batch's update (see `text_pending::Gate`).
         let text_gate = txn.text_seen.then(|| self.text.gate());
+        // Under the size lock too, so the cache of hot items takes versions in commit order.
+        let keys: Vec<(Vec<u8>, Option<&StoredItem>)> = (txn.staged.iter())
+            .map(|((epk, id), v)| (self.codec.item_key(self.cid, epk, id), v.as_ref()))
+            .collect();
+        let busy = self.hot.start(keys.iter().map(|(k, _)| &k[..]));
         let committed = tx.commit();
+        let put = keys.iter().filter(|_| committed.is_ok());
+        self.hot.end(busy, put.map(|(k, v)| (&k[..], *v)));
         let changes = std::mem::take(&mut txn.text_changes);
         self.take_text(text_gate, changes, last_lsn, committed.is_ok());
         // Even when the outcome is unknown (a remote store's dropped answer): the write may

@@ -98,12 +98,7 @@ impl Txn<'_> {
             return Ok(v.clone());
         }
         let key = self.c.codec.item_key(self.c.cid, epk, id);
-        match self.tx.get(Space::Items, &key)? {
-            None => Ok(None),
-            Some(raw) => StoredItem::decode(raw).map(Some).ok_or_else(|| {
-                StoreError::Corrupt(format!("item '{id}' has an unreadable record"))
-            }),
-        }
+        self.c.item_version(&key, id)
     }
 
     /// Stages a raw key change in this transaction (index builds).
