@@ -201,7 +201,7 @@ pub fn hash_v2(comps: &[PkComponent]) -> String {
     let (h1, h2) = murmur3_x64_128(&data, 0);
     let mut v: u128 = ((h2 as u128) << 64) | h1 as u128;
     v &= !(0xC0u128 << 120);
-    format!("{v:032X}")
+    encode_hex(&v.to_be_bytes())
 }
 
 /// The "hashing" serialization of one component; `terminator` ends strings (FF in V2, 00 in V1).

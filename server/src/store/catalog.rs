@@ -290,14 +290,28 @@ pub fn etag(space: u32, seq: u64) -> String {
 /// The etag of the `sub`-th change of the transaction at LSN `seq` (items written together
 /// in one batch share its LSN, not an etag).
 pub fn change_etag(space: u32, seq: u64, sub: u32) -> String {
-    format!(
-        "\"{:08x}-{:04x}-{:04x}-{:04x}-{:012x}\"",
-        space,
-        (sub >> 16) & 0xffff,
-        sub & 0xffff,
-        (seq >> 48) & 0xffff,
-        seq & 0xffff_ffff_ffff
-    )
+    // Digit by digit rather than `format!`: every read and write answers with one.
+    fn hex(out: &mut String, v: u64, digits: u32) {
+        for i in (0..digits).rev() {
+            out.push(char::from(
+                b"0123456789abcdef"[((v >> (4 * i)) & 15) as usize],
+            ));
+        }
+    }
+    let mut e = String::with_capacity(38);
+    e.push('"');
+    hex(&mut e, u64::from(space), 8);
+    for (v, digits) in [
+        (u64::from(sub >> 16), 4),
+        (u64::from(sub & 0xffff), 4),
+        ((seq >> 48) & 0xffff, 4),
+        (seq & 0xffff_ffff_ffff, 12),
+    ] {
+        e.push('-');
+        hex(&mut e, v, digits);
+    }
+    e.push('"');
+    e
 }
 
 pub fn now_secs() -> u64 {
@@ -373,6 +387,26 @@ fn finish_container_props(props: &mut Map<String, Value>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn etags_have_the_guid_shape_field_by_field() {
+        for (space, seq, sub) in [
+            (0, 0, 0),
+            (7, 1, 0),
+            (u32::MAX, u64::MAX, u32::MAX),
+            (42, 0x1234_5678_9abc_def0, 0x0001_0002),
+        ] {
+            let expected = format!(
+                "\"{:08x}-{:04x}-{:04x}-{:04x}-{:012x}\"",
+                space,
+                (sub >> 16) & 0xffff,
+                sub & 0xffff,
+                (seq >> 48) & 0xffff,
+                seq & 0xffff_ffff_ffff
+            );
+            assert_eq!(change_etag(space, seq, sub), expected);
+        }
+    }
 
     #[test]
     fn rids_are_path_safe_and_nested() {

@@ -14,13 +14,13 @@ use strata_query::protocol::header;
 
 use crate::api::commit::{Admission, Commit};
 use crate::api::request::Req;
-use crate::api::response::Reply;
+use crate::api::response::{names, Reply};
 use crate::api::App;
 use crate::error::{substatus, CosmosError};
 use crate::store::catalog;
 use crate::store::container::Container;
 use crate::throughput::charge;
-use axum::http::StatusCode;
+use axum::http::{HeaderValue, StatusCode};
 use std::borrow::Cow;
 use std::sync::Arc;
 use strata_query::pk::PartitionKey;
@@ -83,11 +83,14 @@ fn reply(c: &Container, req: &Req, o: &Outcome, range_id: u32) -> Reply {
             } else {
                 item.json.clone()
             };
-            let r = Reply::new(o.status, body).header(header::ETAG, item.etag(c.cid));
+            let mut r = Reply::new(o.status, body);
+            if let Ok(etag) = HeaderValue::from_str(&item.etag(c.cid)) {
+                r = r.with(names::ETAG, etag);
+            }
             if write {
                 r
             } else {
-                r.header(header::ITEM_LSN, item.lsn.to_string())
+                r.with(names::ITEM_LSN, HeaderValue::from(item.lsn))
             }
         }
         None => Reply::empty(o.status),
