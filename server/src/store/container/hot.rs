@@ -139,7 +139,13 @@ impl HotItems {
         let Some(writes) = ticket.writes else { return };
         let mut s = lock(&self.shards[ticket.shard]);
         if s.busy == 0 && s.writes == writes && !s.current.contains_key(key) {
-            s.put(key, item.clone(), self.budget);
+            // A copy of the document: what the store returned may be a view into a whole
+            // block of its cache, which the entry would otherwise keep alive unaccounted.
+            let own = StoredItem {
+                json: bytes::Bytes::copy_from_slice(&item.json),
+                ..item.clone()
+            };
+            s.put(key, own, self.budget);
         }
     }
 
