@@ -16,7 +16,9 @@
 //!   store's while a commit is in flight (its keys are out of the cache until it has put
 //!   them back).
 //!
-//! Memory is bounded by [`HOT_BYTES`] per container, in two generations per shard: entries
+//! Memory is bounded by [`HOT_BYTES`] per container and [`HOT_BYTES_TOTAL`] for all of a
+//! process's containers together (so a client that creates many containers cannot grow it
+//! further), in two generations per shard: entries
 //! go to the current one; when it is full it becomes the previous one (the older previous
 //! one is dropped), and a hit in the previous one moves the entry back to the current.
 //! A store a round trip away (PostgreSQL) keeps no cache: another process may take over
@@ -29,7 +31,7 @@ use crate::store::record::StoredItem;
 use crate::store::StoreError;
 use rustc_hash::{FxBuildHasher, FxHashMap};
 use std::hash::BuildHasher;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 /// Bytes of item versions (documents, keys and bookkeeping) one container keeps.
@@ -37,6 +39,15 @@ pub const HOT_BYTES: usize = 16 << 20;
 
 /// Shards of the cache: a write and a read of different items rarely meet on one lock.
 const SHARDS: usize = 16;
+
+/// Bytes every container's cache holds together, at most: however many containers there
+/// are, the caches cannot take more. When the total is reached, a cache that takes a
+/// version drops its shard's older generation first (so space goes to the containers in
+/// use), and takes nothing if that is not enough.
+pub const HOT_BYTES_TOTAL: usize = 128 << 20;
+
+/// Bytes held by every cache of this process (see [`HOT_BYTES_TOTAL`]).
+static HELD: AtomicUsize = AtomicUsize::new(0);
 
 /// What an entry costs beyond its document and key (map slots, the record's fields).
 const ENTRY_OVERHEAD: usize = 96;
@@ -47,6 +58,8 @@ struct Shard {
     previous: FxHashMap<Box<[u8]>, StoredItem>,
     /// Bytes the current generation holds.
     bytes: usize,
+    /// Bytes the previous generation holds.
+    previous_bytes: usize,
     /// Writes that started or ended on this shard (see [`Ticket`]).
     writes: u64,
     /// Writes between their start and their end.
@@ -56,9 +69,22 @@ struct Shard {
 impl Shard {
     fn remove(&mut self, key: &[u8]) {
         if let Some(old) = self.current.remove(key) {
-            self.bytes -= cost(key, &old);
+            let size = cost(key, &old);
+            self.bytes -= size;
+            HELD.fetch_sub(size, Ordering::Relaxed);
         }
-        self.previous.remove(key);
+        if let Some(old) = self.previous.remove(key) {
+            let size = cost(key, &old);
+            self.previous_bytes -= size;
+            HELD.fetch_sub(size, Ordering::Relaxed);
+        }
+    }
+
+    /// The current generation becomes the previous one; the previous one is dropped.
+    fn rotate(&mut self) {
+        HELD.fetch_sub(self.previous_bytes, Ordering::Relaxed);
+        self.previous = std::mem::take(&mut self.current);
+        self.previous_bytes = std::mem::take(&mut self.bytes);
     }
 
     fn put(&mut self, key: &[u8], item: StoredItem, budget: usize) {
@@ -68,11 +94,26 @@ impl Shard {
             return;
         }
         if self.bytes + size > budget {
-            self.previous = std::mem::take(&mut self.current);
-            self.bytes = 0;
+            self.rotate();
+        }
+        if HELD.load(Ordering::Relaxed) + size > HOT_BYTES_TOTAL {
+            self.rotate();
+            if HELD.load(Ordering::Relaxed) + size > HOT_BYTES_TOTAL {
+                return;
+            }
         }
         self.bytes += size;
+        HELD.fetch_add(size, Ordering::Relaxed);
         self.current.insert(key.into(), item);
+    }
+}
+
+impl Drop for HotItems {
+    fn drop(&mut self) {
+        for s in self.shards.iter() {
+            let s = lock(s);
+            HELD.fetch_sub(s.bytes + s.previous_bytes, Ordering::Relaxed);
+        }
     }
 }
 
@@ -125,7 +166,7 @@ impl HotItems {
         if let Some(item) = s.current.get(key) {
             return Ok(item.clone());
         }
-        if let Some(item) = s.previous.remove(key) {
+        if let Some(item) = s.previous.get(key).cloned() {
             s.put(key, item.clone(), self.budget);
             return Ok(item);
         }
@@ -273,6 +314,44 @@ mod tests {
         let ticket = hot.get(key).err().unwrap();
         hot.offer(ticket, key, &version(3, "read"));
         assert_eq!(hot.get(key).ok().map(|i| i.lsn), Some(3));
+    }
+
+    #[test]
+    fn all_caches_together_stay_within_the_process_bound() {
+        // Twenty containers, each allowed the whole bound, offered three times it.
+        let caches: Vec<HotItems> = (0..20)
+            .map(|_| HotItems::new(4 * HOT_BYTES_TOTAL))
+            .collect();
+        let body = Bytes::from(vec![b'x'; 64 << 10]);
+        let rounds = 3 * HOT_BYTES_TOTAL / body.len() / caches.len();
+        for n in 0..rounds as u32 {
+            for hot in &caches {
+                let key = n.to_be_bytes();
+                let item = StoredItem {
+                    json: body.clone(),
+                    ..version(u64::from(n), "")
+                };
+                let busy = hot.start([&key[..]].into_iter());
+                hot.end(busy, [(&key[..], Some(&item))].into_iter());
+            }
+        }
+        let held: usize = caches
+            .iter()
+            .flat_map(|c| c.shards.iter())
+            .map(|s| {
+                let s = lock(s);
+                s.bytes + s.previous_bytes
+            })
+            .sum();
+        assert!(held <= HOT_BYTES_TOTAL, "{held} bytes held");
+        assert!(
+            held >= HOT_BYTES_TOTAL / 4,
+            "the caches gave up: {held} bytes held"
+        );
+        // The newest version of each container is among those kept.
+        let last = (rounds as u32 - 1).to_be_bytes();
+        assert!(caches.iter().all(|c| c.get(&last).is_ok()));
+        drop(caches);
     }
 
     #[test]
