@@ -182,7 +182,8 @@ pub async fn scale(a: &Args, r: &mut Report) {
         disk as f64 / n as f64
     );
     // Time restarts to the first served read: after kill -9 (the journal is replayed) and
-    // after a clean stop. The slower of the two is the figure held to the target.
+    // after a clean stop, then after kill -9 under writes (below). The slowest of the three is
+    // the figure held to the target.
     let _ = child.kill();
     let _ = child.wait();
     let (child, _, crash) = restart_until_read(&bin, &dir, &ds).await;
