@@ -18,7 +18,7 @@ pub mod security;
 pub mod wire;
 
 use crate::error::CosmosError;
-use admin::{advise, inspect, jobs, rbac_admin, regions};
+use admin::{advise, inspect, jobs, rbac_admin, regions, storage};
 pub use app::{ApiOptions, App, AppInner};
 use axum::body::Body;
 use axum::extract::{DefaultBodyLimit, State};
@@ -339,6 +339,7 @@ async fn route(app: &App, req: &Req, ep: Endpoint) -> Result<Reply, CosmosError>
         E::ClearQuerySample { db, coll } => advise::clear(app, &db, &coll),
         E::Advise { db, coll } => advise::advise(app, req, &db, &coll).await,
         E::ReadRegions => regions::read(app),
+        E::ReadStorage => storage::read(app),
         E::SetRegionFault { region } => regions::set_fault(app, req, &region),
         E::FailOver { region } => regions::fail_over(app, &region),
         E::ReadRbac => rbac_admin::read(app),

@@ -324,6 +324,11 @@ impl Engine {
     pub fn disk_space(&self) -> u64 {
         self.inner.kv.disk_space()
     }
+
+    /// Where the store's bytes go (see [`super::kv::Usage`]).
+    pub fn usage(&self) -> super::kv::Usage {
+        self.inner.kv.usage()
+    }
 }
 
 /// One ordered stream of changes with its own LSNs (a container's): the unit of isolation.

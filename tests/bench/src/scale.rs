@@ -6,7 +6,7 @@ use crate::dataset::Dataset;
 use crate::workloads::workload;
 use crate::{dir_bytes, load, print_rows, quiesce, rss_kb, runner, temp_dir, Args, Report};
 use reqwest::Method;
-use serde_json::json;
+use serde_json::{json, Value};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -117,6 +117,56 @@ async fn restart_until_read(bin: &Path, dir: &Path, ds: &Dataset) -> (Child, Str
     (child, url, t0.elapsed().as_secs_f64())
 }
 
+/// The server's own account of its bytes (`GET /_strata/storage`).
+async fn storage(http: &Http) -> Option<Value> {
+    let o = http
+        .send(Method::GET, "/_strata/storage", &[], None)
+        .await
+        .ok()?;
+    (o.status == 200)
+        .then(|| serde_json::from_slice(&o.body).ok())
+        .flatten()
+}
+
+/// What the resident set holds: write buffers, block cache, hot items, the rest.
+fn print_memory(usage: &Value) {
+    let m = &usage["memory"];
+    let mb = |k: &str| m[k].as_u64().unwrap_or(0) as f64 / 1e6;
+    let rss = mb("residentBytes");
+    let (buffers, blocks, hot) = (
+        mb("writeBufferBytes"),
+        mb("blockCacheBytes"),
+        mb("hotItemBytes"),
+    );
+    println!(
+        "  memory: resident {rss:.0} MB = write buffers {buffers:.0} + block cache {blocks:.0} + hot items {hot:.0} + the rest {:.0}",
+        rss - buffers - blocks - hot
+    );
+}
+
+/// Bytes per item on disk by key space (after a clean stop and restart: at rest).
+fn print_disk(usage: &Value, n: u64, r: &mut Report) {
+    let d = &usage["disk"];
+    let per = |b: &Value| b.as_u64().unwrap_or(0) as f64 / n as f64;
+    let mut parts: Vec<String> = Vec::new();
+    if let Some(spaces) = d["bytesByKeySpace"].as_object() {
+        for (name, bytes) in spaces {
+            let v = per(bytes);
+            r.extra
+                .insert(format!("scale_disk_bytes_per_item_{name}"), json!(v));
+            if v >= 0.5 {
+                parts.push(format!("{name} {v:.0}"));
+            }
+        }
+    }
+    parts.push(format!("journal {:.0}", per(&d["journalBytes"])));
+    println!(
+        "  bytes per item at rest by key space: {} (the store's total {:.0})",
+        parts.join(", "),
+        per(&d["totalBytes"])
+    );
+}
+
 pub async fn scale(a: &Args, r: &mut Report) {
     let n = if a.smoke { 5_000 } else { a.scale_items };
     let small = if a.smoke { 1_000 } else { 10_000 }.min(n);
@@ -181,6 +231,9 @@ pub async fn scale(a: &Args, r: &mut Report) {
         disk as f64 / 1e6,
         disk as f64 / n as f64
     );
+    if let Some(usage) = storage(&http).await {
+        print_memory(&usage);
+    }
     // Time restarts to the first served read: after kill -9 (the journal is replayed) and
     // after a clean stop, then after kill -9 under writes (below). The slowest of the three is
     // the figure held to the target.
@@ -202,6 +255,9 @@ pub async fn scale(a: &Args, r: &mut Report) {
         at_rest as f64 / n as f64
     );
     let (mut child, url, clean) = restart_until_read(&bin, &dir, &ds).await;
+    if let Some(usage) = storage(&Http::new(&url)).await {
+        print_disk(&usage, n, r);
+    }
     // And after kill -9 in the middle of a write load, the journal holding what the
     // memtables had not flushed yet: the case the idle kill above does not see.
     let busy = Duration::from_secs(if a.smoke { 1 } else { 8 });

@@ -72,6 +72,7 @@ impl Endpoint {
             | E::Advise { .. }
             | E::ReadRbac
             | E::ReadRegions
+            | E::ReadStorage
             | E::ListJobs
             | E::ReadJob { .. }
             | E::ListConflicts { .. }
@@ -114,6 +115,7 @@ impl Endpoint {
             | E::ReadRbac
             | E::ReplaceRbac
             | E::ReadRegions
+            | E::ReadStorage
             | E::SetRegionFault { .. }
             | E::FailOver { .. }
             | E::ListJobs

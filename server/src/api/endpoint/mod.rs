@@ -125,6 +125,8 @@ pub enum Endpoint {
         db: String,
         coll: String,
     },
+    /// `/_strata/storage`: where the store's bytes go, on disk by key space and in memory.
+    ReadStorage,
     /// `/_strata/regions`: the account's regions and their faults; a region's fault; a
     /// manual failover of the write region.
     ReadRegions,
@@ -519,6 +521,10 @@ impl Endpoint {
                     coll: owned(coll),
                 },
                 _ => return Err(not_allowed(m, "the partition-key advisor")),
+            },
+            ["_strata", "storage"] => match *m {
+                Method::GET => Endpoint::ReadStorage,
+                _ => return Err(not_allowed(m, "the storage view")),
             },
             ["_strata", "regions"] => match *m {
                 Method::GET => Endpoint::ReadRegions,

@@ -49,6 +49,11 @@ pub const HOT_BYTES_TOTAL: usize = 128 << 20;
 /// Bytes held by every cache of this process (see [`HOT_BYTES_TOTAL`]).
 static HELD: AtomicUsize = AtomicUsize::new(0);
 
+/// Bytes the hot-item caches of every container hold now (see [`HOT_BYTES_TOTAL`]).
+pub fn held_bytes() -> usize {
+    HELD.load(Ordering::Relaxed)
+}
+
 /// What an entry costs beyond its document and key (map slots, the record's fields).
 const ENTRY_OVERHEAD: usize = 96;
 

@@ -21,6 +21,7 @@ pub mod doc_numbers;
 pub mod gsi;
 pub mod history;
 mod hot;
+pub use hot::held_bytes as hot_items_held;
 pub mod indexes;
 pub mod lookup;
 mod partitions;

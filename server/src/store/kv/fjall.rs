@@ -203,6 +203,20 @@ impl Kv for FjallKv {
     fn disk_space(&self) -> u64 {
         self.db.disk_space().unwrap_or(0)
     }
+
+    fn usage(&self) -> super::Usage {
+        super::Usage {
+            disk_total: self.disk_space(),
+            disk_by_space: SPACES
+                .iter()
+                .zip(&self.spaces)
+                .map(|((_, name), ks)| (*name, ks.disk_space()))
+                .collect(),
+            journal: self.db.journal_disk_space().unwrap_or(0),
+            write_buffers: self.db.write_buffer_size(),
+            block_cache: self.db.cache_size(),
+        }
+    }
 }
 
 /// Queues every keyspace's memtable to flush (an empty one stays); `what` names it in a warning.

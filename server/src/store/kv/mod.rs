@@ -66,6 +66,22 @@ pub const SPACES: [(Space, &str); 8] = [
     (Space::History, "history"),
 ];
 
+/// What a store occupies, for `GET /_strata/storage` and the scale benchmark's breakdown.
+#[derive(Debug, Default, Clone)]
+pub struct Usage {
+    /// Bytes on disk in all.
+    pub disk_total: u64,
+    /// Bytes on disk per key space, by its name in [`SPACES`] (empty when the backend cannot
+    /// tell them apart).
+    pub disk_by_space: Vec<(&'static str, u64)>,
+    /// Bytes of write-ahead journal on disk (part of `disk_total`).
+    pub journal: u64,
+    /// Bytes of writes held in memory until they are flushed (memtables).
+    pub write_buffers: u64,
+    /// Bytes of the backend's block cache in use.
+    pub block_cache: u64,
+}
+
 /// One change in an atomic batch.
 #[derive(Debug, Clone)]
 pub enum Op {
@@ -156,6 +172,15 @@ pub trait Kv: Send + Sync + 'static {
 
     /// Bytes used on disk (0 in memory).
     fn disk_space(&self) -> u64;
+
+    /// Where the bytes go, as far as the backend can tell (see [`Usage`]): by default only
+    /// the total on disk.
+    fn usage(&self) -> Usage {
+        Usage {
+            disk_total: self.disk_space(),
+            ..Usage::default()
+        }
+    }
 
     /// Reads several keys of one space, answers in the keys' order. Backends a round trip
     /// away read them in one; local ones read them one by one.
