@@ -55,7 +55,7 @@ async fn the_storage_view_names_each_key_space_and_what_memory_holds() {
         assert!(spaces.contains_key(name), "{name} missing: {r:?}");
     }
     // 200 documents of 500 characters are in the write buffers (not flushed yet) and the
-    // journal; the read above put one in the hot-item cache.
+    // journal; the writes left their versions in the hot-item cache.
     let memory = &r.json["memory"];
     assert!(
         memory["writeBufferBytes"].as_u64().unwrap_or(0) > 100_000,
