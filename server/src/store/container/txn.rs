@@ -236,12 +236,9 @@ impl Txn<'_> {
         }
         self.tx
             .put(Space::Feed, item.feed_key(c.cid), key[4..].to_vec());
-        let old_doc = match previous {
-            Some(p) if self.maintainers.need_old() => Some(parse_stored(p)?),
-            _ => None,
-        };
+        let old = previous.map(|p| indexes::Old::new(&p.json));
         let was = previous.map(|p| (p.lsn, p.sub));
-        self.maintain(epk, id, &key, was, old_doc.as_ref(), Some(&doc))?;
+        self.maintain(epk, id, &key, was, old.as_ref(), Some(&doc))?;
         // The directory entry: written at a create, and again when the lengths it keeps change.
         match (previous, self.text_lengths.take()) {
             (None, lengths) => {
@@ -417,12 +414,9 @@ impl Txn<'_> {
         self.account(epk, -(previous.stored_size(key.len()) as i64), -1)?;
         self.tx.delete(Space::Feed, previous.feed_key(c.cid));
         self.tx.delete(Space::Directory, key.clone());
-        let old_doc = match self.maintainers.need_old() {
-            true => Some(parse_stored(previous)?),
-            false => None,
-        };
+        let old = indexes::Old::new(&previous.json);
         let was = Some((previous.lsn, previous.sub));
-        self.maintain(epk, id, &key, was, old_doc.as_ref(), None)?;
+        self.maintain(epk, id, &key, was, Some(&old), None)?;
         self.tx.delete(Space::Items, key);
         // A delete consumes an LSN too, so session tokens and range LSNs move forward.
         let at = self.tx.take_change();
@@ -445,7 +439,7 @@ impl Txn<'_> {
         id: &str,
         key: &[u8],
         was: Option<indexes::text_pending::Pos>,
-        old: Option<&Value>,
+        old: Option<&indexes::Old<'_>>,
         new: Option<&Value>,
     ) -> Result<(), StoreError> {
         let maintainers = self.maintainers.clone();
@@ -467,10 +461,4 @@ impl Txn<'_> {
     pub fn expiring(&mut self) {
         self.expiring = true;
     }
-}
-
-/// A stored document as JSON.
-pub(super) fn parse_stored(item: &StoredItem) -> Result<Value, StoreError> {
-    serde_json::from_slice(&item.json)
-        .map_err(|e| StoreError::Corrupt(format!("a stored document is not valid JSON: {e}")))
 }

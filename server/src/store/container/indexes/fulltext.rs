@@ -6,7 +6,7 @@
 
 use super::entries::EntryReader;
 use super::text_pending::{NewPostings, PathKey, TextChange};
-use super::{postings, text_lengths, DocRef, IndexKind, IndexMaintainer};
+use super::{postings, text_lengths, DocRef, IndexKind, IndexMaintainer, Old};
 use crate::store::container::{lock, Txn};
 use crate::store::engine::Space;
 use crate::store::index::path_id_of;
@@ -117,14 +117,14 @@ impl IndexMaintainer for FullTextIndex {
         &self,
         t: &mut Txn<'_>,
         doc: DocRef<'_>,
-        old: Option<&Value>,
+        old: Option<&Old<'_>>,
         new: Option<&Value>,
     ) -> Result<(), StoreError> {
         let text = |d: Option<&Value>| {
             d.map(|d| strata_query::index::fulltext::postings(d, &self.paths))
                 .unwrap_or_default()
         };
-        let (before, after) = (text(old), text(new));
+        let (before, after) = (text(old.map(Old::doc).transpose()?), text(new));
         // Decoded lists of the stems whose (frequency, length) of this document changes take a
         // patch when this commits; a rewrite that keeps them leaves the lists as they are.
         let (b, a) = (held(&before), held(&after));

@@ -57,15 +57,46 @@ pub enum IndexKind {
     Vector,
 }
 
+/// The version a write replaces or deletes, as the maintainers see it: its stored JSON text,
+/// parsed into a document the first time a maintainer asks for one, and then once for all of
+/// them. The range index reads its entries from the text itself
+/// ([`EntryIndex::stored_entries`]), so a container with no other kind of index never parses
+/// the version it replaces.
+pub struct Old<'a> {
+    json: &'a [u8],
+    doc: std::cell::OnceCell<Value>,
+}
+
+impl<'a> Old<'a> {
+    pub fn new(json: &'a [u8]) -> Self {
+        Self {
+            json,
+            doc: std::cell::OnceCell::new(),
+        }
+    }
+
+    /// The stored JSON text.
+    pub fn json(&self) -> &'a [u8] {
+        self.json
+    }
+
+    /// The version as a document (parsed on the first call).
+    pub fn doc(&self) -> Result<&Value, StoreError> {
+        if let Some(d) = self.doc.get() {
+            return Ok(d);
+        }
+        let d = serde_json::from_slice(self.json).map_err(corrupt)?;
+        Ok(self.doc.get_or_init(|| d))
+    }
+}
+
+fn corrupt(e: serde_json::Error) -> StoreError {
+    StoreError::Corrupt(format!("a stored document is not valid JSON: {e}"))
+}
+
 /// What every kind of index does for the documents it covers.
 pub trait IndexMaintainer: Send + Sync {
     fn kind(&self) -> IndexKind;
-
-    /// Whether [`update`](Self::update) needs the replaced version as a document (parsed from
-    /// storage): kinds that only add what the new version holds do not.
-    fn needs_old(&self) -> bool {
-        true
-    }
 
     /// Moves the index of `doc` from `old` to `new` (either absent for a create or a delete),
     /// in the write's own transaction: the index never disagrees with the documents.
@@ -73,7 +104,7 @@ pub trait IndexMaintainer: Send + Sync {
         &self,
         t: &mut Txn<'_>,
         doc: DocRef<'_>,
-        old: Option<&Value>,
+        old: Option<&Old<'_>>,
         new: Option<&Value>,
     ) -> Result<(), StoreError>;
 
@@ -93,6 +124,10 @@ pub trait EntryIndex: Send + Sync {
     fn gen(&self) -> u16;
     /// The document's entries of this kind, sorted and without duplicates.
     fn entries(&self, d: &Value) -> Vec<Entry>;
+    /// The entries of a stored version: by default those of the version parsed.
+    fn stored_entries(&self, old: &Old<'_>) -> Result<Vec<Entry>, StoreError> {
+        Ok(self.entries(old.doc()?))
+    }
     fn explain(&self) -> String;
 }
 
@@ -105,11 +140,14 @@ impl<T: EntryIndex> IndexMaintainer for T {
         &self,
         t: &mut Txn<'_>,
         doc: DocRef<'_>,
-        old: Option<&Value>,
+        old: Option<&Old<'_>>,
         new: Option<&Value>,
     ) -> Result<(), StoreError> {
-        let entries = |d: Option<&Value>| d.map(|d| self.entries(d)).unwrap_or_default();
-        let (before, after) = (entries(old), entries(new));
+        let before = match old {
+            Some(o) => self.stored_entries(o)?,
+            None => Vec::new(),
+        };
+        let after = new.map(|d| self.entries(d)).unwrap_or_default();
         let (removed, added) = index::diff(&before, &after);
         move_entries(t, self.gen(), doc, &removed, &added);
         Ok(())
@@ -163,11 +201,6 @@ impl Maintainers {
 
     pub fn iter(&self) -> impl Iterator<Item = &dyn IndexMaintainer> {
         self.0.iter().map(|m| m.as_ref())
-    }
-
-    /// Whether any maintainer needs the replaced version as a document.
-    pub fn need_old(&self) -> bool {
-        self.iter().any(|m| m.needs_old())
     }
 
     /// One line per maintainer.
@@ -258,7 +291,6 @@ mod tests {
         let all = Maintainers::of(&state, &[]);
         use IndexKind::*;
         assert_eq!(kinds(&all), vec![Range, FullText, Spatial, Unique]);
-        assert!(all.need_old());
         assert!(
             all.explain()[0].contains("generation 3"),
             "{:?}",
@@ -273,6 +305,5 @@ mod tests {
             ..state
         };
         assert_eq!(kinds(&Maintainers::of(&none, &[])), vec![Unique]);
-        assert!(!Maintainers::default().need_old());
     }
 }

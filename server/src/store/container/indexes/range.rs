@@ -2,7 +2,8 @@
 //! `[]`) and one type marker per indexed array or object, keyed by path and term (see
 //! [`crate::store::index`]). Equality, range, `ORDER BY` and composite lookups read it.
 
-use super::{EntryIndex, IndexKind};
+use super::{EntryIndex, IndexKind, Old};
+use crate::store::StoreError;
 use serde_json::Value;
 use std::sync::Arc;
 use strata_query::index::term::{self, Entry};
@@ -30,6 +31,11 @@ impl EntryIndex for RangeIndex {
 
     fn entries(&self, d: &Value) -> Vec<Entry> {
         term::entries(d, &self.policy)
+    }
+
+    /// Read from the stored text, without parsing it into a document.
+    fn stored_entries(&self, old: &Old<'_>) -> Result<Vec<Entry>, StoreError> {
+        term::entries_of_json(old.json(), &self.policy).map_err(super::corrupt)
     }
 
     fn explain(&self) -> String {

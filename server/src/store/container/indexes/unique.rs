@@ -3,7 +3,7 @@
 //! value another live document of the partition holds is refused — checked against what the
 //! transaction itself staged, so a batch or stored procedure sees its own changes.
 
-use super::{DocRef, IndexKind, IndexMaintainer, Txn};
+use super::{DocRef, IndexKind, IndexMaintainer, Old, Txn};
 use crate::store::engine::Space;
 use crate::store::index::UniqueKeys;
 use crate::store::StoreError;
@@ -34,10 +34,10 @@ impl IndexMaintainer for UniqueIndex {
         &self,
         t: &mut Txn<'_>,
         doc: DocRef<'_>,
-        old: Option<&Value>,
+        old: Option<&Old<'_>>,
         new: Option<&Value>,
     ) -> Result<(), StoreError> {
-        let before = self.rows(t, doc.epk, old);
+        let before = self.rows(t, doc.epk, old.map(Old::doc).transpose()?);
         let after = self.rows(t, doc.epk, new);
         for row in &after {
             if before.contains(row) {

@@ -2,7 +2,7 @@
 //! document's vector after the commit, in commit order, so a failed write never reaches it.
 //! The set is rebuilt from the documents at start, not backfilled here.
 
-use super::{DocRef, IndexKind, IndexMaintainer, Txn};
+use super::{DocRef, IndexKind, IndexMaintainer, Old, Txn};
 use crate::store::container::vectors::{PathIndex, Staged};
 use crate::store::container::{Container, DocPos};
 use crate::store::StoreError;
@@ -27,16 +27,12 @@ impl IndexMaintainer for VectorIndex {
         IndexKind::Vector
     }
 
-    /// The set replaces a document's vector by key; the old one is not needed.
-    fn needs_old(&self) -> bool {
-        false
-    }
-
     fn update(
         &self,
         t: &mut Txn<'_>,
         doc: DocRef<'_>,
-        _old: Option<&Value>,
+        // The set replaces a document's vector by key; the old one is not needed.
+        _old: Option<&Old<'_>>,
         new: Option<&Value>,
     ) -> Result<(), StoreError> {
         // Staged even without a vector: the old version (not parsed) may have had one.
