@@ -32,6 +32,25 @@ pub fn apply(q: &mut Query, defaults: &[(String, &'static str)]) {
     }
 }
 
+/// Whether [`apply`] has anything to change in `q`: a `VectorDistance` call in its projection,
+/// filter or sort (a prepared query shares its parse unless it does).
+pub fn calls_distance(q: &Query) -> bool {
+    let mut found = false;
+    let mut check = |e: &Expr| e.walk(&mut |x| found |= x.is_vector_distance());
+    match &q.select.projection {
+        Projection::Value(e) => check(e),
+        Projection::List(items) => items.iter().for_each(|i| check(&i.expr)),
+        Projection::Star => {}
+    }
+    if let Some(w) = &q.where_ {
+        check(w);
+    }
+    if let Some(OrderBy::Items(items)) = &q.order_by {
+        items.iter().for_each(|it| check(&it.expr));
+    }
+    found
+}
+
 /// The sort key of ORDER BY item `it` whose value is `key`: a vector search ranks a document
 /// with no score (no vector, or one of another length) after every scored one, whichever way
 /// it sorts, as rank fusion does. Ascending (euclidean), undefined would sort first: it takes

@@ -45,7 +45,7 @@ pub struct Prepared {
     /// Parsed texts by hash, for queries prepared again with other parameters (those too
     /// heavy for `map` above all: a vector search's text repeats, its embedding does not,
     /// and parsing was a fortieth of its CPU).
-    texts: DashMap<u64, (String, Query)>,
+    texts: DashMap<u64, (String, Arc<Query>)>,
 }
 
 /// Parsed texts kept (see [`Prepared::parsed`]).
@@ -127,24 +127,25 @@ impl Prepared {
     /// The parse of `text`: kept for texts up to [`MAX_TEXT_BYTES`], at most [`TEXTS`] of
     /// them (past that an arbitrary one goes: a parse is cheap to redo). Texts that do not
     /// parse are not kept.
-    fn parsed(&self, text: &str) -> Result<Query, QueryError> {
+    fn parsed(&self, text: &str) -> Result<Arc<Query>, QueryError> {
         if text.len() > MAX_TEXT_BYTES {
-            return sql::parser::parse(text);
+            return sql::parser::parse(text).map(Arc::new);
         }
         let key = xxhash_rust::xxh3::xxh3_64(text.as_bytes());
         if let Some(e) = self.texts.get(&key) {
             if e.0 == text {
-                return Ok(e.1.clone());
+                return Ok(Arc::clone(&e.1));
             }
         }
-        let parsed = sql::parser::parse(text)?;
+        let parsed = Arc::new(sql::parser::parse(text)?);
         if self.texts.len() >= TEXTS {
             let any = self.texts.iter().next().map(|e| *e.key());
             if let Some(k) = any {
                 self.texts.remove(&k);
             }
         }
-        self.texts.insert(key, (text.to_string(), parsed.clone()));
+        self.texts
+            .insert(key, (text.to_string(), Arc::clone(&parsed)));
         Ok(parsed)
     }
 
