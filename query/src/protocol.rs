@@ -181,16 +181,35 @@ impl MasterKey {
     }
 }
 
-/// The text the signature covers.
+/// The text the signature covers: built in one buffer (every request is verified, and the
+/// lowercased copies of its parts were allocations of their own).
 pub fn string_to_sign(verb: &str, scope: &AuthScope, x_ms_date: &str, date: &str) -> String {
-    format!(
-        "{}\n{}\n{}\n{}\n{}\n",
-        verb.to_lowercase(),
-        scope.resource_type.to_lowercase(),
-        scope.resource_link,
-        x_ms_date.to_lowercase(),
-        date.to_lowercase()
-    )
+    let link = &scope.resource_link;
+    let mut out = String::with_capacity(
+        verb.len() + scope.resource_type.len() + link.len() + x_ms_date.len() + date.len() + 5,
+    );
+    push_lowercase(&mut out, verb);
+    out.push('\n');
+    push_lowercase(&mut out, &scope.resource_type);
+    out.push('\n');
+    out.push_str(link);
+    out.push('\n');
+    push_lowercase(&mut out, x_ms_date);
+    out.push('\n');
+    push_lowercase(&mut out, date);
+    out.push('\n');
+    out
+}
+
+/// Appends `s` lowercased as `str::to_lowercase` does (ASCII, what requests carry, in place).
+fn push_lowercase(out: &mut String, s: &str) {
+    if s.is_ascii() {
+        let start = out.len();
+        out.push_str(s);
+        out[start..].make_ascii_lowercase();
+    } else {
+        out.push_str(&s.to_lowercase());
+    }
 }
 
 /// What the master-key signature covers.
@@ -456,6 +475,21 @@ mod tests {
             assert!(key.verifies(verb, &scope, date, "", &sig));
             assert!(!key.verifies("PUT", &scope, date, "", &sig));
         }
+    }
+
+    #[test]
+    fn the_signed_text_lowercases_all_but_the_link() {
+        let s = AuthScope::new("Docs", "dbs/DB/colls/C/docs/Ünï");
+        assert_eq!(
+            string_to_sign("GET", &s, "Tue, 01 Oct 2024 12:00:00 GMT", ""),
+            "get\ndocs\ndbs/DB/colls/C/docs/Ünï\ntue, 01 oct 2024 12:00:00 gmt\n\n"
+        );
+        // Beyond ASCII, as `str::to_lowercase`.
+        let odd = AuthScope::new("DÖCS", "x");
+        assert_eq!(
+            string_to_sign("PUT", &odd, "", "ΣΑΣ"),
+            "put\ndöcs\nx\n\nσας\n"
+        );
     }
 
     #[test]

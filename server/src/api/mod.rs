@@ -106,8 +106,30 @@ fn content_location(app: &App, req: &Request<Body>) -> Option<axum::http::Header
         return None;
     }
     let host = host_of(req.headers(), req.uri())?;
-    let scheme = if app.options.tls { "https" } else { "http" };
-    axum::http::HeaderValue::from_str(&format!("{scheme}://{host}{path}")).ok()
+    let scheme = if app.options.tls {
+        "https://"
+    } else {
+        "http://"
+    };
+    let mut v = String::with_capacity(scheme.len() + host.len() + path.len());
+    v.push_str(scheme);
+    v.push_str(&host);
+    v.push_str(path);
+    axum::http::HeaderValue::from_str(&v).ok()
+}
+
+/// `x-ms-request-duration-ms`: milliseconds to the microsecond, as `{:.3}` of the float
+/// would write them, without the float formatting machinery (every answer carries it).
+fn duration_value(elapsed: std::time::Duration) -> axum::http::HeaderValue {
+    let micros = (elapsed.as_nanos() + 500) / 1000;
+    let (ms, frac) = (micros / 1000, micros % 1000);
+    let mut text = ms.to_string();
+    text.push('.');
+    for d in [frac / 100, frac / 10 % 10, frac % 10] {
+        text.push(char::from(b'0' + d as u8));
+    }
+    axum::http::HeaderValue::from_str(&text)
+        .unwrap_or_else(|_| axum::http::HeaderValue::from_static("0.000"))
 }
 
 async fn handle(State(app): State<App>, req: Request<Body>) -> Response {
@@ -152,11 +174,10 @@ async fn handle(State(app): State<App>, req: Request<Body>) -> Response {
     let mut resp = resp;
     let elapsed = started.elapsed();
     // The server-side duration the SDKs report in their diagnostics, on every answer.
-    if let Ok(v) =
-        axum::http::HeaderValue::from_str(&format!("{:.3}", elapsed.as_secs_f64() * 1000.0))
-    {
-        resp.headers_mut().insert(header::REQUEST_DURATION_MS, v);
-    }
+    resp.headers_mut().insert(
+        response::names::REQUEST_DURATION_MS,
+        duration_value(elapsed),
+    );
     if let Some(v) = content_location {
         resp.headers_mut()
             .insert(axum::http::header::CONTENT_LOCATION, v);
@@ -389,6 +410,27 @@ async fn route(app: &App, req: &Req, ep: Endpoint) -> Result<Reply, CosmosError>
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn durations_are_written_as_milliseconds_to_the_microsecond() {
+        use std::time::Duration;
+        for (d, want) in [
+            (Duration::from_nanos(0), "0.000"),
+            (Duration::from_nanos(1_499), "0.001"),
+            (Duration::from_micros(12_345), "12.345"),
+            (Duration::from_nanos(7_000_600), "7.001"),
+            (Duration::from_secs(3), "3000.000"),
+        ] {
+            assert_eq!(super::duration_value(d), want, "{d:?}");
+            let float = format!("{:.3}", d.as_secs_f64() * 1000.0);
+            assert_eq!(float, want, "{d:?}: the float formatting it replaces");
+        }
+        // A half microsecond rounds up (the float's binary fraction may round it down).
+        assert_eq!(
+            super::duration_value(Duration::from_nanos(7_000_500)),
+            "7.001"
+        );
+    }
+
     #[test]
     fn activity_ids_are_version_4_uuids_and_differ() {
         let (a, b) = (super::new_activity_id(), super::new_activity_id());

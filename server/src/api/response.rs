@@ -28,6 +28,8 @@ pub(crate) mod names {
         HeaderName::from_static(header::PARTITION_KEY_RANGE_ID);
     pub const ETAG: HeaderName = HeaderName::from_static(header::ETAG);
     pub const ITEM_LSN: HeaderName = HeaderName::from_static(header::ITEM_LSN);
+    pub const REQUEST_DURATION_MS: HeaderName =
+        HeaderName::from_static(header::REQUEST_DURATION_MS);
 }
 
 /// A response under construction.
@@ -96,8 +98,9 @@ impl Reply {
     pub fn into_response_with(self, activity_id: &str) -> Response {
         let mut resp = (self.status, self.body).into_response();
         let h = resp.headers_mut();
-        // Room for all at once: a map grown insert by insert rehashes on the way.
-        h.reserve(self.headers.len() + 6);
+        // Room for all at once, the two `handle` adds after this included: a map grown
+        // insert by insert rehashes on the way.
+        h.reserve(self.headers.len() + 8);
         if !self.headers.is_empty() || self.status != StatusCode::NO_CONTENT {
             h.insert(
                 axum::http::header::CONTENT_TYPE,
