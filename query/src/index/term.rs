@@ -204,9 +204,9 @@ pub fn entries(doc: &Value, policy: &IndexingPolicy) -> Vec<Entry> {
 /// [`entries`] of a document given as its JSON text, read straight from the text without
 /// building it as a value: how a write that replaces a version learns what that version's
 /// index holds (parsing the stored version into a tree, then walking it, was 6.5% of a
-/// durable upsert's profile; 2.1–2.3 µs for a 1 KB document, against 1.1–1.3 µs for this
-/// walk). The text is one a server stored (serialized from a value, so no name repeats within
-/// an object); the entries are those [`entries`] gives the value.
+/// durable upsert's profile; `strata-bench --suite steps` times both on a 1 KB document).
+/// The text is one a server stored (serialized from a value, so no name repeats within an
+/// object); the entries are those [`entries`] gives the value.
 pub fn entries_of_json(
     json: &[u8],
     policy: &IndexingPolicy,

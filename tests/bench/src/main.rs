@@ -30,6 +30,7 @@ mod profile;
 mod runner;
 mod scale;
 mod scripts;
+mod steps;
 mod vector;
 mod wire;
 mod workloads;
@@ -51,8 +52,8 @@ use workloads::{workload, WORKLOADS};
     about = "Benchmarks strata against an in-process HTTP baseline."
 )]
 struct Args {
-    /// all, throughput, queries, split, scale, indexing, scripts, bulk, copy, wire, lean,
-    /// vector or fulltext (comma-separated; `all` leaves out lean, which needs `wrk`, and
+    /// all, throughput, queries, split, scale, indexing, scripts, bulk, copy, wire, steps,
+    /// lean, vector or fulltext (comma-separated; `all` leaves out lean, which needs `wrk`, and
     /// vector and fulltext, which need Python with their anchors: faiss-cpu and milvus-lite,
     /// tantivy and psycopg2-binary with PostgreSQL 15).
     #[arg(long, default_value = "all")]
@@ -913,6 +914,7 @@ fn main() {
             "gsi".into(),
             "copy".into(),
             "wire".into(),
+            "steps".into(),
         ]
     } else {
         a.suite.split(',').map(|s| s.trim().to_string()).collect()
@@ -941,6 +943,7 @@ fn main() {
                 "copy" => copy::copy_suite(&a, &mut report).await,
                 "wire" => wire::wire(&a, &mut report).await,
                 "lean" => lean::lean(&a, &mut report).await,
+                "steps" => steps::steps(a.smoke, &mut report),
                 "vector" => vector::vector(&a, &mut report).await,
                 "fulltext" => fulltext::fulltext(&a, &mut report).await,
                 "external" => external::external(&a, &mut report, profiled.as_ref()).await,
