@@ -32,6 +32,23 @@ pub struct Probe {
     rank: u8,
 }
 
+impl Probe {
+    /// Whether this probe and those it is intersected with read only paths among `paths`
+    /// (each split into property names, as a partition key definition keeps them).
+    pub fn on_path_of(&self, paths: &[Vec<String>]) -> bool {
+        let on = |p: &Probe| {
+            paths.iter().any(|segs| {
+                segs.len() == p.path.len()
+                    && segs
+                        .iter()
+                        .zip(&p.path)
+                        .all(|(s, seg)| matches!(seg, Seg::Name(n) if n == s))
+            })
+        };
+        on(self) && self.and.iter().all(on)
+    }
+}
+
 /// The ORDER BY path read in index order.
 #[derive(Debug, Clone, PartialEq)]
 pub struct OrderPath {
@@ -179,11 +196,14 @@ fn doc_path(e: &Expr, slot: Slot) -> Option<(Vec<Seg>, bool)> {
 }
 
 /// Plans how `q` reads a partition under `policy`, or says why the service would refuse it.
-/// `enable_scan` is the request's `x-ms-documentdb-query-enable-scan`.
+/// `enable_scan` is the request's `x-ms-documentdb-query-enable-scan`; `keys` are the
+/// partition key's paths (each split into property names): of two conjuncts, one on another
+/// path is the better lookup, since the route already narrows the read by the key.
 pub fn choose(
     q: &Query,
     policy: &IndexingPolicy,
     enable_scan: bool,
+    keys: &[Vec<String>],
 ) -> Result<Access, AccessError> {
     let mut access = Access::default();
     let slot = doc_slot(q);
@@ -209,7 +229,7 @@ pub fn choose(
         return Ok(access);
     };
     if let Some(w) = &q.where_ {
-        access.lookup = probes(w, slot, policy, &mut access.unindexed);
+        access.lookup = probes(w, (slot, policy, keys), &mut access.unindexed);
     }
     if let Some(OrderBy::Items(items)) = &q.order_by {
         if let Some((path, true)) = items.first().and_then(|i| doc_path(&i.expr, slot)) {
@@ -311,14 +331,14 @@ fn check_order_by(
 /// Candidate lookups for a filter: the best conjunct of an AND, the union of an OR's sides.
 fn probes(
     e: &Expr,
-    slot: Slot,
-    policy: &IndexingPolicy,
+    on: (Slot, &IndexingPolicy, &[Vec<String>]),
     unindexed: &mut Vec<Vec<Seg>>,
 ) -> Option<Vec<Probe>> {
+    let (slot, policy, keys) = on;
     match e {
         Expr::Binary(BinOp::And, a, b) => {
-            let x = probes(a, slot, policy, unindexed);
-            let y = probes(b, slot, policy, unindexed);
+            let x = probes(a, on, unindexed);
+            let y = probes(b, on, unindexed);
             let mut chosen = match (x, y) {
                 (None, v) | (v, None) => v,
                 // Two words of one text: the documents in both posting lists.
@@ -330,7 +350,11 @@ fn probes(
                     x[0].filter = e.to_string();
                     Some(x)
                 }
-                (Some(x), Some(y)) => Some(if cost(&y) < cost(&x) { y } else { x }),
+                (Some(x), Some(y)) => Some(if cost(&y, keys) < cost(&x, keys) {
+                    y
+                } else {
+                    x
+                }),
             }?;
             // A conjunct alone no longer decides the whole filter.
             for p in &mut chosen {
@@ -339,8 +363,8 @@ fn probes(
             Some(chosen)
         }
         Expr::Binary(BinOp::Or, a, b) => {
-            let mut x = probes(a, slot, policy, unindexed)?;
-            let y = probes(b, slot, policy, unindexed)?;
+            let mut x = probes(a, on, unindexed)?;
+            let y = probes(b, on, unindexed)?;
             x.extend(y);
             for p in &mut x {
                 p.exact = false;
@@ -486,8 +510,16 @@ fn spatial_probe(e: &Expr, slot: Slot, policy: &IndexingPolicy) -> Option<Probe>
     })
 }
 
-fn cost(p: &[Probe]) -> (u8, usize) {
-    (p.iter().map(|p| p.rank).max().unwrap_or(0), p.len())
+/// What a conjunct's lookups cost, lowest best: lookups on partition key paths only come
+/// last (the route narrows the read by the key already, so they add little or nothing), then
+/// the least selective predicate's rank, then the number of lookups.
+fn cost(p: &[Probe], keys: &[Vec<String>]) -> (bool, u8, usize) {
+    let on_keys = p.iter().all(|p| p.on_path_of(keys));
+    (
+        on_keys,
+        p.iter().map(|p| p.rank).max().unwrap_or(0),
+        p.len(),
+    )
 }
 
 fn literal(e: &Expr) -> Option<&Value> {

@@ -5,11 +5,55 @@ use serde_json::json;
 
 fn access(sql: &str, policy: &IndexingPolicy) -> Result<Access, AccessError> {
     let p = prepare(sql, &[], None).unwrap();
-    choose(&p.query, policy, false)
+    choose(&p.query, policy, false, &[])
 }
 
 fn default() -> IndexingPolicy {
     IndexingPolicy::default()
+}
+
+/// A tenant's orders: the key's conjunct only repeats what the route narrows the read to, so
+/// the other one is the lookup, whichever comes first and even when it is a range.
+#[test]
+fn a_conjunct_on_the_partition_key_is_the_last_choice() {
+    let keys = vec![vec!["tenant".to_string()], vec!["user".to_string()]];
+    let chosen = |sql: &str| {
+        let p = prepare(sql, &[], None).unwrap();
+        let a = choose(&p.query, &default(), false, &keys).unwrap();
+        let probes = a.lookup.unwrap();
+        assert_eq!(probes.len(), 1, "{sql}");
+        print_path(&probes[0].path)
+    };
+    assert_eq!(
+        chosen("SELECT * FROM c WHERE c.tenant = 't' AND c.type = 'order'"),
+        "/type"
+    );
+    assert_eq!(
+        chosen("SELECT * FROM c WHERE c.type = 'order' AND c.tenant = 't'"),
+        "/type"
+    );
+    assert_eq!(
+        chosen("SELECT * FROM c WHERE c.tenant = 't' AND c.n > 3"),
+        "/n"
+    );
+    // Only the key's paths: a lookup on them is still a lookup (a fan-out or a prefix route
+    // uses it; a plan pinned to one logical partition drops it).
+    let both = "SELECT * FROM c WHERE c.tenant = 't' AND c.user = 'u'";
+    assert_eq!(chosen(both), "/tenant");
+    // A nested property named like a key path is another path.
+    assert_eq!(
+        chosen("SELECT * FROM c WHERE c.tenant = 't' AND c.a.tenant = 'x'"),
+        "/a/tenant"
+    );
+    // Without the key's paths, the first of two equalities.
+    let p = prepare(
+        "SELECT * FROM c WHERE c.tenant = 't' AND c.type = 'order'",
+        &[],
+        None,
+    )
+    .unwrap();
+    let a = choose(&p.query, &default(), false, &[]).unwrap();
+    assert_eq!(print_path(&a.lookup.unwrap()[0].path), "/tenant");
 }
 
 #[test]
@@ -150,10 +194,13 @@ fn order_by_needs_the_index_the_service_needs() {
 fn a_container_without_index_needs_the_scan_header() {
     let none = IndexingPolicy::from_json(&json!({"indexingMode": "none"})).unwrap();
     let p = prepare("SELECT * FROM c WHERE c.a = 1", &[], None).unwrap();
-    assert_eq!(choose(&p.query, &none, false).unwrap_err().0, SCAN_NEEDED);
-    assert!(choose(&p.query, &none, true).unwrap().lookup.is_none());
+    assert_eq!(
+        choose(&p.query, &none, false, &[]).unwrap_err().0,
+        SCAN_NEEDED
+    );
+    assert!(choose(&p.query, &none, true, &[]).unwrap().lookup.is_none());
     let all = prepare("SELECT * FROM c", &[], None).unwrap();
-    assert!(choose(&all.query, &none, false).is_ok());
+    assert!(choose(&all.query, &none, false, &[]).is_ok());
 }
 
 #[test]

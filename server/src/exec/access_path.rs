@@ -10,7 +10,9 @@ use crate::store::container::Container;
 use std::fmt;
 use std::ops::Deref;
 use std::sync::Arc;
+use strata_query::index::access::Probe;
 use strata_query::index::Access;
+use strata_query::pk::PartitionKeyDefinition;
 use strata_query::sql::computed::ComputedProperty;
 use strata_query::sql::{self, hybrid, PreparedQuery};
 
@@ -24,6 +26,12 @@ pub struct AccessPath {
     pub postings: Option<PostingsAccess>,
     /// Where BM25's statistics come from, when the ranking scores text.
     pub statistics: Option<Bm25Statistics>,
+    /// The lookup the index offered, left unused because the route pins one logical partition
+    /// and every probe reads one of its partition key paths: it would only find that
+    /// partition's documents again, which one ordered read of its items yields without the
+    /// index walk and a point read per candidate (see [`AccessPath::pin_partition`]). Kept for
+    /// the printed plan and the index metrics; the filter still runs on every document.
+    pub implied: Option<Vec<Probe>>,
 }
 
 /// Where BM25 takes the statistics of the scope a query ranks (documents, total words, hits
@@ -97,6 +105,27 @@ impl AccessPath {
             vector: None,
             postings: None,
             statistics: None,
+            implied: None,
+        }
+    }
+
+    /// Drops a lookup that only re-finds the logical partition the route pins (see
+    /// [`AccessPath::implied`]): called by the plan of a single-partition route. A lookup
+    /// that serves anything else stays — a count or extreme from the index, an order, a
+    /// ranking, or a probe on any other path (a large logical partition is better searched
+    /// by a selective index than read whole).
+    pub fn pin_partition(&mut self, pk: &PartitionKeyDefinition) {
+        let a = &self.index;
+        let Some(probes) = &a.lookup else { return };
+        let only_keys = probes.iter().all(|p| p.on_path_of(&pk.segments));
+        let plain = !a.count_only
+            && a.order.is_none()
+            && a.extreme.is_none()
+            && a.ranked.is_none()
+            && self.postings.is_none()
+            && self.statistics.is_none();
+        if only_keys && plain {
+            self.implied = self.index.lookup.take();
         }
     }
 }
@@ -111,6 +140,7 @@ impl fmt::Debug for AccessPath {
                 "statistics",
                 &self.statistics.as_ref().map(ToString::to_string),
             )
+            .field("implied", &self.implied)
             .finish()
     }
 }
@@ -125,7 +155,17 @@ impl Deref for AccessPath {
 
 impl fmt::Display for AccessPath {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.index)?;
+        match &self.implied {
+            Some(probes) => {
+                let filters: Vec<&str> = probes.iter().map(|p| p.filter.as_str()).collect();
+                write!(
+                    f,
+                    "the pinned logical partition's documents in key order (no index lookup: its key implies {})",
+                    filters.join(" ∪ ")
+                )?;
+            }
+            None => write!(f, "{}", self.index)?,
+        }
         if self.index.ranked.is_some() {
             match &self.vector {
                 Some(v) => write!(f, ", candidates from {}", v.describe())?,
@@ -155,8 +195,9 @@ pub fn access(
     enable_scan: bool,
 ) -> Result<AccessPath, ExecError> {
     let state = c.index_state();
-    let mut a = strata_query::index::access::choose(&p.query, &state.policy, enable_scan)
-        .map_err(ExecError::Index)?;
+    let mut a =
+        strata_query::index::access::choose(&p.query, &state.policy, enable_scan, &c.pk.segments)
+            .map_err(ExecError::Index)?;
     let computed = c.computed();
     let used: Vec<ComputedProperty> = if computed.is_empty() {
         Vec::new()
@@ -192,6 +233,7 @@ pub fn access(
         vector,
         postings,
         statistics,
+        implied: None,
     })
 }
 

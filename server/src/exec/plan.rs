@@ -7,7 +7,7 @@ use super::{access, AccessPath, ExecError};
 use crate::store::container::Container;
 use std::fmt;
 use std::sync::Arc;
-use strata_query::sql::route_plan::{self, Partition, RequestScope, RoutePlan};
+use strata_query::sql::route_plan::{self, Partition, RequestScope, Route, RoutePlan};
 use strata_query::sql::PreparedQuery;
 
 /// How a page is cut.
@@ -47,7 +47,9 @@ pub fn route(c: &Container, p: &PreparedQuery, scope: &RequestScope) -> RoutePla
 impl Plan {
     /// The plan of `query` routed by `routing`, reading each partition as the container's
     /// current indexing policy allows (`enable_scan` is `x-ms-documentdb-query-enable-scan`),
-    /// or the service's refusal when the index cannot serve it.
+    /// or the service's refusal when the index cannot serve it. A route to one logical
+    /// partition reads it directly where the lookup would only find it again
+    /// ([`AccessPath::pin_partition`]).
     pub fn new(
         c: &Container,
         query: Arc<PreparedQuery>,
@@ -55,7 +57,11 @@ impl Plan {
         enable_scan: bool,
         paging: Paging,
     ) -> Result<Plan, ExecError> {
-        let access = Arc::new(access(c, &query, enable_scan)?);
+        let mut access = access(c, &query, enable_scan)?;
+        if routing.route == Route::Single {
+            access.pin_partition(&c.pk);
+        }
+        let access = Arc::new(access);
         Ok(Plan {
             query,
             routing,

@@ -196,3 +196,51 @@ async fn each_access_path_the_plan_prints_is_the_one_that_runs() {
     )
     .await;
 }
+
+/// A route to one logical partition reads its documents directly when the lookup would only
+/// find them again (every probe on the partition key): the same rows, the same documents
+/// read, no index entry walked. A probe on another path keeps its lookup.
+#[tokio::test]
+async fn a_pinned_partition_is_read_without_the_lookup_its_key_implies() {
+    let (_s, c) = indexed().await;
+    let sql = "SELECT VALUE c.id FROM c WHERE c.pk = 'p1'";
+    let p = Arc::new(sql::prepare(sql, &[], Some(&c.pk)).expect("prepare"));
+    let plan = super::tests::whole(&c, &p, 4, false);
+    let text = plan.to_string();
+    assert!(
+        text.contains("the pinned logical partition's documents in key order")
+            && text.contains(r#"(c.pk = "p1")"#)
+            && !text.contains("index lookup /"),
+        "{text}"
+    );
+    // The same query's access path before the plan pins it: the lookup on /pk.
+    let lookup = access(&c, &p, true).expect("access");
+    let mut with_lookup = (*plan).clone();
+    with_lookup.access = Arc::new(lookup);
+    assert!(with_lookup.to_string().contains("index lookup /pk"));
+    let entries = |plan: Arc<Plan>| {
+        let c = Arc::clone(&c);
+        async move {
+            let page = run(c, plan, None).await.expect("page");
+            page.index.entries
+        }
+    };
+    assert_eq!(entries(Arc::clone(&plan)).await, 0);
+    assert!(entries(Arc::new(with_lookup.clone())).await > 0);
+    // Four rows a page: the continuations of both reads resume alike.
+    let (rows, read) = drain(&c, Arc::clone(&plan)).await;
+    let (same, read_with) = drain(&c, Arc::new(with_lookup)).await;
+    assert_eq!(rows.len(), 10);
+    assert_eq!((rows, read), (same, read_with));
+
+    // Another path's probe narrows the partition: its lookup stays.
+    let sql = "SELECT VALUE c.id FROM c WHERE c.pk = 'p1' AND c.n = 7";
+    let p = Arc::new(sql::prepare(sql, &[], Some(&c.pk)).expect("prepare"));
+    let text = super::tests::whole(&c, &p, 4, false).to_string();
+    assert!(text.contains("index lookup /n"), "{text}");
+    // A route over several partitions keeps it too.
+    let sql = "SELECT VALUE c.id FROM c WHERE c.pk IN ('p1', 'p2')";
+    let p = Arc::new(sql::prepare(sql, &[], Some(&c.pk)).expect("prepare"));
+    let text = super::tests::whole(&c, &p, 4, false).to_string();
+    assert!(text.contains("index lookup /pk"), "{text}");
+}

@@ -6,7 +6,10 @@
 //! * preparing a query with new parameter values from a kept parse: a copy of the parse per
 //!   query (before) against sharing it;
 //! * the text a master-key signature covers: lowercased copies formatted together (before)
-//!   against `protocol::string_to_sign`.
+//!   against `protocol::string_to_sign`;
+//! * one page of the lean suite's single-partition query over its dataset in a durable
+//!   container, run from its plan: the index lookup on the key's paths (before) against the
+//!   pinned logical partition read (`AccessPath::pin_partition`).
 
 use crate::{dataset::Dataset, Report};
 use serde_json::json;
@@ -108,6 +111,133 @@ pub fn steps(smoke: bool, r: &mut Report) {
             black_box(string_to_sign("GET", black_box(&scope), date, ""));
         },
     );
+
+    let (items, pages) = if smoke {
+        (2_000, 200)
+    } else {
+        (20_000, 20_000)
+    };
+    match query_page(items, pages) {
+        Ok((before, after)) => {
+            let name = "single-partition-query-page";
+            println!("  {name} ({items} items, {pages} pages a round): before {before:.0} ns, after {after:.0} ns");
+            r.extra
+                .insert(format!("steps.{name}.before_ns"), json!(before));
+            r.extra
+                .insert(format!("steps.{name}.after_ns"), json!(after));
+        }
+        Err(e) => eprintln!("strata-bench: the steps suite's query page: {e}"),
+    }
+}
+
+/// Times one page of the single-partition query both ways (see the module's doc): `items`
+/// of the lean dataset in a durable container in a folder of its own, `n` pages a round.
+/// On a thread of its own, with a runtime of its own (the suite runs inside the bench's).
+fn query_page(items: u64, n: usize) -> Result<(f64, f64), String> {
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| e.to_string())?;
+        let dir = std::env::temp_dir().join(format!("strata-bench-steps-{}", std::process::id()));
+        let out = rt.block_on(query_page_in(&dir, items, n));
+        let _ = std::fs::remove_dir_all(&dir);
+        out
+    })
+    .join()
+    .map_err(|_| "the query step's thread panicked".to_string())?
+}
+
+async fn query_page_in(dir: &std::path::Path, items: u64, n: usize) -> Result<(f64, f64), String> {
+    use strata_query::pk::{epk::effective_partition_key, PartitionKey, PartitionKeyDefinition};
+    use strata_query::sql::route_plan::RequestScope;
+    use strata_server::exec::{self, Paging, Plan};
+    use strata_server::store::{container::Limits, Store, StoreConfig};
+    let err = |e: &dyn std::fmt::Display| e.to_string();
+    let store = Store::open(StoreConfig {
+        data_dir: Some(dir.to_path_buf()),
+        postgres: None,
+        limits: Limits::default(),
+    })
+    .map_err(|e| err(&e))?;
+    store
+        .create_database("bench", None)
+        .await
+        .map_err(|e| err(&e))?;
+    let def = PartitionKeyDefinition::multi_hash(&["/TenantId", "/UserId", "/SessionId"])
+        .map_err(|e| err(&e))?;
+    let c = store
+        .create_container("bench", "events", def, Default::default(), None)
+        .await
+        .map_err(|e| err(&e))?;
+    let ds = Dataset::new(items, 1024, 100);
+    let epk = |i: u64| -> Result<String, String> {
+        let key = PartitionKey::from_header(&ds.pk_header(i)).map_err(|e| err(&e))?;
+        effective_partition_key(&c.pk, &key).map_err(|e| err(&e))
+    };
+    for chunk in (0..items).collect::<Vec<_>>().chunks(500) {
+        let docs = chunk
+            .iter()
+            .map(|&i| match ds.doc(i, 0) {
+                serde_json::Value::Object(doc) => Ok((epk(i)?, Dataset::id(i), doc)),
+                _ => Err("a dataset document is not an object".to_string()),
+            })
+            .collect::<Result<Vec<_>, String>>()?;
+        let (_, token) = c
+            .write(|t| {
+                for (epk, id, doc) in docs {
+                    strata_server::items::ops::put(t, &epk, &id, doc, None)?;
+                }
+                Ok::<_, strata_server::error::CosmosError>(())
+            })
+            .map_err(|e| e.message)?;
+        c.durable(token).await.map_err(|e| err(&e))?;
+    }
+    // Both plans of 64 items' queries, the lean workload's text and parameters.
+    let sql_text = "SELECT * FROM c WHERE c.TenantId = @t AND c.UserId = @u AND c.SessionId = @s";
+    let parsed = Arc::new(sql::parser::parse(sql_text).map_err(|e| err(&e))?);
+    let paging = Paging {
+        page_size: 100,
+        per_range: false,
+    };
+    let mut plans = Vec::new();
+    for i in (0..items).step_by((items as usize / 64).max(1)).take(64) {
+        let (t, u, s) = ds.key(i);
+        let params = [("t", t), ("u", u), ("s", s)].map(|(k, v)| (k.to_string(), json!(v)));
+        let p = Arc::new(
+            sql::prepare_parsed(sql_text, Arc::clone(&parsed), &params, Some(&c.pk), &[])
+                .map_err(|e| err(&e))?,
+        );
+        let routing = exec::route(&c, &p, &RequestScope::whole());
+        let pinned = Plan::new(&c, Arc::clone(&p), routing, false, paging).map_err(|e| err(&e))?;
+        let mut lookup = pinned.clone();
+        lookup.access = Arc::new(exec::access(&c, &p, false).map_err(|e| err(&e))?);
+        if pinned.access.implied.is_none() || lookup.access.lookup.is_none() {
+            return Err(format!(
+                "the plans are not the two reads compared:\n{pinned}\n{lookup}"
+            ));
+        }
+        plans.push((Arc::new(lookup), Arc::new(pinned)));
+    }
+    let mut times = [f64::INFINITY; 2];
+    for _ in 0..ROUNDS {
+        for (which, time) in times.iter_mut().enumerate() {
+            let started = Instant::now();
+            for k in 0..n {
+                let (lookup, pinned) = &plans[k % plans.len()];
+                let plan = if which == 0 { lookup } else { pinned };
+                let page = exec::run(Arc::clone(&c), Arc::clone(plan), None)
+                    .await
+                    .map_err(|e| err(&e))?;
+                if page.docs.is_empty() {
+                    return Err("a query found nothing".into());
+                }
+                black_box(page);
+            }
+            *time = time.min(started.elapsed().as_nanos() as f64 / n as f64);
+        }
+    }
+    Ok((times[0], times[1]))
 }
 
 /// The fastest of [`ROUNDS`] rounds of `n` calls, in nanoseconds a call.

@@ -14,7 +14,7 @@ use crate::api::response::Reply;
 use crate::api::scope::request_scope;
 use crate::api::App;
 use crate::error::{substatus, CosmosError};
-use crate::exec::{self, now_millis, to_bytes, Paging, Plan};
+use crate::exec::{self, now_millis, to_bytes, AccessPath, Paging, Plan};
 use crate::store::container::Container;
 use crate::throughput::charge;
 use axum::http::StatusCode;
@@ -22,7 +22,6 @@ use bytes::Bytes;
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::Instant;
-use strata_query::index::Access;
 use strata_query::pk::EpkRange;
 use strata_query::protocol::{escape_plan, header};
 use strata_query::sql::route_plan::RoutePlan;
@@ -445,7 +444,7 @@ fn query_metrics(page: &exec::Page, out_bytes: usize, elapsed_ms: f64) -> String
 /// `x-ms-cosmos-index-utilization`: base64 of the service's JSON — single indexes the query
 /// used (the partition key paths when the request names a key, each lookup's and the ORDER
 /// BY's path) and those it could have used (filtered paths the policy excludes).
-fn index_metrics(c: &Container, access: &Access, scoped_by_key: bool) -> String {
+fn index_metrics(c: &Container, access: &AccessPath, scoped_by_key: bool) -> String {
     use base64::Engine as _;
     use strata_query::index::policy::print_path;
     let single = |path: String, filter: &str| {
@@ -458,7 +457,9 @@ fn index_metrics(c: &Container, access: &Access, scoped_by_key: bool) -> String 
             utilized.push(single(format!("{p}/?"), ""));
         }
     }
-    for probe in access.lookup.iter().flatten() {
+    // A lookup the plan left unused for the pinned partition's read is still the index the
+    // filter is served by, as the service reports it.
+    for probe in access.lookup.iter().chain(&access.implied).flatten() {
         utilized.push(single(
             format!("{}/?", print_path(&probe.path)),
             &probe.filter,
