@@ -316,7 +316,9 @@ impl QuerySample {
             examples: Vec::new(),
             last_seen: now,
         });
-        let before = if new { 0 } else { shape_bytes(shape) };
+        // What the shape's bytes change by: its text when new, an example added or dropped
+        // (weighing every kept example on every run was half of recording one).
+        let (mut grown, mut shrunk) = (if new { shape_bytes(shape) } else { 0 }, 0);
         shape.request_charge += s.request_charge;
         shape.last_seen = now;
         if s.share > 0.0 {
@@ -333,12 +335,13 @@ impl QuerySample {
                 due.then(|| Example::of(s.params.iter().chain(literals.iter()), s.partition_key));
             if let Some(example) = example.filter(|e| !shape.examples.contains(e)) {
                 if shape.examples.len() >= MAX_EXAMPLES {
-                    shape.examples.remove(0);
+                    shrunk += shape.examples.remove(0).bytes();
                 }
+                grown += example.bytes();
                 shape.examples.push(example);
             }
         }
-        kept.bytes = kept.bytes - before.min(kept.bytes) + shape_bytes(shape);
+        kept.bytes = (kept.bytes + grown).saturating_sub(shrunk);
         while kept.bytes > MAX_CONTAINER_BYTES && kept.shapes.len() > 1 {
             kept.evict_least_run(Some(&key));
         }
@@ -463,6 +466,43 @@ mod tests {
             share,
             request_charge: ru,
         }
+    }
+
+    /// The container's byte count, kept as examples come and go rather than weighed again on
+    /// every run, is always what its shapes weigh.
+    #[test]
+    fn the_byte_count_follows_examples_in_and_out() {
+        let s = QuerySample::open(Recording::Memory).unwrap();
+        let weighed = |s: &QuerySample| {
+            let all = crate::store::container::lock(&s.inner.kept);
+            let kept = &all[&("db".to_string(), "c".to_string())];
+            (
+                kept.bytes,
+                kept.shapes.values().map(shape_bytes).sum::<usize>(),
+            )
+        };
+        let runs = (MAX_EXAMPLES as u64 + 3) * EXAMPLE_EVERY;
+        for i in 0..runs {
+            // Values of growing size, so an example dropped weighs less than one added.
+            let params = [("p".to_string(), Value::from("x".repeat(i as usize % 50)))];
+            for text in [
+                "SELECT * FROM c WHERE c.a = @p",
+                "SELECT * FROM c WHERE c.b = @p",
+            ] {
+                s.record(Served {
+                    params: &params,
+                    ..served(text, 1.0, 1.0)
+                });
+            }
+            let (kept, sum) = weighed(&s);
+            assert_eq!(kept, sum, "after run {i}");
+        }
+        let all = crate::store::container::lock(&s.inner.kept);
+        let kept = &all[&("db".to_string(), "c".to_string())];
+        assert!(kept
+            .shapes
+            .values()
+            .all(|q| q.examples.len() == MAX_EXAMPLES));
     }
 
     /// A shape takes every new example until it has `MAX_EXAMPLES`, then one every
