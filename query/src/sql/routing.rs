@@ -163,6 +163,47 @@ pub fn route_scoped(
     route(&pinned, def)
 }
 
+/// Whether `q`'s WHERE clause holds for every document whose key is the one it pins: it is
+/// only equalities of each of the key's paths, once, to a string, boolean or null constant,
+/// joined by AND (so the routing is one full key, and a document stored under that key's
+/// EPK has those values). Numbers are left out: the key hashes a number as a double, so
+/// two integers past 2^53 share an EPK that `=` tells apart.
+pub fn implied_by_key(q: &Query, def: &PartitionKeyDefinition) -> bool {
+    let (Some(from), Some(w)) = (&q.from, &q.where_) else {
+        return false;
+    };
+    if !from.joins.is_empty()
+        || !matches!(&from.first.kind, SourceKind::Value(Expr::Slot(DOC_SLOT, _)))
+    {
+        return false;
+    }
+    let mut seen = vec![false; def.levels()];
+    key_equalities(w, from.first.slot, def, &mut seen) && seen.iter().all(|s| *s)
+}
+
+/// Marks in `seen` the key level each equality of the AND tree `e` pins; false when `e` is
+/// anything else, a level repeats, or a value is not a string, boolean or null constant.
+fn key_equalities(e: &Expr, slot: Slot, def: &PartitionKeyDefinition, seen: &mut [bool]) -> bool {
+    match e {
+        Expr::Binary(BinOp::And, a, b) => {
+            key_equalities(a, slot, def, seen) && key_equalities(b, slot, def, seen)
+        }
+        Expr::Binary(BinOp::Eq, a, b) => {
+            let (level, value) = match (level_of(a, slot, def), level_of(b, slot, def)) {
+                (Some(l), None) => (l, b),
+                (None, Some(l)) => (l, a),
+                _ => return false,
+            };
+            let constant = matches!(
+                value.as_ref(),
+                Expr::Lit(Value::String(_) | Value::Bool(_) | Value::Null)
+            );
+            constant && !std::mem::replace(&mut seen[level], true)
+        }
+        _ => false,
+    }
+}
+
 /// Which partition key level (if any) an expression is, for alias `slot`.
 fn level_of(e: &Expr, slot: Slot, def: &PartitionKeyDefinition) -> Option<usize> {
     let (s, path) = e.as_path()?;
@@ -308,6 +349,51 @@ mod tests {
 
     fn routing(sql: &str) -> Routing {
         prepare(sql, &[], Some(&def3())).unwrap().routing
+    }
+
+    /// Only a WHERE clause of one constant equality per key path, joined by AND, holds for
+    /// every document of the key it pins.
+    #[test]
+    fn a_filter_of_the_key_equalities_alone_is_implied_by_the_key() {
+        let implied = |sql: &str, params: &[(String, Value)]| {
+            let p = prepare(sql, params, Some(&def3())).unwrap();
+            implied_by_key(&p.query, &def3())
+        };
+        let three = "c.TenantId = 't' AND c.UserId = 'u' AND c.SessionId = 's'";
+        assert!(implied(&format!("SELECT * FROM c WHERE {three}"), &[]));
+        assert!(implied(
+            "SELECT * FROM c WHERE 's' = c.SessionId AND (c.UserId = null AND c['TenantId'] = true)",
+            &[]
+        ));
+        let bound = [
+            ("t".to_string(), Value::from("t")),
+            ("u".to_string(), Value::from("u")),
+            ("s".to_string(), Value::from("s")),
+        ];
+        assert!(implied(
+            "SELECT * FROM c WHERE c.TenantId = @t AND c.UserId = @u AND c.SessionId = @s",
+            &bound
+        ));
+        let not = [
+            // A level missing: a prefix, not one key.
+            "SELECT * FROM c WHERE c.TenantId = 't' AND c.UserId = 'u'",
+            // Anything else in the filter.
+            &format!("SELECT * FROM c WHERE {three} AND c.n = 1"),
+            &format!("SELECT * FROM c WHERE {three} OR c.TenantId = 'x'"),
+            "SELECT * FROM c WHERE c.TenantId IN ('t') AND c.UserId = 'u' AND c.SessionId = 's'",
+            // A level twice (one value contradicts the other).
+            &format!("SELECT * FROM c WHERE {three} AND c.TenantId = 'x'"),
+            // A number: integers past 2^53 share a key's hash that `=` tells apart.
+            "SELECT * FROM c WHERE c.TenantId = 1 AND c.UserId = 'u' AND c.SessionId = 's'",
+            // Not a constant.
+            "SELECT * FROM c WHERE c.TenantId = c.UserId AND c.UserId = 'u' AND c.SessionId = 's'",
+            // Not the document itself.
+            &format!("SELECT c.id FROM c JOIN t IN c.tags WHERE {three}"),
+            "SELECT * FROM c",
+        ];
+        for sql in not {
+            assert!(!implied(sql, &[]), "{sql}");
+        }
     }
 
     #[test]

@@ -32,6 +32,11 @@ pub struct AccessPath {
     /// index walk and a point read per candidate (see [`AccessPath::pin_partition`]). Kept for
     /// the printed plan and the index metrics; the filter still runs on every document.
     pub implied: Option<Vec<Probe>>,
+    /// The WHERE clause holds for every document of the logical partition the route pins: it
+    /// is only the equalities of the key's paths to the values that pinned it
+    /// (`routing::implied_by_key`), so a streamed `SELECT *` passes the stored documents on
+    /// without parsing them to evaluate it. Set by [`AccessPath::pin_partition`].
+    pub filter_implied: bool,
 }
 
 /// Where BM25 takes the statistics of the scope a query ranks (documents, total words, hits
@@ -106,15 +111,24 @@ impl AccessPath {
             postings: None,
             statistics: None,
             implied: None,
+            filter_implied: false,
         }
     }
 
-    /// Drops a lookup that only re-finds the logical partition the route pins (see
-    /// [`AccessPath::implied`]): called by the plan of a single-partition route. A lookup
-    /// that serves anything else stays — a count or extreme from the index, an order, a
-    /// ranking, or a probe on any other path (a large logical partition is better searched
-    /// by a selective index than read whole).
-    pub fn pin_partition(&mut self, pk: &PartitionKeyDefinition) {
+    /// What a single-partition route changes, called by its plan: a lookup that only
+    /// re-finds the logical partition the route pins is dropped ([`AccessPath::implied`]),
+    /// and a filter the pinned key implies is not evaluated
+    /// ([`AccessPath::filter_implied`]). A lookup that serves anything else stays — a count
+    /// or extreme from the index, an order, a ranking, or a probe on any other path (a large
+    /// logical partition is better searched by a selective index than read whole).
+    pub fn pin_partition(&mut self, p: &PreparedQuery, pk: &PartitionKeyDefinition) {
+        // Only a streamed `SELECT *` skips parsing for it (every other query parses what it
+        // projects, orders or groups by, and evaluates the filter on the way).
+        self.filter_implied = p.routing.is_single()
+            && p.raw_documents
+            && p.mode == sql::Mode::Streaming
+            && self.index.computed.is_empty()
+            && strata_query::sql::routing::implied_by_key(&p.query, pk);
         let a = &self.index;
         let Some(probes) = &a.lookup else { return };
         let only_keys = probes.iter().all(|p| p.on_path_of(&pk.segments));
@@ -141,6 +155,7 @@ impl fmt::Debug for AccessPath {
                 &self.statistics.as_ref().map(ToString::to_string),
             )
             .field("implied", &self.implied)
+            .field("filter_implied", &self.filter_implied)
             .finish()
     }
 }
@@ -182,6 +197,9 @@ impl fmt::Display for AccessPath {
         }
         if let Some(s) = &self.statistics {
             write!(f, "; {s}")?;
+        }
+        if self.filter_implied {
+            f.write_str("; the filter holds for every document of the pinned key (not evaluated)")?;
         }
         Ok(())
     }
@@ -234,6 +252,7 @@ pub fn access(
         postings,
         statistics,
         implied: None,
+        filter_implied: false,
     })
 }
 

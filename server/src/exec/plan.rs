@@ -59,7 +59,7 @@ impl Plan {
     ) -> Result<Plan, ExecError> {
         let mut access = access(c, &query, enable_scan)?;
         if routing.route == Route::Single {
-            access.pin_partition(&c.pk);
+            access.pin_partition(&query, &c.pk);
         }
         let access = Arc::new(access);
         Ok(Plan {

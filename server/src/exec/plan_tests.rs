@@ -233,6 +233,39 @@ async fn a_pinned_partition_is_read_without_the_lookup_its_key_implies() {
     assert_eq!(rows.len(), 10);
     assert_eq!((rows, read), (same, read_with));
 
+    // `SELECT *` of the key's equality alone: the stored documents, none parsed for the
+    // filter; the same page as the plan that evaluates it.
+    let sql = "SELECT * FROM c WHERE c.pk = 'p1'";
+    let p = Arc::new(sql::prepare(sql, &[], Some(&c.pk)).expect("prepare"));
+    let plan = super::tests::whole(&c, &p, 100, false);
+    assert!(
+        plan.to_string()
+            .contains("the filter holds for every document of the pinned key"),
+        "{plan}"
+    );
+    let mut evaluated = (*plan).clone();
+    let mut path = access(&c, &p, true).expect("access");
+    path.pin_partition(&p, &c.pk);
+    path.filter_implied = false;
+    evaluated.access = Arc::new(path);
+    let raw = run(Arc::clone(&c), Arc::clone(&plan), None)
+        .await
+        .expect("page");
+    let parsed = run(Arc::clone(&c), Arc::new(evaluated), None)
+        .await
+        .expect("page");
+    assert_eq!(raw.docs.len(), 10);
+    assert_eq!(raw.docs, parsed.docs);
+    // A number in the key's equality, or a projection: evaluated.
+    for sql in [
+        "SELECT * FROM c WHERE c.pk = 'p1' AND c.n = 7",
+        "SELECT c.id FROM c WHERE c.pk = 'p1'",
+    ] {
+        let p = Arc::new(sql::prepare(sql, &[], Some(&c.pk)).expect("prepare"));
+        let plan = super::tests::whole(&c, &p, 100, false);
+        assert!(!plan.access.filter_implied, "{sql}: {plan}");
+    }
+
     // Another path's probe narrows the partition: its lookup stays.
     let sql = "SELECT VALUE c.id FROM c WHERE c.pk = 'p1' AND c.n = 7";
     let p = Arc::new(sql::prepare(sql, &[], Some(&c.pk)).expect("prepare"));

@@ -8,7 +8,7 @@ use super::*;
 pub(super) fn run_streaming(
     c: &Container,
     p: &PreparedQuery,
-    access: &Access,
+    access: &AccessPath,
     ranges: &[EpkRange],
     budget: Budget,
     token: Option<Continuation>,
@@ -85,7 +85,7 @@ fn resume_point(c: &Container, token: Option<Continuation>) -> Result<(u64, Resu
 /// and why it stopped.
 struct Stream<'a> {
     p: &'a PreparedQuery,
-    access: &'a Access,
+    access: &'a AccessPath,
     budget: Budget,
     started: Instant,
     /// The token's document and the rows of it already returned.
@@ -110,7 +110,7 @@ struct Stream<'a> {
 impl<'a> Stream<'a> {
     fn new(
         p: &'a PreparedQuery,
-        access: &'a Access,
+        access: &'a AccessPath,
         budget: Budget,
         consumed: u64,
         resume: Resume,
@@ -123,7 +123,8 @@ impl<'a> Stream<'a> {
             start_key: resume.as_ref().map(|(k, _)| k.clone()),
             resume,
             limit_end: p.limit.map(|l| p.offset.saturating_add(l)),
-            needs_parse: !(p.raw_documents && p.query.where_.is_none()),
+            // `SELECT *` with no filter to evaluate: the stored documents as they are.
+            needs_parse: !(p.raw_documents && (p.query.where_.is_none() || access.filter_implied)),
             consumed,
             page: Page::empty(),
             bytes_out: 0,

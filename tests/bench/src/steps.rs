@@ -8,8 +8,9 @@
 //! * the text a master-key signature covers: lowercased copies formatted together (before)
 //!   against `protocol::string_to_sign`;
 //! * one page of the lean suite's single-partition query over its dataset in a durable
-//!   container, run from its plan: the index lookup on the key's paths (before) against the
-//!   pinned logical partition read (`AccessPath::pin_partition`).
+//!   container, run from its plan: the index lookup on the key's paths and the filter
+//!   evaluated on every document (before) against the pinned logical partition read, its
+//!   stored documents passed on as the key implies the filter (`AccessPath::pin_partition`).
 
 use crate::{dataset::Dataset, Report};
 use serde_json::json;
@@ -212,7 +213,8 @@ async fn query_page_in(dir: &std::path::Path, items: u64, n: usize) -> Result<(f
         let pinned = Plan::new(&c, Arc::clone(&p), routing, false, paging).map_err(|e| err(&e))?;
         let mut lookup = pinned.clone();
         lookup.access = Arc::new(exec::access(&c, &p, false).map_err(|e| err(&e))?);
-        if pinned.access.implied.is_none() || lookup.access.lookup.is_none() {
+        let (a, b) = (&pinned.access, &lookup.access);
+        if a.implied.is_none() || !a.filter_implied || b.lookup.is_none() || b.filter_implied {
             return Err(format!(
                 "the plans are not the two reads compared:\n{pinned}\n{lookup}"
             ));
