@@ -90,37 +90,47 @@ pub struct Partition {
     pub range: EpkRange,
 }
 
-/// Where a request goes and what runs there.
+/// Where a request goes and what runs there. What it prints beyond its data — why it goes
+/// there, the operators above the scans — is formatted only when it is printed
+/// ([`RoutePlan::display`]): every query is planned, few plans are read.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RoutePlan {
     pub route: Route,
     /// Why this route: the request scope and what the WHERE clause pins.
-    pub reason: String,
+    pub reason: Reason,
     /// The EPK ranges to read, sorted and merged.
     pub ranges: Vec<EpkRange>,
     /// The physical partitions visited, each with the part of its range that is read.
     pub partitions: Vec<Partition>,
     /// How partial results combine.
     pub mode: Mode,
-    /// The operators above the scans, outermost first.
-    pub operators: Vec<Operator>,
+}
+
+/// Why a plan takes its route.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reason {
+    /// The request's scope (named by its source) addresses no partition.
+    Nothing(&'static str),
+    /// No partition key in the request or the WHERE clause.
+    NoKey,
+    /// The request's scope alone, named by its source.
+    Scope(&'static str),
+    /// The WHERE clause pins keys (within the request's scope, named by its source, when the
+    /// request names one).
+    Where(Option<&'static str>),
 }
 
 /// Decides the route of `p` under `scope` over the container's `partitions` (in EPK order).
 pub fn plan(p: &PreparedQuery, scope: &RequestScope, partitions: &[Partition]) -> RoutePlan {
     let (ranges, route, reason) = match &scope.range {
-        None => (
-            Vec::new(),
-            scope.route,
-            format!("{}: addresses no partition", scope.source),
-        ),
+        None => (Vec::new(), scope.route, Reason::Nothing(scope.source)),
         Some(addressed) => match &p.routing {
             Routing::FanOut => (
                 vec![addressed.clone()],
                 scope.route,
                 match scope.route {
-                    Route::FanOut => "no partition key in the request or the WHERE clause".into(),
-                    _ => scope.source.to_string(),
+                    Route::FanOut => Reason::NoKey,
+                    _ => Reason::Scope(scope.source),
                 },
             ),
             Routing::Keys { ranges, .. } => {
@@ -133,11 +143,8 @@ pub fn plan(p: &PreparedQuery, scope: &RequestScope, partitions: &[Partition]) -
                 } else {
                     Route::Targeted
                 };
-                let mut reason = format!("WHERE pins {}", p.routing);
-                if scope.route != Route::FanOut {
-                    reason = format!("{}; {reason}", scope.source);
-                }
-                (inside, route, reason)
+                let within = (scope.route != Route::FanOut).then_some(scope.source);
+                (inside, route, Reason::Where(within))
             }
         },
     };
@@ -159,7 +166,6 @@ pub fn plan(p: &PreparedQuery, scope: &RequestScope, partitions: &[Partition]) -
         ranges,
         partitions: visited,
         mode: p.mode,
-        operators: operators(p),
     }
 }
 
@@ -243,8 +249,8 @@ impl fmt::Display for Merge {
     }
 }
 
-/// The operators above the scans, outermost first.
-fn operators(p: &PreparedQuery) -> Vec<Operator> {
+/// The operators above the scans of `p`'s plan, outermost first.
+pub fn operators(p: &PreparedQuery) -> Vec<Operator> {
     let q = &p.parsed;
     let mut ops = Vec::new();
     if p.offset > 0 || p.limit.is_some() {
@@ -294,25 +300,42 @@ fn operators(p: &PreparedQuery) -> Vec<Operator> {
     ops
 }
 
-impl fmt::Display for RoutePlan {
+impl RoutePlan {
+    /// The plan as it prints (`x-strata-query-plan`), for the query `p` it was made from.
+    pub fn display<'a>(&'a self, p: &'a PreparedQuery) -> impl fmt::Display + 'a {
+        Shown { plan: self, p }
+    }
+}
+
+/// A [`RoutePlan`] with the query it routes, printable (see [`RoutePlan::display`]).
+struct Shown<'a> {
+    plan: &'a RoutePlan,
+    p: &'a PreparedQuery,
+}
+
+impl fmt::Display for Shown<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let ids: Vec<String> = self.partition_ids().iter().map(u32::to_string).collect();
-        writeln!(
-            f,
-            "Route: {} ({}); partitions [{}]",
-            self.route.as_str(),
-            self.reason,
-            ids.join(", ")
-        )?;
+        let (plan, p) = (self.plan, self.p);
+        let ids: Vec<String> = plan.partition_ids().iter().map(u32::to_string).collect();
+        write!(f, "Route: {} (", plan.route.as_str())?;
+        match plan.reason {
+            Reason::Nothing(source) => write!(f, "{source}: addresses no partition")?,
+            Reason::NoKey => f.write_str("no partition key in the request or the WHERE clause")?,
+            Reason::Scope(source) => f.write_str(source)?,
+            Reason::Where(Some(source)) => write!(f, "{source}; WHERE pins {}", p.routing)?,
+            Reason::Where(None) => write!(f, "WHERE pins {}", p.routing)?,
+        }
+        writeln!(f, "); partitions [{}]", ids.join(", "))?;
+        let plan = self.plan;
         let mut depth = 1;
-        for op in &self.operators {
+        for op in &operators(p) {
             writeln!(f, "{:indent$}{op}", "", indent = depth * 2)?;
             depth += 1;
         }
-        if self.mode == Mode::NoFrom {
+        if plan.mode == Mode::NoFrom {
             return Ok(());
         }
-        if self.partitions.is_empty() {
+        if plan.partitions.is_empty() {
             return writeln!(
                 f,
                 "{:indent$}Empty: no partition to scan",
@@ -320,7 +343,7 @@ impl fmt::Display for RoutePlan {
                 indent = depth * 2
             );
         }
-        for part in &self.partitions {
+        for part in &plan.partitions {
             writeln!(
                 f,
                 "{:indent$}Scan: partition {} [\"{}\", \"{}\")",
@@ -390,6 +413,15 @@ mod tests {
         plan(&p, scope, &partitions(&d))
     }
 
+    /// The plan of `sql` as it prints.
+    fn printed(sql: &str, scope: &RequestScope) -> String {
+        let d = def();
+        let p = prepare(sql, &[], Some(&d)).unwrap();
+        let routed = plan(&p, scope, &partitions(&d));
+        let text = routed.display(&p).to_string();
+        text
+    }
+
     #[test]
     fn routes_single_targeted_and_fan_out() {
         let single = plan_of(
@@ -421,7 +453,10 @@ mod tests {
             &scope,
         );
         assert_eq!(p.route, Route::Targeted);
-        let text = p.to_string();
+        let text = printed(
+            "SELECT VALUE c.id FROM c ORDER BY c.ts DESC OFFSET 1 LIMIT 2",
+            &scope,
+        );
         assert!(
             text.starts_with("Route: targeted (partition key header (prefix)); partitions ["),
             "{text}"
@@ -437,16 +472,20 @@ mod tests {
         // A range outside the WHERE's keys: nothing to scan.
         let other = plan_of("SELECT * FROM c WHERE c.TenantId = 'z'", &scope);
         assert!(other.partitions.is_empty());
-        assert!(other.to_string().contains("Empty: no partition to scan"));
+        let other = printed("SELECT * FROM c WHERE c.TenantId = 'z'", &scope);
+        assert!(other.contains("Empty: no partition to scan"));
+        assert!(
+            other.starts_with("Route: targeted (partition key header (prefix); WHERE pins "),
+            "{other}"
+        );
     }
 
     #[test]
     fn prints_an_indented_operator_tree() {
-        let p = plan_of(
+        let text = printed(
             "SELECT c.TenantId, COUNT(1) AS n FROM c WHERE c.n > 1 GROUP BY c.TenantId",
             &whole(),
         );
-        let text = p.to_string();
         let lines: Vec<&str> = text.lines().collect();
         assert!(
             lines[0]

@@ -78,7 +78,7 @@ impl Plan {
 
 impl fmt::Display for Plan {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.routing)?;
+        write!(f, "{}", self.routing.display(&self.query))?;
         writeln!(f, "access: {}", self.access)?;
         write!(f, "paging: up to {} rows", self.paging.page_size)?;
         if self.paging.per_range {
