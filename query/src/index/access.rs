@@ -197,8 +197,9 @@ fn doc_path(e: &Expr, slot: Slot) -> Option<(Vec<Seg>, bool)> {
 
 /// Plans how `q` reads a partition under `policy`, or says why the service would refuse it.
 /// `enable_scan` is the request's `x-ms-documentdb-query-enable-scan`; `keys` are the
-/// partition key's paths (each split into property names): of two conjuncts, one on another
-/// path is the better lookup, since the route already narrows the read by the key.
+/// partition key paths the query's route pins (each split into property names; all of them
+/// for a route to one logical partition, else none): of two conjuncts, one on another path is
+/// the better lookup, since the route already narrows the read by the key.
 pub fn choose(
     q: &Query,
     policy: &IndexingPolicy,
@@ -510,9 +511,9 @@ fn spatial_probe(e: &Expr, slot: Slot, policy: &IndexingPolicy) -> Option<Probe>
     })
 }
 
-/// What a conjunct's lookups cost, lowest best: lookups on partition key paths only come
-/// last (the route narrows the read by the key already, so they add little or nothing), then
-/// the least selective predicate's rank, then the number of lookups.
+/// What a conjunct's lookups cost, lowest best: lookups on pinned key paths only come last
+/// (the route narrows the read by them already, so they add nothing), then the least
+/// selective predicate's rank, then the number of lookups.
 fn cost(p: &[Probe], keys: &[Vec<String>]) -> (bool, u8, usize) {
     let on_keys = p.iter().all(|p| p.on_path_of(keys));
     (

@@ -12,8 +12,9 @@ fn default() -> IndexingPolicy {
     IndexingPolicy::default()
 }
 
-/// A tenant's orders: the key's conjunct only repeats what the route narrows the read to, so
-/// the other one is the lookup, whichever comes first and even when it is a range.
+/// A tenant's orders under a route that pins the key: the key's conjunct only repeats what the
+/// route narrows the read to, so the other one is the lookup, whichever comes first and even
+/// when it is a range.
 #[test]
 fn a_conjunct_on_the_partition_key_is_the_last_choice() {
     let keys = vec![vec!["tenant".to_string()], vec!["user".to_string()]];
@@ -45,7 +46,8 @@ fn a_conjunct_on_the_partition_key_is_the_last_choice() {
         chosen("SELECT * FROM c WHERE c.tenant = 't' AND c.a.tenant = 'x'"),
         "/a/tenant"
     );
-    // Without the key's paths, the first of two equalities.
+    // Nothing pinned (a route over several keys or every partition): the first of two
+    // equalities, and an equality on the key before a range on another path.
     let p = prepare(
         "SELECT * FROM c WHERE c.tenant = 't' AND c.type = 'order'",
         &[],
@@ -54,6 +56,9 @@ fn a_conjunct_on_the_partition_key_is_the_last_choice() {
     .unwrap();
     let a = choose(&p.query, &default(), false, &[]).unwrap();
     assert_eq!(print_path(&a.lookup.unwrap()[0].path), "/tenant");
+    let p = prepare("SELECT * FROM c WHERE c.n > 3 AND c.user = 'u'", &[], None).unwrap();
+    let a = choose(&p.query, &default(), false, &[]).unwrap();
+    assert_eq!(print_path(&a.lookup.unwrap()[0].path), "/user");
 }
 
 #[test]

@@ -212,10 +212,22 @@ pub fn access(
     p: &PreparedQuery,
     enable_scan: bool,
 ) -> Result<AccessPath, ExecError> {
+    access_within(c, p, enable_scan, &[])
+}
+
+/// [`access`] for a route that pins the partition key paths `pinned` (each split into
+/// property names): every path of the key for a route to one logical partition. Of two
+/// conjuncts, one on a pinned path is the last choice for the lookup — the route narrows the
+/// read by it already.
+pub fn access_within(
+    c: &Container,
+    p: &PreparedQuery,
+    enable_scan: bool,
+    pinned: &[Vec<String>],
+) -> Result<AccessPath, ExecError> {
     let state = c.index_state();
-    let mut a =
-        strata_query::index::access::choose(&p.query, &state.policy, enable_scan, &c.pk.segments)
-            .map_err(ExecError::Index)?;
+    let mut a = strata_query::index::access::choose(&p.query, &state.policy, enable_scan, pinned)
+        .map_err(ExecError::Index)?;
     let computed = c.computed();
     let used: Vec<ComputedProperty> = if computed.is_empty() {
         Vec::new()

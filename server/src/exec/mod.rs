@@ -267,7 +267,7 @@ mod scan;
 mod streaming;
 mod top_postings;
 
-pub use access_path::{access, AccessPath};
+pub use access_path::{access, access_within, AccessPath};
 use complete::run_complete;
 use nearest::{best_nearest, Nearest};
 use ordered::run_ordered;

@@ -3,7 +3,7 @@
 //! index access path) and how the page is cut. One value, decided before anything is read:
 //! it is what `x-strata-query-plan` prints and what [`run`](super::run) executes.
 
-use super::{access, AccessPath, ExecError};
+use super::{access, access_within, AccessPath, ExecError};
 use crate::store::container::Container;
 use std::fmt;
 use std::sync::Arc;
@@ -57,10 +57,13 @@ impl Plan {
         enable_scan: bool,
         paging: Paging,
     ) -> Result<Plan, ExecError> {
-        let mut access = access(c, &query, enable_scan)?;
-        if routing.route == Route::Single {
-            access.pin_partition(&query, &c.pk);
-        }
+        let access = if routing.route == Route::Single {
+            let mut a = access_within(c, &query, enable_scan, &c.pk.segments)?;
+            a.pin_partition(&query, &c.pk);
+            a
+        } else {
+            access(c, &query, enable_scan)?
+        };
         let access = Arc::new(access);
         Ok(Plan {
             query,

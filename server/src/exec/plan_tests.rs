@@ -271,9 +271,19 @@ async fn a_pinned_partition_is_read_without_the_lookup_its_key_implies() {
     let p = Arc::new(sql::prepare(sql, &[], Some(&c.pk)).expect("prepare"));
     let text = super::tests::whole(&c, &p, 4, false).to_string();
     assert!(text.contains("index lookup /n"), "{text}");
-    // A route over several partitions keeps it too.
-    let sql = "SELECT VALUE c.id FROM c WHERE c.pk IN ('p1', 'p2')";
+    // A route over several partitions keeps it too, even beside a range on another path
+    // (the key is the more selective lookup when the route does not pin it).
+    for sql in [
+        "SELECT VALUE c.id FROM c WHERE c.pk IN ('p1', 'p2')",
+        "SELECT VALUE c.id FROM c WHERE c.n > 3 AND c.pk IN ('p1', 'p2')",
+    ] {
+        let p = Arc::new(sql::prepare(sql, &[], Some(&c.pk)).expect("prepare"));
+        let text = super::tests::whole(&c, &p, 4, false).to_string();
+        assert!(text.contains("index lookup /pk"), "{sql}: {text}");
+    }
+    // Pinned, the other conjunct is the lookup whichever comes first.
+    let sql = "SELECT VALUE c.id FROM c WHERE c.n > 3 AND c.pk = 'p1'";
     let p = Arc::new(sql::prepare(sql, &[], Some(&c.pk)).expect("prepare"));
     let text = super::tests::whole(&c, &p, 4, false).to_string();
-    assert!(text.contains("index lookup /pk"), "{text}");
+    assert!(text.contains("index lookup /n"), "{text}");
 }
