@@ -250,7 +250,7 @@ impl fmt::Display for Merge {
 }
 
 /// The operators above the scans of `p`'s plan, outermost first.
-pub fn operators(p: &PreparedQuery) -> Vec<Operator> {
+fn operators(p: &PreparedQuery) -> Vec<Operator> {
     let q = &p.parsed;
     let mut ops = Vec::new();
     if p.offset > 0 || p.limit.is_some() {
@@ -326,7 +326,6 @@ impl fmt::Display for Shown<'_> {
             Reason::Where(None) => write!(f, "WHERE pins {}", p.routing)?,
         }
         writeln!(f, "); partitions [{}]", ids.join(", "))?;
-        let plan = self.plan;
         let mut depth = 1;
         for op in &operators(p) {
             writeln!(f, "{:indent$}{op}", "", indent = depth * 2)?;
