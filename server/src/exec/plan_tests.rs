@@ -256,7 +256,8 @@ async fn a_pinned_partition_is_read_without_the_lookup_its_key_implies() {
         .expect("page");
     assert_eq!(raw.docs.len(), 10);
     assert_eq!(raw.docs, parsed.docs);
-    // A number in the key's equality, or a projection: evaluated.
+    // Another conjunct, or a projection: evaluated (a number in the key's equality too, in
+    // `routing::implied_by_key`'s test).
     for sql in [
         "SELECT * FROM c WHERE c.pk = 'p1' AND c.n = 7",
         "SELECT c.id FROM c WHERE c.pk = 'p1'",
