@@ -167,11 +167,16 @@ pub fn route_scoped(
 /// only equalities of each of the key's paths, once, to a string, boolean or null constant,
 /// joined by AND (so the routing is one full key, and a document stored under that key's
 /// EPK has those values). Numbers are left out: the key hashes a number as a double, so
-/// two integers past 2^53 share an EPK that `=` tells apart.
+/// two integers past 2^53 share an EPK that `=` tells apart. So are keys hashed the legacy
+/// way (`Hash` version 1): it hashes a string's first 100 UTF-16 units only, so two strings
+/// that begin alike share an EPK.
 pub fn implied_by_key(q: &Query, def: &PartitionKeyDefinition) -> bool {
     let (Some(from), Some(w)) = (&q.from, &q.where_) else {
         return false;
     };
+    if def.kind == crate::pk::PartitionKind::Hash && def.version < 2 {
+        return false;
+    }
     if !from.joins.is_empty()
         || !matches!(&from.first.kind, SourceKind::Value(Expr::Slot(DOC_SLOT, _)))
     {
@@ -394,6 +399,16 @@ mod tests {
         for sql in not {
             assert!(!implied(sql, &[]), "{sql}");
         }
+        // A legacy hash (version 1) keys strings by their first 100 UTF-16 units: never
+        // implied; version 2 of one path is.
+        let sql = "SELECT * FROM c WHERE c.pk = 'a'";
+        let v1 = PartitionKeyDefinition::new(&["/pk"], crate::pk::PartitionKind::Hash, 1).unwrap();
+        let p = prepare(sql, &[], Some(&v1)).unwrap();
+        assert!(p.routing.is_single());
+        assert!(!implied_by_key(&p.query, &v1));
+        let v2 = PartitionKeyDefinition::hash_v2("/pk");
+        let p = prepare(sql, &[], Some(&v2)).unwrap();
+        assert!(implied_by_key(&p.query, &v2));
     }
 
     #[test]

@@ -288,3 +288,46 @@ async fn a_pinned_partition_is_read_without_the_lookup_its_key_implies() {
     let text = super::tests::whole(&c, &p, 4, false).to_string();
     assert!(text.contains("index lookup /n"), "{text}");
 }
+
+/// Under the legacy hash (version 1) two string keys that begin with the same 100 characters
+/// share a logical partition: the filter is evaluated, and only the document the query names
+/// comes back.
+#[tokio::test]
+async fn a_legacy_hash_partition_still_evaluates_the_key_filter() {
+    use strata_query::pk::PartitionKind;
+    let s = Store::open(StoreConfig {
+        data_dir: None,
+        postgres: None,
+        limits: Limits::default(),
+    })
+    .expect("store");
+    s.create_database("d", None).await.expect("database");
+    let v1 = PartitionKeyDefinition::new(&["/pk"], PartitionKind::Hash, 1).expect("definition");
+    let c = s
+        .create_container("d", "v1", v1, Default::default(), None)
+        .await
+        .expect("container");
+    let stem = "a".repeat(100);
+    let keys = [format!("{stem}x"), format!("{stem}y")];
+    let mut epks = Vec::new();
+    for (i, pk) in keys.iter().enumerate() {
+        let key = PartitionKey::from_header(&json!([pk]).to_string()).expect("key");
+        let epk = effective_partition_key(&c.pk, &key).expect("epk");
+        let Value::Object(doc) = json!({"id": format!("i{i}"), "pk": pk}) else {
+            unreachable!()
+        };
+        let (_, token) = c
+            .write(|t| crate::items::ops::put(t, &epk, &format!("i{i}"), doc, None))
+            .expect("write");
+        c.durable(token).await.expect("durable");
+        epks.push(epk);
+    }
+    assert_eq!(epks[0], epks[1], "both keys hash alike under version 1");
+    let sql = format!("SELECT * FROM c WHERE c.pk = '{}'", keys[0]);
+    let p = Arc::new(sql::prepare(&sql, &[], Some(&c.pk)).expect("prepare"));
+    let plan = super::tests::whole(&c, &p, 100, false);
+    assert!(!plan.access.filter_implied, "{plan}");
+    let (rows, _) = drain(&c, plan).await;
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows[0]["id"], "i0");
+}
