@@ -389,6 +389,8 @@ struct Report {
     rows: Vec<Measured>,
     extra: serde_json::Map<String, Value>,
     targets: Vec<(String, String, bool)>,
+    /// What a suite could not measure, and why: a smoke run fails on any.
+    failed: Vec<String>,
 }
 
 impl Report {
@@ -878,6 +880,7 @@ fn main() {
         rows: Vec::new(),
         extra: serde_json::Map::new(),
         targets: Vec::new(),
+        failed: Vec::new(),
     };
     // --profile: the server as a process of its own, driven like an external endpoint; the
     // vector and fulltext suites run their own server processes and profile their query
@@ -974,6 +977,10 @@ fn main() {
     println!("report written to {}", a.json.display());
     if a.smoke && errors > 0 {
         eprintln!("smoke run: {errors} requests failed");
+        std::process::exit(1);
+    }
+    if a.smoke && !report.failed.is_empty() {
+        eprintln!("smoke run: {}", report.failed.join("; "));
         std::process::exit(1);
     }
 }

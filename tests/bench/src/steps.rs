@@ -127,7 +127,10 @@ pub fn steps(smoke: bool, r: &mut Report) {
             r.extra
                 .insert(format!("steps.{name}.after_ns"), json!(after));
         }
-        Err(e) => eprintln!("strata-bench: the steps suite's query page: {e}"),
+        Err(e) => {
+            eprintln!("strata-bench: the steps suite's query page: {e}");
+            r.failed.push(format!("the steps suite's query page: {e}"));
+        }
     }
 }
 
