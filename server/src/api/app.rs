@@ -40,6 +40,8 @@ pub struct AppInner {
     pub token_key: strata_query::sql::token::TokenKey,
     /// Queries prepared recently (see [`crate::exec::prepared`]).
     pub prepared: crate::exec::prepared::Prepared,
+    /// Master-key signatures verified lately (see [`crate::api::security::verified`]).
+    pub verified: crate::api::security::verified::Verified,
     /// Server-side copy jobs.
     pub jobs: crate::transfer::jobs::Jobs,
     /// The Data Explorer and the keyless conventions (certificate, readiness).
@@ -95,6 +97,7 @@ impl App {
                 rbac,
                 regions,
                 prepared: Default::default(),
+                verified: Default::default(),
                 governor: crate::throughput::governor::Governor::new(options.enforce_throughput),
                 options,
             }),

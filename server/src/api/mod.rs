@@ -230,7 +230,7 @@ async fn dispatch_api(
     let principal = match app.explorer.principal(&parts.headers, &parts.uri) {
         Some(p) => p?,
         None => auth::verify(
-            &app.keys,
+            (&app.keys, &app.verified),
             &app.token_key,
             &parts.method,
             &endpoint::auth_scope(&segs),

@@ -8,6 +8,7 @@
 //! (`type=resource`) is verified by [`crate::api::security::tokens`]; what it may do is
 //! [`crate::api::security::access`]'s question.
 
+use super::verified::{SignedParts, Verified};
 use crate::error::CosmosError;
 use axum::http::{HeaderMap, Method};
 use base64::Engine as _;
@@ -50,7 +51,7 @@ pub struct Keys {
 
 /// Authenticates the request's `authorization` header.
 pub fn verify(
-    keys: &Keys,
+    (keys, verified): (&Keys, &Verified),
     token_key: &strata_query::sql::token::TokenKey,
     method: &Method,
     scope: &AuthScope,
@@ -61,6 +62,27 @@ pub fn verify(
             "Required header 'authorization' is missing. Sign every request with the account key (type=master&ver=1.0&sig=...).",
         )
     })?;
+    let x_ms_date = header(headers, header::DATE).unwrap_or("");
+    let date = if x_ms_date.is_empty() {
+        header(headers, "date").unwrap_or("")
+    } else {
+        ""
+    };
+    let verb = method.as_str();
+    // The very same request verified lately (never under --disable-local-auth, which refuses
+    // every master key below): only its date is checked again.
+    let parts = (!keys.disable_local_auth)
+        .then(|| SignedParts::of(verb, scope, x_ms_date, date, raw))
+        .flatten();
+    if let Some((read_only, when)) = parts.as_ref().and_then(|p| verified.get(p)) {
+        if skew_of(when) <= MAX_CLOCK_SKEW {
+            return Ok(if read_only {
+                Principal::ReadOnly
+            } else {
+                Principal::Master
+            });
+        }
+    }
     let decoded = percent_encoding::percent_decode_str(raw)
         .decode_utf8()
         .map_err(|_| {
@@ -110,24 +132,32 @@ pub fn verify(
         }
         None => return Err(CosmosError::unauthorized("The authorization header has no 'type'.")),
     }
+    let (principal, when) = verify_master(keys, (verb, scope), (x_ms_date, date), sig)?;
+    if let Some(p) = &parts {
+        verified.keep(p, principal == Principal::ReadOnly, when);
+    }
+    Ok(principal)
+}
+
+/// Checks a master-key signature `sig` (base64) of `verb` on `scope` at the request's dates
+/// against the read-write key, then the read-only one: who signed, and the date it signed.
+fn verify_master(
+    keys: &Keys,
+    (verb, scope): (&str, &AuthScope),
+    (x_ms_date, date): (&str, &str),
+    sig: &str,
+) -> Result<(Principal, SystemTime), CosmosError> {
     let sig_bytes = base64::engine::general_purpose::STANDARD
         .decode(sig.trim())
         .map_err(|_| {
             CosmosError::unauthorized("The authorization signature is not valid base64.")
         })?;
 
-    let x_ms_date = header(headers, header::DATE).unwrap_or("");
-    let date = if x_ms_date.is_empty() {
-        header(headers, "date").unwrap_or("")
-    } else {
-        ""
-    };
     if x_ms_date.is_empty() && date.is_empty() {
         return Err(CosmosError::unauthorized(
             "Required header 'x-ms-date' is missing; every signed request must carry its date.",
         ));
     }
-    let verb = method.as_str();
     let principal = if keys
         .read_write
         .verifies(verb, scope, x_ms_date, date, &sig_bytes)
@@ -155,16 +185,22 @@ pub fn verify(
             "The request date '{when_text}' is not a valid RFC 1123 date (e.g. 'Tue, 01 Oct 2024 12:00:00 GMT')."
         ))
     })?;
-    let now = SystemTime::now();
-    let skew = now.duration_since(when).unwrap_or_else(|e| e.duration());
+    let skew = skew_of(when);
     if skew > MAX_CLOCK_SKEW {
         return Err(CosmosError::forbidden(format!(
             "The authorization token is not valid at the current time: the request date '{when_text}' is {}s away from the server time '{}'; the allowed skew is 15 minutes. Check the client clock.",
             skew.as_secs(),
-            httpdate::fmt_http_date(now)
+            httpdate::fmt_http_date(SystemTime::now())
         )));
     }
-    Ok(principal)
+    Ok((principal, when))
+}
+
+/// How far `when` is from the server clock, either way.
+fn skew_of(when: SystemTime) -> Duration {
+    SystemTime::now()
+        .duration_since(when)
+        .unwrap_or_else(|e| e.duration())
 }
 
 #[cfg(test)]
@@ -186,8 +222,17 @@ mod tests {
             entra: None,
         };
         let tk = strata_query::sql::token::TokenKey::new([1; 32]);
+        // One cache for every call: each answer below is the same whether it is a first
+        // verification or a repeat of a kept one.
+        let verified = Verified::default();
         let verify = |_k: &MasterKey, m: &Method, s: &AuthScope, h: &HeaderMap| {
-            super::verify(&keys, &tk, m, s, h)
+            let first = super::verify((&keys, &verified), &tk, m, s, h);
+            let again = super::verify((&keys, &verified), &tk, m, s, h);
+            assert_eq!(
+                first.as_ref().map_err(|e| e.status),
+                again.as_ref().map_err(|e| e.status)
+            );
+            first
         };
         let s = scope("docs", "dbs/db1/colls/c");
         let now = httpdate::fmt_http_date(SystemTime::now());
@@ -256,5 +301,46 @@ mod tests {
                 .as_u16(),
             401
         );
+    }
+
+    #[test]
+    fn a_kept_verification_is_refused_once_its_date_is_stale() {
+        let key = MasterKey::from_base64(EMULATOR_KEY).unwrap();
+        let keys = Keys {
+            disable_local_auth: false,
+            read_write: key.clone(),
+            read_only: None,
+            entra: None,
+        };
+        let tk = strata_query::sql::token::TokenKey::new([1; 32]);
+        let verified = Verified::default();
+        let s = scope("docs", "dbs/db1/colls/c/docs/a");
+        let now = httpdate::fmt_http_date(SystemTime::now());
+        let auth = key.authorization("GET", &s, &now);
+        let mut h = HeaderMap::new();
+        h.insert(header::DATE, now.parse().unwrap());
+        h.insert(header::AUTHORIZATION, auth.parse().unwrap());
+        let verify = |h: &HeaderMap| super::verify((&keys, &verified), &tk, &Method::GET, &s, h);
+        assert_eq!(verify(&h).unwrap(), Principal::Master);
+        // A request verified when its date was fresh, sent again an hour later: its date is
+        // checked on a hit too.
+        let hour_ago = SystemTime::now() - Duration::from_secs(3600);
+        let then = httpdate::fmt_http_date(hour_ago);
+        let old_auth = key.authorization("GET", &s, &then);
+        let mut old = HeaderMap::new();
+        old.insert(header::DATE, then.parse().unwrap());
+        old.insert(header::AUTHORIZATION, old_auth.parse().unwrap());
+        let kept = SignedParts::of("GET", &s, &then, "", &old_auth).unwrap();
+        verified.keep(&kept, false, hour_ago);
+        assert_eq!(verify(&old).unwrap_err().status.as_u16(), 403);
+        // Under --disable-local-auth nothing kept is used.
+        let parts = SignedParts::of("GET", &s, &now, "", &auth).unwrap();
+        verified.keep(&parts, false, SystemTime::now());
+        let off = Keys {
+            disable_local_auth: true,
+            ..keys.clone()
+        };
+        let e = super::verify((&off, &verified), &tk, &Method::GET, &s, &h).unwrap_err();
+        assert_eq!(e.status.as_u16(), 401);
     }
 }

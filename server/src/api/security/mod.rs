@@ -6,3 +6,4 @@ pub mod access;
 pub mod auth;
 pub mod rbac;
 pub mod tokens;
+pub mod verified;
