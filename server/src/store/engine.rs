@@ -108,9 +108,36 @@ impl Engine {
         self.inner.kv.is_remote()
     }
 
+    /// Where writes to `space` go now (see [`Kv::generation`]).
+    pub fn generation(&self, space: Space) -> u64 {
+        self.inner.kv.generation(space)
+    }
+
+    /// The oldest generation of `space` whose writes may lie beside older versions (see
+    /// [`Kv::unsettled_from`]).
+    pub fn unsettled_from(&self, space: Space) -> u64 {
+        self.inner.kv.unsettled_from(space)
+    }
+
+    /// The newest generation of `space` holding what the store replayed at open (see
+    /// [`Kv::replayed`]).
+    pub fn replayed(&self, space: Space) -> Option<u64> {
+        self.inner.kv.replayed(space)
+    }
+
     /// Reads one key.
     pub fn get(&self, space: Space, key: &[u8]) -> Result<Option<Bytes>, KvError> {
         self.inner.kv.get(space, key)
+    }
+
+    /// The entries of `[start, end)` in key order, read as they are iterated.
+    pub fn range<'a>(
+        &'a self,
+        space: Space,
+        start: Bound<&[u8]>,
+        end: Bound<&[u8]>,
+    ) -> super::kv::KvIter<'a> {
+        self.inner.kv.range(space, start, end, false)
     }
 
     /// Reads up to `limit` entries of `[start, end)` in key order (or reverse order).

@@ -21,6 +21,14 @@ pub mod doc_numbers;
 pub mod gsi;
 pub mod history;
 mod hot;
+mod scan;
+mod settled;
+/// How many superseded versions a scan steps over rather than walk the directory (see
+/// [`settled`]).
+#[cfg(test)]
+pub(crate) fn settled_limit() -> u64 {
+    settled::MAX_SUPERSEDED
+}
 pub use hot::held_bytes as hot_items_held;
 pub mod indexes;
 pub mod lookup;
@@ -203,6 +211,8 @@ pub struct Container {
     pub(in crate::store) lp_sizes: Mutex<LpSizes>,
     /// Recently read and written item versions (see [`hot`]).
     hot: hot::HotItems,
+    /// How many superseded item versions recent writes may have left (see [`settled`]).
+    superseded: settled::Superseded,
     /// The vector indexes (see [`vectors`]).
     vectors: vectors::Vectors,
     /// BM25's word totals per full-text path and range (see [`indexes::fulltext`]).
@@ -333,6 +343,8 @@ impl Container {
             turn: tokio::sync::Mutex::new(()),
             script_turns: tokio::sync::Semaphore::new(1),
             lp_sizes: Mutex::new(LpSizes::default()),
+            // LSN 0: no change was ever made to it (a container just created).
+            superseded: settled::Superseded::new(engine.replayed(Space::Items).filter(|_| lsn > 0)),
             hot: hot::HotItems::new(if engine.is_remote() {
                 0
             } else {
@@ -407,113 +419,6 @@ impl Container {
             .props
             .get("defaultTtl")
             .and_then(Value::as_i64)
-    }
-
-    /// The id of the item of logical partition `epk` whose `_rid` carries `doc_seq` (rid-based
-    /// links address items by `_rid`; there is no rid index, so this scans the one logical
-    /// partition the request names).
-    pub fn id_by_doc_seq(&self, epk: &str, doc_seq: u64) -> Result<Option<String>, StoreError> {
-        let start = self.codec.item_key(self.cid, epk, "");
-        let end = crate::store::engine::prefix_end(&start).unwrap_or_default();
-        let mut found = None;
-        let codec = self.codec;
-        self.walk(&start, &end, None, &mut |k, item| {
-            if item.doc_seq == doc_seq {
-                found = codec.parse_item_key(&k).map(|(_, _, id)| id.to_string());
-                return false;
-            }
-            true
-        })?;
-        Ok(found)
-    }
-
-    /// Reads up to `limit` live items with EPK in `range`, in key order, starting after the
-    /// item key `after` (exclusive) when given.
-    pub fn scan_items(
-        &self,
-        range: &EpkRange,
-        after: Option<&DocPos>,
-        limit: usize,
-    ) -> Result<Vec<(DocPos, StoredItem)>, StoreError> {
-        let (start, end) = self.key_bounds(range);
-        let default_ttl = self.default_ttl();
-        let now = catalog::now_secs();
-        let mut out = Vec::with_capacity(limit.min(256));
-        if limit == 0 {
-            return Ok(out);
-        }
-        self.walk(&start, &end, after.map(|p| &p.0[..]), &mut |k, item| {
-            if !item.is_expired(default_ttl, now) {
-                out.push((DocPos(k), item));
-            }
-            out.len() < limit
-        })?;
-        Ok(out)
-    }
-
-    /// Visits the items with keys in `[start, end)` (after `after`, when given) in key order
-    /// until `visit` returns false: the directory names them, each is read by key (see
-    /// [`Space::Directory`] for why). An item deleted between the two reads is skipped.
-    fn walk(
-        &self,
-        start: &[u8],
-        end: &[u8],
-        after: Option<&[u8]>,
-        visit: &mut dyn FnMut(Vec<u8>, StoredItem) -> bool,
-    ) -> Result<(), StoreError> {
-        let mut cursor: Vec<u8> = match after {
-            Some(a) if a >= start => a.to_vec(),
-            _ => Vec::new(),
-        };
-        loop {
-            let lower = if cursor.is_empty() {
-                Bound::Included(start)
-            } else {
-                Bound::Excluded(&cursor[..])
-            };
-            const CHUNK: usize = 256;
-            let chunk =
-                self.engine
-                    .scan(Space::Directory, lower, Bound::Excluded(end), CHUNK, false)?;
-            let exhausted = chunk.len() < CHUNK;
-            let keys: Vec<Vec<u8>> = chunk.into_iter().map(|(k, _)| k).collect();
-            let mut batch = self.prefetch(&keys)?.into_iter();
-            for k in keys {
-                cursor.clone_from(&k);
-                let found = batch
-                    .next()
-                    .map_or_else(|| self.engine.get(Space::Items, &k), Ok)?;
-                let Some(raw) = found else {
-                    continue;
-                };
-                let item = StoredItem::decode(raw).ok_or_else(|| {
-                    StoreError::Corrupt("an item has an unreadable record".to_string())
-                })?;
-                if !visit(k, item) {
-                    return Ok(());
-                }
-            }
-            if exhausted {
-                return Ok(());
-            }
-        }
-    }
-
-    /// Up to `limit` live documents with EPK in `range` (only those of EPK `exact`, when
-    /// given), in key order, after position `after`. Positions are opaque to callers; they
-    /// travel in continuation tokens as [`DocPos::to_hex`].
-    pub fn scan_docs(
-        &self,
-        range: &EpkRange,
-        exact: Option<&str>,
-        after: Option<&DocPos>,
-        limit: usize,
-    ) -> Result<Vec<(DocPos, StoredItem)>, StoreError> {
-        let mut rows = self.scan_items(range, after, limit)?;
-        if let Some(e) = exact {
-            rows.retain(|(p, _)| p.parts(self.codec).0 == e);
-        }
-        Ok(rows)
     }
 
     /// The position a token's hex (from [`DocPos::to_hex`]) names in this container, if it
@@ -639,6 +544,7 @@ impl Container {
             now: catalog::now_secs(),
             default_ttl: self.default_ttl(),
             deleted_any: false,
+            superseded: Vec::new(),
             undo: None,
         };
         let out = f(&mut txn)?;
@@ -687,6 +593,13 @@ impl Container {
             .collect();
         let busy = self.hot.start(keys.iter().map(|(k, _)| &k[..]));
         let committed = tx.commit();
+        // Whether or not it committed (a remote store's dropped answer leaves it unknown).
+        if !txn.superseded.is_empty() {
+            let (engine, g) = (&self.engine, self.engine.generation(Space::Items));
+            let keys = txn.superseded.iter().map(|k| &k[..]);
+            self.superseded
+                .count(keys, g, || engine.unsettled_from(Space::Items));
+        }
         let put = keys.iter().filter(|_| committed.is_ok());
         self.hot.end(busy, put.map(|(k, v)| (&k[..], *v)));
         let changes = std::mem::take(&mut txn.text_changes);

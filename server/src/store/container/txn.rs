@@ -37,6 +37,9 @@ pub struct Txn<'a> {
     pub(super) default_ttl: Option<i64>,
     /// Whether this transaction deletes anything (see [`Container::write`]).
     pub(super) deleted_any: bool,
+    /// The item keys whose previous version this transaction supersedes (replaces and
+    /// deletes: see [`super::settled`]), up to their first byte after the container's prefix.
+    pub(super) superseded: Vec<[u8; 5]>,
     /// What the changes since the oldest open savepoint overwrote, so a failed operation can
     /// be undone while the transaction goes on (`None`: no savepoint, nothing recorded).
     pub(super) undo: Option<Vec<Undo>>,
@@ -248,6 +251,9 @@ impl Txn<'_> {
             (Some(_), Some(lengths)) => self.tx.put(Space::Directory, key.clone(), lengths),
             (Some(_), None) => {}
         }
+        if previous.is_some() {
+            self.supersede(&key);
+        }
         self.tx.put(Space::Items, key, item.encode());
         self.tx.take_change();
         if previous.is_none() {
@@ -395,6 +401,14 @@ impl Txn<'_> {
         }
     }
 
+    /// Notes that the version of `key` stored before this transaction is superseded.
+    fn supersede(&mut self, key: &[u8]) {
+        let mut head = [0u8; 5];
+        let n = key.len().min(5);
+        head[..n].copy_from_slice(&key[..n]);
+        self.superseded.push(head);
+    }
+
     /// Deletes the item at `pos` (from [`Container::scan_docs`]) if it still exists.
     pub fn delete_at(&mut self, pos: &DocPos) -> Result<bool, StoreError> {
         let (epk, id) = pos.parts(self.c.codec);
@@ -417,6 +431,7 @@ impl Txn<'_> {
         let old = indexes::Old::new(&previous.json);
         let was = Some((previous.lsn, previous.sub));
         self.maintain(epk, id, &key, was, Some(&old), None)?;
+        self.supersede(&key);
         self.tx.delete(Space::Items, key);
         // A delete consumes an LSN too, so session tokens and range LSNs move forward.
         let at = self.tx.take_change();

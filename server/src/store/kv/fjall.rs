@@ -37,6 +37,9 @@ pub struct FjallKv {
     journal: JournalSync,
     idle: Arc<Idle>,
     idle_thread: Option<std::thread::JoinHandle<()>>,
+    /// Per space, the newest memtable holding what the journal replayed at open, if any (see
+    /// [`Kv::replayed`]).
+    replayed: Vec<Option<u64>>,
 }
 
 /// fjall's failures, as the seam names a backend's: `?` on fjall's results gives them.
@@ -117,6 +120,7 @@ impl FjallKv {
         // public but doc-hidden in the pinned fjall 3.1.13, seals it and queues the flush; the
         // journal stays until the table is written, and `tests/crash.rs` kills and reopens).
         rotate_all(&spaces, "the memtable replayed at start");
+        let replayed = spaces.iter().map(replayed_into).collect();
         let journal = JournalSync {
             dir: dir.join("fjall"),
             current: Mutex::new(None),
@@ -136,6 +140,7 @@ impl FjallKv {
             journal,
             idle,
             idle_thread,
+            replayed,
         })
     }
 
@@ -234,6 +239,26 @@ impl Kv for FjallKv {
             block_cache: self.db.cache_size(),
         }
     }
+
+    /// The id of the space's active memtable (fjall numbers a tree's memtables in order).
+    fn generation(&self, space: Space) -> u64 {
+        use fjall::AbstractTree as _;
+        self.space(space).tree.active_memtable().id
+    }
+
+    fn replayed(&self, space: Space) -> Option<u64> {
+        self.replayed[space as usize]
+    }
+
+    /// The oldest memtable not yet flushed: the sealed ones just before the active one, or
+    /// the active one (a flush keeps each key's newest version alone; strata holds no
+    /// snapshots that would keep others).
+    fn unsettled_from(&self, space: Space) -> u64 {
+        use fjall::AbstractTree as _;
+        let ks = self.space(space);
+        let active = ks.tree.active_memtable().id;
+        active.saturating_sub(ks.sealed_memtable_count() as u64)
+    }
 }
 
 /// Whether a space is read by range scans and by point reads of keys that mostly exist (not
@@ -260,6 +285,21 @@ fn block_size(space: Space) -> u32 {
         16 * 1024
     } else {
         4 * 1024
+    }
+}
+
+/// The newest memtable of `ks` holding what the journal replayed, just after the replayed one
+/// was queued to flush: the sealed one before the active memtable, or the active one when it
+/// could not be sealed; `None` when everything is in tables.
+fn replayed_into(ks: &fjall::Keyspace) -> Option<u64> {
+    use fjall::AbstractTree as _;
+    let active = ks.tree.active_memtable();
+    if !active.is_empty() {
+        Some(active.id)
+    } else if ks.sealed_memtable_count() > 0 {
+        Some(active.id.saturating_sub(1))
+    } else {
+        None
     }
 }
 

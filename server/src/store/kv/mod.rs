@@ -193,6 +193,29 @@ pub trait Kv: Send + Sync + 'static {
     fn is_remote(&self) -> bool {
         false
     }
+
+    /// Where writes to `space` go now: a generation that only grows (see
+    /// [`Kv::unsettled_from`]).
+    fn generation(&self, _space: Space) -> u64 {
+        0
+    }
+
+    /// The oldest generation of `space` whose writes may still lie beside older versions of
+    /// their keys where a range scan reads them: a write of an earlier generation is its
+    /// key's only version now. An LSM store keeps every version of a key in its memtable
+    /// until the memtable is flushed to a table, which keeps the newest alone; a scan over a
+    /// key overwritten many times since walks them all (see [`Space::Directory`]). A store
+    /// whose scans meet each key once answers `u64::MAX`, the default.
+    fn unsettled_from(&self, _space: Space) -> u64 {
+        u64::MAX
+    }
+
+    /// The newest generation of `space` that holds what the store replayed as it opened
+    /// (writes of an earlier process, which may lie beside older versions until
+    /// [`Kv::unsettled_from`] passes it); `None` when it replayed nothing.
+    fn replayed(&self, _space: Space) -> Option<u64> {
+        None
+    }
 }
 
 /// Whether a range is empty whatever the data (start after end).
