@@ -190,12 +190,7 @@ pub fn parse_parameters(v: Option<Value>) -> Result<Vec<(String, Value)>, QueryE
         let name = p.get("name").and_then(Value::as_str).ok_or_else(|| {
             QueryError::semantic("Every query parameter needs a string 'name' such as \"@p\".")
         })?;
-        let name = name.strip_prefix('@').ok_or_else(|| {
-            QueryError::semantic(format!(
-                "The query parameter name '{name}' must start with '@'."
-            ))
-        })?;
-        let name = name.to_string();
+        let name = parameter_name(name)?;
         match p.get_mut("value").map(Value::take) {
             Some(v) => out.push((name, v)),
             None => {
@@ -206,6 +201,16 @@ pub fn parse_parameters(v: Option<Value>) -> Result<Vec<(String, Value)>, QueryE
         }
     }
     Ok(out)
+}
+
+/// A parameter's name as queries bind it: without its `@`, which it must have.
+pub fn parameter_name(name: &str) -> Result<String, QueryError> {
+    match name.strip_prefix('@') {
+        Some(n) => Ok(n.to_string()),
+        None => Err(QueryError::semantic(format!(
+            "The query parameter name '{name}' must start with '@'."
+        ))),
+    }
 }
 
 impl PreparedQuery {
