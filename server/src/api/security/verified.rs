@@ -10,16 +10,16 @@
 //! resource type, link and spelling, both dates, the raw header) and compared in full on a
 //! hit: a hash collision can never pass another request. The date is checked against the
 //! clock on every hit as on every miss, so a kept entry grants nothing a replay of the same
-//! request would not have been granted anyway. Bounded: [`SLOTS`] entries of at most
-//! [`MAX_KEY_BYTES`] each (a longer request is verified every time); a new entry takes its
-//! slot's place.
+//! request would not have been granted anyway. Bounded: twice [`SLOTS`] entries of at most
+//! [`MAX_KEY_BYTES`] each (a longer request is verified every time); a new entry takes the
+//! place of its slot's entry used longest ago.
 
 use std::sync::Mutex;
 use std::time::SystemTime;
 use strata_query::protocol::AuthScope;
 
-/// Entries kept (one per slot).
-const SLOTS: usize = 1024;
+/// Entries kept: slots of two, the one used last first.
+const SLOTS: usize = 2048;
 /// The longest request (its verb, scope, dates and header together) kept.
 const MAX_KEY_BYTES: usize = 512;
 
@@ -77,42 +77,54 @@ struct Entry {
     when: SystemTime,
 }
 
+/// Two entries of one slot: the one kept or used last first.
+type Pair = [Option<Entry>; 2];
+
 /// The kept verifications (see the module's doc).
 pub struct Verified {
-    slots: Box<[Mutex<Option<Entry>>]>,
+    slots: Box<[Mutex<Pair>]>,
 }
 
 impl Default for Verified {
     fn default() -> Self {
         Self {
-            slots: (0..SLOTS).map(|_| Mutex::new(None)).collect(),
+            slots: (0..SLOTS).map(|_| Mutex::new([None, None])).collect(),
         }
     }
 }
 
 impl Verified {
-    fn slot(&self, parts: &SignedParts) -> &Mutex<Option<Entry>> {
-        let h = xxhash_rust::xxh3::xxh3_64(parts.as_bytes()) as usize;
-        &self.slots[h % SLOTS]
+    fn index(parts: &SignedParts) -> usize {
+        xxhash_rust::xxh3::xxh3_64(parts.as_bytes()) as usize % SLOTS
+    }
+
+    fn slot(&self, parts: &SignedParts) -> std::sync::MutexGuard<'_, Pair> {
+        self.slots[Self::index(parts)]
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
     }
 
     /// How the very same request verified before: whether the read-only key signed it, and
     /// its date. `None` when it was not verified lately.
     pub fn get(&self, parts: &SignedParts) -> Option<(bool, SystemTime)> {
-        let slot = self.slot(parts).lock().unwrap_or_else(|p| p.into_inner());
-        slot.as_ref()
-            .filter(|e| &*e.parts == parts.as_bytes())
-            .map(|e| (e.read_only, e.when))
+        let mut pair = self.slot(parts);
+        let at = pair
+            .iter()
+            .position(|e| e.as_ref().is_some_and(|e| &*e.parts == parts.as_bytes()))?;
+        pair.swap(0, at);
+        pair[0].as_ref().map(|e| (e.read_only, e.when))
     }
 
-    /// Keeps a verification that succeeded.
+    /// Keeps a verification that succeeded, in place of the one of its slot used longest ago.
     pub fn keep(&self, parts: &SignedParts, read_only: bool, when: SystemTime) {
         let entry = Entry {
             parts: parts.as_bytes().into(),
             read_only,
             when,
         };
-        *self.slot(parts).lock().unwrap_or_else(|p| p.into_inner()) = Some(entry);
+        let mut pair = self.slot(parts);
+        pair[1] = Some(entry);
+        pair.swap(0, 1);
     }
 }
 
@@ -149,6 +161,24 @@ mod tests {
         assert!(v
             .get(&parts("GET", &shifted, "type=master&ver=1.0&sig=x"))
             .is_none());
+        // Two requests of one slot are both kept; a third takes the place of the one used
+        // longest ago.
+        let same_slot = |n: u8| {
+            let first = Verified::index(&parts("GET", &s, "a"));
+            (0..=u32::MAX)
+                .map(|i| format!("type=master&ver=1.0&sig={n}-{i}"))
+                .find(|a| Verified::index(&parts("GET", &s, a)) == first)
+                .expect("a key of that slot")
+        };
+        let (a, b, c) = ("a".to_string(), same_slot(1), same_slot(2));
+        v.keep(&parts("GET", &s, &a), false, when);
+        v.keep(&parts("GET", &s, &b), true, when);
+        assert_eq!(v.get(&parts("GET", &s, &a)), Some((false, when)));
+        assert_eq!(v.get(&parts("GET", &s, &b)), Some((true, when)));
+        v.keep(&parts("GET", &s, &c), false, when);
+        assert!(v.get(&parts("GET", &s, &a)).is_none());
+        assert!(v.get(&parts("GET", &s, &b)).is_some());
+        assert!(v.get(&parts("GET", &s, &c)).is_some());
         // Too long to keep.
         let long = "x".repeat(MAX_KEY_BYTES);
         assert!(SignedParts::of("GET", &s, date, "", &long).is_none());
