@@ -92,8 +92,13 @@ impl Container {
     }
 
     /// Whether a scan of the item keys `[start, end)` reads the items themselves: when recent
-    /// writes left few superseded versions there (see [`settled`]).
+    /// writes left few superseded versions there (see [`settled`]). A store a round trip
+    /// away (PostgreSQL) reads through the directory as before: its pages of items would
+    /// bring up to 512 whole documents at once, and that path was not measured.
     pub(in crate::store) fn scans_items(&self, start: &[u8], end: &[u8]) -> bool {
+        if self.engine.is_remote() {
+            return false;
+        }
         let unsettled_from = self.engine.unsettled_from(Space::Items);
         self.superseded.within(start, end, unsettled_from) <= settled::MAX_SUPERSEDED
     }
