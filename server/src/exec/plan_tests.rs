@@ -10,9 +10,8 @@ use serde_json::json;
 use strata_query::pk::epk::effective_partition_key;
 use strata_query::pk::{PartitionKey, PartitionKeyDefinition};
 
-/// A container indexed every way strata indexes: range, full-text, spatial and a flat vector
-/// index, with 60 documents.
-async fn indexed() -> (Store, Arc<Container>) {
+/// A store in memory with a database `d`.
+async fn store_with_database() -> Store {
     let s = Store::open(StoreConfig {
         data_dir: None,
         postgres: None,
@@ -20,6 +19,13 @@ async fn indexed() -> (Store, Arc<Container>) {
     })
     .expect("store");
     s.create_database("d", None).await.expect("database");
+    s
+}
+
+/// A container indexed every way strata indexes: range, full-text, spatial and a flat vector
+/// index, with 60 documents.
+async fn indexed() -> (Store, Arc<Container>) {
+    let s = store_with_database().await;
     let props = json!({
         "indexingPolicy": {
             "includedPaths": [{"path": "/*"}],
@@ -295,13 +301,7 @@ async fn a_pinned_partition_is_read_without_the_lookup_its_key_implies() {
 #[tokio::test]
 async fn a_legacy_hash_partition_still_evaluates_the_key_filter() {
     use strata_query::pk::PartitionKind;
-    let s = Store::open(StoreConfig {
-        data_dir: None,
-        postgres: None,
-        limits: Limits::default(),
-    })
-    .expect("store");
-    s.create_database("d", None).await.expect("database");
+    let s = store_with_database().await;
     let v1 = PartitionKeyDefinition::new(&["/pk"], PartitionKind::Hash, 1).expect("definition");
     let c = s
         .create_container("d", "v1", v1, Default::default(), None)
