@@ -103,6 +103,27 @@ fn trim_zero_padding(s: &str) -> &str {
 /// Adds one to a hex string read as a big-endian byte array (`…FF` carries). This is how the
 /// SDKs turn a point key into the half-open range `[E, E+1)`.
 pub fn increment_hex(epk: &str) -> String {
+    // An EPK as strata writes them (upper-case hex digits, whole bytes) is incremented digit
+    // by digit, which is the same as byte by byte: decoding and encoding every byte was half
+    // of routing a query by its partition key.
+    let upper_hex = |b: &u8| b.is_ascii_digit() || (b'A'..=b'F').contains(b);
+    if !epk.is_empty() && epk.len().is_multiple_of(2) && epk.as_bytes().iter().all(upper_hex) {
+        let mut digits = epk.as_bytes().to_vec();
+        for d in digits.iter_mut().rev() {
+            match *d {
+                b'F' => *d = b'0',
+                b'9' => {
+                    *d = b'A';
+                    return String::from_utf8(digits).unwrap_or_default();
+                }
+                _ => {
+                    *d += 1;
+                    return String::from_utf8(digits).unwrap_or_default();
+                }
+            }
+        }
+        return format!("{epk}00");
+    }
     let mut bytes = match decode_hex(epk) {
         Some(b) if !b.is_empty() => b,
         _ => return format!("{epk}00"),
@@ -447,6 +468,20 @@ mod tests {
         assert_eq!(increment_hex("0A"), "0B");
         assert_eq!(increment_hex("00FF"), "0100");
         assert_eq!(increment_hex("83532751"), "83532752");
+        assert_eq!(increment_hex("09"), "0A");
+        assert_eq!(increment_hex("0AFF"), "0B00");
+        assert_eq!(increment_hex("FFFF"), "FFFF00");
+        assert_eq!(increment_hex("0a"), "0B", "lower case is decoded as before");
+        assert_eq!(increment_hex("ABC"), "ABC00", "half a byte is not a key");
+        // Digit by digit agrees with byte by byte over every two-byte key.
+        for v in 0..=0xFFFFu32 {
+            let hex = format!("{v:04X}");
+            let by_bytes = match v {
+                0xFFFF => "FFFF00".to_string(),
+                _ => format!("{:04X}", v + 1),
+            };
+            assert_eq!(increment_hex(&hex), by_bytes, "{hex}");
+        }
     }
 
     #[test]
