@@ -68,7 +68,8 @@ async fn the_five_documented_routing_queries() {
         ("SELECT * FROM c WHERE c.SessionId = 's0'", "fanout", 20),
     ];
     for (sql, want_route, want_rows) in cases {
-        let (rows, pages) = s.query_all("db", "ev", sql, json!([]), &[]).await;
+        let metrics = [("x-ms-documentdb-populatequerymetrics", "true")];
+        let (rows, pages) = s.query_all("db", "ev", sql, json!([]), &metrics).await;
         assert_eq!(rows.len(), want_rows, "{sql}");
         let (kind, ranges) = route(&pages[0]);
         assert_eq!(kind, want_route, "{sql}");
@@ -93,6 +94,8 @@ async fn the_five_documented_routing_queries() {
         .await;
     assert_eq!(rows.len(), 3);
     assert_eq!(route(&pages[0]).0, "targeted");
+    // Metrics come when asked for, as the service gives them.
+    assert!(pages[0].header("x-ms-documentdb-query-metrics").is_none());
     s.stop().await;
 }
 

@@ -73,6 +73,7 @@ pub mod header {
     pub const OFFER_THROUGHPUT: &str = "x-ms-offer-throughput";
     pub const PARTITION_KEY_RANGE_ID: &str = "x-ms-documentdb-partitionkeyrangeid";
     pub const POPULATE_INDEX_METRICS: &str = "x-ms-cosmos-populateindexmetrics";
+    pub const POPULATE_QUERY_METRICS: &str = "x-ms-documentdb-populatequerymetrics";
     pub const POPULATE_PARTITION_STATISTICS: &str = "x-ms-documentdb-populatepartitionstatistics";
     pub const POPULATE_QUERY_ADVICE: &str = "x-ms-cosmos-populatequeryadvice";
     pub const POST_TRIGGER_INCLUDE: &str = "x-ms-documentdb-post-trigger-include";

@@ -17,19 +17,29 @@ use strata_query::sql::route_plan::{RequestScope, Route};
 
 /// The scope of a feed or query request.
 pub fn request_scope(c: &Container, req: &Req) -> Result<RequestScope, CosmosError> {
+    scope_of(c, req, req.partition_key()?.as_ref())
+}
+
+/// [`request_scope`] with the partition key header parsed already (`pk`).
+pub fn scope_of(
+    c: &Container,
+    req: &Req,
+    pk: Option<&PartitionKey>,
+) -> Result<RequestScope, CosmosError> {
     let mut scope = RequestScope::whole();
-    if let Some(pk) = req.partition_key()? {
-        let pk = match (c.pk.system_key, pk.is_empty()) {
-            (true, true) => PartitionKey(vec![PkComponent::Undefined]),
+    if let Some(pk) = pk {
+        scope = match (c.pk.system_key, pk.is_empty()) {
+            (true, true) => {
+                RequestScope::of_key(&c.pk, &PartitionKey(vec![PkComponent::Undefined]))?
+            }
             (false, true) => {
                 return Err(CosmosError::bad_request(format!(
                     "The partition key [] names no value: give at least the first of the container's partition key paths ({}), or no partition key to query every partition.",
                     c.pk.paths.join(", ")
                 )))
             }
-            _ => pk,
+            _ => RequestScope::of_key(&c.pk, pk)?,
         };
-        scope = RequestScope::of_key(&c.pk, &pk)?;
     }
     if let Some(id) = req.header(header::PARTITION_KEY_RANGE_ID) {
         let r = range_by_id(c, id)?;

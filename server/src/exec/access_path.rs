@@ -172,7 +172,7 @@ impl fmt::Display for AccessPath {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.implied {
             Some(probes) => {
-                let filters: Vec<&str> = probes.iter().map(|p| p.filter.as_str()).collect();
+                let filters: Vec<String> = probes.iter().map(|p| p.filter.to_string()).collect();
                 write!(
                     f,
                     "the pinned logical partition's documents in key order (no index lookup: its key implies {})",

@@ -97,6 +97,7 @@ async function query(sql, params, opts = {}) {
     'x-ms-documentdb-isquery': 'true',
     'x-ms-documentdb-query-enablecrosspartition': 'true',
     'x-strata-explain': 'true',
+    'x-ms-documentdb-populatequerymetrics': 'true',
     'x-ms-max-item-count': String(opts.pageSize || 100),
   };
   if (opts.partitionKey) headers['x-ms-documentdb-partitionkey'] = JSON.stringify(opts.partitionKey);
