@@ -6,6 +6,7 @@
 
 pub mod admin;
 pub mod app;
+mod buffers;
 pub mod commit;
 pub mod cosmos;
 pub mod endpoint;

@@ -163,9 +163,11 @@ fn charge_value(ru: f64) -> Option<HeaderValue> {
     }
 }
 
-/// `{"_rid": .., "<Key>": [raw json, ...], "_count": n}` from already-serialized documents.
+/// `{"_rid": .., "<Key>": [raw json, ...], "_count": n}` from already-serialized documents,
+/// in a buffer kept for the next response once this one is sent (see [`super::buffers`]).
 pub fn feed_body(rid: &str, key: &str, docs: &[Bytes]) -> Bytes {
-    let mut out = Vec::with_capacity(64 + docs.iter().map(|d| d.len() + 1).sum::<usize>());
+    let len = 64 + rid.len() + key.len() + docs.iter().map(|d| d.len() + 1).sum::<usize>();
+    let mut out = super::buffers::take(len);
     out.extend_from_slice(b"{\"_rid\":");
     out.extend_from_slice(
         serde_json::to_string(rid)
@@ -184,7 +186,7 @@ pub fn feed_body(rid: &str, key: &str, docs: &[Bytes]) -> Bytes {
     out.extend_from_slice(b"],\"_count\":");
     out.extend_from_slice(docs.len().to_string().as_bytes());
     out.push(b'}');
-    Bytes::from(out)
+    super::buffers::into_bytes(out)
 }
 
 /// The response for an error, with the activity id appended to the message as the service
