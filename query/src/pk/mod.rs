@@ -412,6 +412,9 @@ impl PartitionKey {
     /// Parses the `x-ms-documentdb-partitionkey` header: a JSON array of primitives, where `{}`
     /// stands for an undefined component.
     pub fn from_header(text: &str) -> Result<Self, PkError> {
+        if let Some(pk) = Self::plain_strings(text) {
+            return Ok(pk);
+        }
         let v: Value = serde_json::from_str(text.trim()).map_err(|e| {
             PkError(format!(
                 "The partition key header '{text}' is not valid JSON: {e}. Expected a JSON array such as [\"tenant1\",\"user1\"]."
@@ -425,6 +428,32 @@ impl PartitionKey {
             ));
         }
         Self::from_json_value(&v)
+    }
+
+    /// The header's key when it is an array of up to [`MAX_LEVELS`] strings without escapes
+    /// (what the SDKs send for string keys, with or without spaces between tokens), read
+    /// without a JSON tree: parsing the header through one was 1.6% of a point read's server
+    /// CPU. Anything else is `None`, for the general reading and its messages.
+    fn plain_strings(text: &str) -> Option<Self> {
+        let mut rest = text.trim().strip_prefix('[')?.trim_start();
+        let mut comps = Vec::with_capacity(MAX_LEVELS);
+        if let Some(end) = rest.strip_prefix(']') {
+            return end.is_empty().then_some(PartitionKey(comps));
+        }
+        loop {
+            let body = rest.strip_prefix('"')?;
+            let close = body.find('"')?;
+            let s = &body[..close];
+            if s.bytes().any(|b| b == b'\\' || b < 0x20) || comps.len() == MAX_LEVELS {
+                return None;
+            }
+            comps.push(PkComponent::String(s.to_string()));
+            rest = body[close + 1..].trim_start();
+            if let Some(end) = rest.strip_prefix(']') {
+                return end.is_empty().then_some(PartitionKey(comps));
+            }
+            rest = rest.strip_prefix(',')?.trim_start();
+        }
     }
 
     /// Parses a partition key given as JSON: an array of components, or a single primitive.
@@ -561,6 +590,32 @@ mod tests {
         let pk = PartitionKey::from_header(r#"["bü", 5.5, {}]"#).unwrap();
         assert_eq!(pk.to_header(), r#"["b\u00fc",5.5,{}]"#);
         assert!(PartitionKey::from_header("[[1]]").is_err());
+        // Plain strings read without a JSON tree give what the general reading gives, and
+        // anything else is left to it.
+        for text in [
+            r#"["a","b","c"]"#,
+            r#" [ "a" , "b" ] "#,
+            r#"["bü", ""]"#,
+            "[]",
+            r#"["a\"b"]"#,
+            r#"["a\u0041"]"#,
+            r#"["a","b","c","d"]"#,
+            r#"["a",]"#,
+            r#"["a"] x"#,
+            r#"["a" "b"]"#,
+            r#"["a""#,
+            "[\"a\tb\"]",
+            r#"["a", 5]"#,
+        ] {
+            let general = serde_json::from_str::<Value>(text.trim())
+                .ok()
+                .filter(Value::is_array)
+                .and_then(|v| PartitionKey::from_json_value(&v).ok());
+            assert_eq!(PartitionKey::from_header(text).ok(), general, "{text}");
+            if let Some(plain) = PartitionKey::plain_strings(text) {
+                assert_eq!(Some(plain), general, "{text}");
+            }
+        }
         assert!(PartitionKey::from_header("[").is_err());
     }
 }
