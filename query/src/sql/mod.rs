@@ -151,7 +151,11 @@ pub fn prepare_parsed(
         limit = Some(limit.map_or(t, |l| l.min(t)));
     }
     let fields = fields::root_fields(&query, raw_documents, true);
-    let row_fields = fields::root_fields(&query, raw_documents, false);
+    // The two differ only by the ORDER BY's properties.
+    let row_fields = match query.order_by {
+        None => fields.clone(),
+        Some(_) => fields::root_fields(&query, raw_documents, false),
+    };
     Ok(PreparedQuery {
         parsed,
         query,

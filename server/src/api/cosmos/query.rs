@@ -417,9 +417,13 @@ fn record(
         || !ranged
         || plan.routing.route == sql::route_plan::Route::Single
     {
-        plan.routing.clone()
+        std::borrow::Cow::Borrowed(&plan.routing)
     } else {
-        exec::route(c, &plan.query, &sql::route_plan::RequestScope::whole())
+        std::borrow::Cow::Owned(exec::route(
+            c,
+            &plan.query,
+            &sql::route_plan::RequestScope::whole(),
+        ))
     };
     let partitions = whole.partition_ids().len();
     let share = if later_page {
