@@ -434,8 +434,10 @@ impl PartitionKey {
     /// (what the SDKs send for string keys, with or without spaces between tokens), read
     /// without a JSON tree: parsing the header through one was 1.6% of a point read's server
     /// CPU. Anything else is `None`, for the general reading and its messages.
-    fn plain_strings(text: &str) -> Option<Self> {
-        let mut rest = text.trim().strip_prefix('[')?.trim_start();
+    fn plain_strings<'a>(text: &'a str) -> Option<Self> {
+        // Between tokens, JSON's whitespace only (the whole header is trimmed as before).
+        let json_ws = |s: &'a str| s.trim_start_matches([' ', '\t', '\n', '\r']);
+        let mut rest = json_ws(text.trim().strip_prefix('[')?);
         let mut comps = Vec::with_capacity(MAX_LEVELS);
         if let Some(end) = rest.strip_prefix(']') {
             return end.is_empty().then_some(PartitionKey(comps));
@@ -448,11 +450,11 @@ impl PartitionKey {
                 return None;
             }
             comps.push(PkComponent::String(s.to_string()));
-            rest = body[close + 1..].trim_start();
+            rest = json_ws(&body[close + 1..]);
             if let Some(end) = rest.strip_prefix(']') {
                 return end.is_empty().then_some(PartitionKey(comps));
             }
-            rest = rest.strip_prefix(',')?.trim_start();
+            rest = json_ws(rest.strip_prefix(',')?);
         }
     }
 
@@ -606,6 +608,7 @@ mod tests {
             r#"["a""#,
             "[\"a\tb\"]",
             r#"["a", 5]"#,
+            "[\u{a0}\"a\"]",
         ] {
             let general = serde_json::from_str::<Value>(text.trim())
                 .ok()
