@@ -16,7 +16,8 @@
 //! Under `strata-bench`'s single-partition queries (about 10,000 keys asked for with a
 //! tenant's Zipf skew, 1,024 kept) first-in-first-out kept a prepared query for 30% of the
 //! requests and served 24% from the cache; comparing counts keeps one for 1% and serves 39%
-//! (simulated over the bench's keys): fewer copies made and dropped, more plans reused.
+//! (a simulation over the bench's key distribution, with exact counts rather than this
+//! table): fewer copies made and dropped, more plans reused.
 //!
 //! Bounded in bytes, not only in entries: an entry holds its text and parameters twice (as
 //! the key compared on a hit and bound into the plan), and one query's parameters can be
@@ -181,6 +182,7 @@ impl Prepared {
         old.saturating_add(1).min(15)
     }
 
+    /// The slot of [`Prepared::counts`] that counts `key`.
     fn count_slot(key: Key) -> usize {
         ((key.1 as usize) ^ (key.0 as usize)) % COUNTS
     }
