@@ -9,9 +9,9 @@ use crate::store::container::indexes::vector::VectorAccess;
 use crate::store::container::Container;
 use std::fmt;
 use std::ops::Deref;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use strata_query::index::access::Probe;
-use strata_query::index::Access;
+use strata_query::index::{Access, IndexingPolicy};
 use strata_query::pk::PartitionKeyDefinition;
 use strata_query::sql::computed::ComputedProperty;
 use strata_query::sql::{self, hybrid, PreparedQuery};
@@ -203,6 +203,87 @@ impl fmt::Display for AccessPath {
         }
         Ok(())
     }
+}
+
+/// The access path a kept prepared query was last planned with, and what it was chosen
+/// from — the container's index state (policy, generation, readiness) and computed
+/// properties, the policy and the properties compared by identity (a change of either is a
+/// new `Arc`) — so a query asked again with the same values is not planned again, and a
+/// plan never reads the index by a choice made under another policy or while it was
+/// rebuilt. Choosing it was a seventh of a single-partition query's server CPU under
+/// `strata-bench --profile`, spent again on every page. A ranking is not remembered: its
+/// vector index's readiness is read when it is planned too.
+#[derive(Default)]
+pub struct AccessMemo(Mutex<Option<Memo>>);
+
+impl AccessMemo {
+    fn held(&self) -> std::sync::MutexGuard<'_, Option<Memo>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// What [`AccessMemo`] holds.
+struct Memo {
+    /// The route pinned one logical partition ([`access_within`] and
+    /// [`AccessPath::pin_partition`], not [`access`]).
+    single: bool,
+    enable_scan: bool,
+    policy: Arc<IndexingPolicy>,
+    gen: u16,
+    ready: bool,
+    computed: Arc<Vec<ComputedProperty>>,
+    access: Arc<AccessPath>,
+}
+
+/// How `p` reads each partition of `c` for a route to one logical partition (`single`) or
+/// any other: as `memo` remembers it if the container's index state and computed
+/// properties are those it was chosen under, else chosen now (and remembered).
+pub fn planned(
+    c: &Container,
+    p: &PreparedQuery,
+    single: bool,
+    enable_scan: bool,
+    memo: Option<&AccessMemo>,
+) -> Result<Arc<AccessPath>, ExecError> {
+    let choose = || -> Result<AccessPath, ExecError> {
+        if single {
+            let mut a = access_within(c, p, enable_scan, &c.pk.segments)?;
+            a.pin_partition(p, &c.pk);
+            Ok(a)
+        } else {
+            access(c, p, enable_scan)
+        }
+    };
+    let Some(memo) = memo else {
+        return choose().map(Arc::new);
+    };
+    // Taken before choosing: if the state changes meanwhile, what is remembered is marked
+    // with the older state and chosen again by the next query.
+    let (state, computed) = (c.index_state(), c.computed());
+    if let Some(m) = memo.held().as_ref() {
+        if m.single == single
+            && m.enable_scan == enable_scan
+            && Arc::ptr_eq(&m.policy, &state.policy)
+            && m.gen == state.gen
+            && m.ready == state.ready
+            && Arc::ptr_eq(&m.computed, &computed)
+        {
+            return Ok(Arc::clone(&m.access));
+        }
+    }
+    let access = Arc::new(choose()?);
+    if access.vector.is_none() && access.index.ranked.is_none() {
+        *memo.held() = Some(Memo {
+            single,
+            enable_scan,
+            policy: state.policy,
+            gen: state.gen,
+            ready: state.ready,
+            computed,
+            access: Arc::clone(&access),
+        });
+    }
+    Ok(access)
 }
 
 /// How `p` reads each partition of `c` under the container's current indexing policy, or

@@ -3,7 +3,8 @@
 //! index access path) and how the page is cut. One value, decided before anything is read:
 //! it is what `x-strata-query-plan` prints and what [`run`](super::run) executes.
 
-use super::{access, access_within, AccessPath, ExecError};
+use super::access_path::{planned, AccessMemo};
+use super::{AccessPath, ExecError};
 use crate::store::container::Container;
 use std::fmt;
 use std::sync::Arc;
@@ -49,22 +50,18 @@ impl Plan {
     /// current indexing policy allows (`enable_scan` is `x-ms-documentdb-query-enable-scan`),
     /// or the service's refusal when the index cannot serve it. A route to one logical
     /// partition reads it directly where the lookup would only find it again
-    /// ([`AccessPath::pin_partition`]).
+    /// ([`AccessPath::pin_partition`]). A kept prepared query's `memo` spares choosing the
+    /// access path again while the index state it was chosen under holds.
     pub fn new(
         c: &Container,
         query: Arc<PreparedQuery>,
         routing: RoutePlan,
         enable_scan: bool,
         paging: Paging,
+        memo: Option<&AccessMemo>,
     ) -> Result<Plan, ExecError> {
-        let access = if routing.route == Route::Single {
-            let mut a = access_within(c, &query, enable_scan, &c.pk.segments)?;
-            a.pin_partition(&query, &c.pk);
-            a
-        } else {
-            access(c, &query, enable_scan)?
-        };
-        let access = Arc::new(access);
+        let single = routing.route == Route::Single;
+        let access = planned(c, &query, single, enable_scan, memo)?;
         Ok(Plan {
             query,
             routing,

@@ -331,3 +331,45 @@ async fn a_legacy_hash_partition_still_evaluates_the_key_filter() {
     assert_eq!(rows.len(), 1, "{rows:?}");
     assert_eq!(rows[0]["id"], "i0");
 }
+
+/// A kept query's access path is chosen once while the container's index state holds, and
+/// again after the policy changes (so a plan never reads an index by an older policy's
+/// choice); a route of another kind, or a ranking (whose vector index readiness is read
+/// when it is planned), is chosen anew.
+#[tokio::test]
+async fn a_remembered_access_path_holds_while_the_index_state_does() {
+    use super::access_path::{planned, AccessMemo};
+    let (s, c) = indexed().await;
+    let sql = "SELECT VALUE c.id FROM c WHERE c.n = 7";
+    let p = sql::prepare(sql, &[], Some(&c.pk)).expect("prepare");
+    let memo = AccessMemo::default();
+    let first = planned(&c, &p, false, true, Some(&memo)).expect("access");
+    assert!(first.to_string().contains("index lookup /n"), "{first}");
+    let again = planned(&c, &p, false, true, Some(&memo)).expect("access");
+    assert!(Arc::ptr_eq(&first, &again), "the same state: remembered");
+    let pinned = planned(&c, &p, true, true, Some(&memo)).expect("access");
+    assert!(!Arc::ptr_eq(&first, &pinned), "another route: chosen anew");
+    let unpinned = planned(&c, &p, false, true, Some(&memo)).expect("access");
+    assert!(!Arc::ptr_eq(&first, &unpinned));
+    assert!(Arc::ptr_eq(
+        &unpinned,
+        &planned(&c, &p, false, true, Some(&memo)).expect("access")
+    ));
+
+    // /n no longer indexed: the lookup the memo holds would read entries no longer kept.
+    let mut props = c.with_meta(|m| m.props.clone());
+    let mut policy = props["indexingPolicy"].clone();
+    policy["excludedPaths"] = json!([{"path": "/n/?"}]);
+    props.insert("indexingPolicy".into(), policy);
+    s.replace_container(&c, props).await.expect("replace");
+    let after = planned(&c, &p, false, true, Some(&memo)).expect("access");
+    assert!(!Arc::ptr_eq(&unpinned, &after), "a new policy: chosen anew");
+    assert!(!after.to_string().contains("index lookup /n"), "{after}");
+
+    let sql = "SELECT TOP 3 c.id FROM c ORDER BY VectorDistance(c.v, [1, 1])";
+    let p = sql::prepare(sql, &[], Some(&c.pk)).expect("prepare");
+    let memo = AccessMemo::default();
+    let a = planned(&c, &p, false, true, Some(&memo)).expect("access");
+    let b = planned(&c, &p, false, true, Some(&memo)).expect("access");
+    assert!(!Arc::ptr_eq(&a, &b), "a ranking is not remembered");
+}

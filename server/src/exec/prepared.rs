@@ -14,8 +14,9 @@
 //! lately than the entry it would push out, which otherwise goes to the back of the line
 //! (TinyLFU's admission, over a small table of counts halved every [`AGE_EVERY`] queries).
 //! Under `strata-bench`'s single-partition queries (about 10,000 keys asked for with a
-//! tenant's Zipf skew, 1,024 kept) first-in-first-out kept a prepared query for 30% of the
-//! requests and served 24% from the cache; comparing counts keeps one for 1% and serves 39%
+//! tenant's Zipf skew) with 1,024 kept, first-in-first-out kept a prepared query for 30% of
+//! the requests and served 24% from the cache; comparing counts keeps one for 1% and serves
+//! 39%. With the 8,192 kept now: 8% and 86% first in first out, 4% and 87% comparing counts
 //! (a simulation over the bench's key distribution, with exact counts rather than this
 //! table): fewer copies made and dropped, more plans reused.
 //!
@@ -24,23 +25,30 @@
 //! megabytes. An entry heavier than [`MAX_ENTRY_BYTES`] is prepared and not kept — preparing
 //! is cheap beside reading that much — and past [`MAX_BYTES`] the oldest entries go.
 
+use super::access_path::AccessMemo;
+use super::{ExecError, Paging, Plan};
+use crate::store::container::Container;
 use dashmap::DashMap;
 use serde_json::Value;
 use std::collections::VecDeque;
+use std::ops::Deref;
 use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use strata_query::sql::ast::Query;
+use strata_query::sql::route_plan::RoutePlan;
 use strata_query::sql::{self, PreparedQuery, QueryError};
 
-/// Entries kept; past it the oldest go (queries are cheap to prepare again).
-const CAPACITY: usize = 1024;
+/// Entries kept; past it the oldest go. Bounded in bytes too ([`MAX_BYTES`]), which is what
+/// holds an entry's size: a thousand kept a query for a quarter of the bench's
+/// single-partition queries (10,000 keys), eight thousand for seven in eight.
+const CAPACITY: usize = 8192;
 /// Bytes all entries may hold together (estimated, see [`entry_bytes`]).
 pub const MAX_BYTES: usize = 32 << 20;
 /// The heaviest entry kept.
 pub const MAX_ENTRY_BYTES: usize = 64 << 10;
 /// A prepared plan's own bytes beyond the text and parameters bound into it (its tree,
-/// access paths, fingerprint), roughly.
-const PLAN_BYTES: usize = 2048;
+/// access paths, fingerprint, the remembered [`AccessMemo`]), roughly.
+const PLAN_BYTES: usize = 3072;
 
 /// The text and parameters a prepared query was made from (compared on a hit, so a hash
 /// collision can never serve another query's plan).
@@ -48,10 +56,40 @@ type Source = (String, Vec<(String, Value)>);
 
 type Key = (u32, u128);
 
+/// A prepared query, and the access path its plans were last given ([`AccessMemo`]: kept
+/// with the query while the cache keeps it, so a query asked again is neither prepared nor
+/// planned again).
+pub struct Statement {
+    pub prepared: Arc<PreparedQuery>,
+    pub access: AccessMemo,
+}
+
+impl Statement {
+    /// The plan of one page of this query (see [`Plan::new`]), its access path as remembered.
+    pub fn plan(
+        &self,
+        c: &Container,
+        routing: RoutePlan,
+        enable_scan: bool,
+        paging: Paging,
+    ) -> Result<Plan, ExecError> {
+        let query = Arc::clone(&self.prepared);
+        Plan::new(c, query, routing, enable_scan, paging, Some(&self.access))
+    }
+}
+
+impl Deref for Statement {
+    type Target = PreparedQuery;
+
+    fn deref(&self) -> &PreparedQuery {
+        &self.prepared
+    }
+}
+
 pub struct Prepared {
     /// By container id (never reused, so a re-created container misses) and a hash of the
     /// text and parameters; with each entry its estimated bytes.
-    map: DashMap<Key, (Source, Arc<PreparedQuery>, usize)>,
+    map: DashMap<Key, (Source, Arc<Statement>, usize)>,
     /// Keys in the order they were added, the oldest first (evicted first).
     order: Mutex<VecDeque<Key>>,
     /// Estimated bytes of the entries in `map`.
@@ -86,10 +124,10 @@ impl Default for Prepared {
 
 /// Slots of [`Prepared::seen`] (8 bytes each): a key repeated within about this many misses
 /// is kept.
-const SEEN: usize = 4096;
+const SEEN: usize = 2 * CAPACITY;
 
 /// Slots of [`Prepared::counts`] (a byte each).
-const COUNTS: usize = 8192;
+const COUNTS: usize = 4 * CAPACITY;
 /// Queries between two halvings of the counts: what was hot long ago fades.
 const AGE_EVERY: u64 = 16 * CAPACITY as u64;
 
@@ -122,7 +160,7 @@ impl Prepared {
         vectors: impl FnOnce() -> Vec<(String, &'static str)>,
         text: &str,
         params: &[(String, Value)],
-    ) -> Result<Arc<PreparedQuery>, QueryError> {
+    ) -> Result<Arc<Statement>, QueryError> {
         let Some(cost) = entry_bytes(text, params) else {
             // Too heavy to keep (a vector search's embedding, say): the text's parse may
             // still be kept, and hashing the parameters for a key would be wasted.
@@ -213,7 +251,7 @@ impl Prepared {
         vectors: impl FnOnce() -> Vec<(String, &'static str)>,
         text: &str,
         params: &[(String, Value)],
-    ) -> Result<Arc<PreparedQuery>, QueryError> {
+    ) -> Result<Arc<Statement>, QueryError> {
         let parsed = self.parsed(text)?;
         // The container's vector policy is read from its properties: only for a query that
         // uses it (0.4% of a single-partition query's server CPU otherwise).
@@ -224,7 +262,10 @@ impl Prepared {
         let mut p = sql::prepare_parsed(text, parsed, params, Some(pk), &vectors)?;
         // A token resumes this query on this container only.
         p.fingerprint = format!("{rid}:{}", p.fingerprint);
-        Ok(Arc::new(p))
+        Ok(Arc::new(Statement {
+            prepared: Arc::new(p),
+            access: AccessMemo::default(),
+        }))
     }
 
     /// The parse of `text`: kept for texts up to [`MAX_TEXT_BYTES`], at most [`TEXTS`] of
@@ -253,7 +294,7 @@ impl Prepared {
     }
 
     /// Adds an entry, then evicts the oldest ones until the cache is within its bounds.
-    fn keep(&self, key: Key, source: Source, p: Arc<PreparedQuery>, cost: usize) {
+    fn keep(&self, key: Key, source: Source, p: Arc<Statement>, cost: usize) {
         let mut order = crate::store::container::lock(&self.order);
         if let Some((_, _, old)) = self.map.insert(key, (source, p, cost)) {
             self.bytes.fetch_sub(old, Ordering::Relaxed);
@@ -314,7 +355,7 @@ mod tests {
     }
 
     /// `SELECT * FROM c WHERE c.pk = @p` with `@p` = `v`, from `cache`.
-    fn by_key(cache: &Prepared, v: &str) -> Arc<PreparedQuery> {
+    fn by_key(cache: &Prepared, v: &str) -> Arc<Statement> {
         let pk = PartitionKeyDefinition::hash_v2("/pk");
         let params = vec![("p".to_string(), json!(v))];
         let sql = "SELECT * FROM c WHERE c.pk = @p";

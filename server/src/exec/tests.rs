@@ -50,7 +50,7 @@ pub(super) fn whole(
         page_size: page,
         per_range,
     };
-    let plan = Plan::new(c, Arc::clone(p), route(c, p, &scope), true, paging);
+    let plan = Plan::new(c, Arc::clone(p), route(c, p, &scope), true, paging, None);
     Arc::new(plan.expect("plan"))
 }
 

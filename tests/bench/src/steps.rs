@@ -213,7 +213,8 @@ async fn query_page_in(dir: &std::path::Path, items: u64, n: usize) -> Result<(f
                 .map_err(|e| err(&e))?,
         );
         let routing = exec::route(&c, &p, &RequestScope::whole());
-        let pinned = Plan::new(&c, Arc::clone(&p), routing, false, paging).map_err(|e| err(&e))?;
+        let pinned =
+            Plan::new(&c, Arc::clone(&p), routing, false, paging, None).map_err(|e| err(&e))?;
         let mut lookup = pinned.clone();
         lookup.access = Arc::new(exec::access(&c, &p, false).map_err(|e| err(&e))?);
         let (a, b) = (&pinned.access, &lookup.access);

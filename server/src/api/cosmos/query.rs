@@ -325,7 +325,7 @@ pub async fn query_items(app: &App, req: &Req, c: &Arc<Container>) -> Result<Rep
     if let Some(search) = sql::vector::search_of(&p.query) {
         c.vectors_loaded(&search.path, VECTORS_LOADING).await;
     }
-    let plan = Arc::new(Plan::new(c, Arc::clone(&p), target, enable_scan, paging)?);
+    let plan = Arc::new(p.plan(c, target, enable_scan, paging)?);
     let admitted = Admission::ranges(app, (c, req), range_ids.clone(), charge::query(0, 0, 1))?;
     let page = exec::run(Arc::clone(c), Arc::clone(&plan), token).await?;
     c.count_queries(&range_ids);
