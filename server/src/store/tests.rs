@@ -357,6 +357,31 @@ async fn logical_partition_sizes_in_memory_match_storage() {
     assert_eq!(seen(&c), (0, 0));
 }
 
+/// Each scanned item's id and `n`.
+fn ids_and_n(
+    c: &Container,
+    rows: Vec<(container::DocPos, record::StoredItem)>,
+) -> Vec<(String, Value)> {
+    rows.into_iter()
+        .map(|(k, item)| {
+            let doc: Value = serde_json::from_slice(&item.json).unwrap();
+            (k.parts(c.codec).1.to_string(), doc["n"].clone())
+        })
+        .collect()
+}
+
+/// Writes item `id` of partition `epk` with `n` (a create or a replace).
+fn put_n(c: &Container, epk: &str, id: &str, n: u64) -> crate::store::engine::Durable {
+    let mut d = doc(id);
+    d.insert("n".into(), json!(n));
+    c.write(|t| {
+        let prev = t.get_raw(epk, id)?;
+        crate::items::ops::put(t, epk, id, d, prev.as_ref())
+    })
+    .unwrap()
+    .1
+}
+
 /// A scan reads the items themselves while few of their versions are superseded, walks the
 /// directory once many are (an LSM memtable holds every version until flushed), and returns
 /// the newest versions either way; a clean stop flushes, so the next start scans directly.
@@ -364,26 +389,8 @@ async fn logical_partition_sizes_in_memory_match_storage() {
 async fn a_scan_walks_the_directory_only_past_many_superseded_versions() {
     let (dir, cfg) = on_disk("superseded");
     let all = strata_query::pk::EpkRange::full();
-    let newest = |c: &Container| -> Vec<(String, Value)> {
-        c.scan_items(&all, None, 100)
-            .unwrap()
-            .into_iter()
-            .map(|(k, item)| {
-                let doc: Value = serde_json::from_slice(&item.json).unwrap();
-                (k.parts(c.codec).1.to_string(), doc["n"].clone())
-            })
-            .collect()
-    };
-    let put = |c: &Container, id: &str, n: u64| {
-        let mut d = doc(id);
-        d.insert("n".into(), json!(n));
-        c.write(|t| {
-            let prev = t.get_raw(EPK, id)?;
-            crate::items::ops::put(t, EPK, id, d, prev.as_ref())
-        })
-        .unwrap()
-        .1
-    };
+    let newest = |c: &Container| ids_and_n(c, c.scan_items(&all, None, 100).unwrap());
+    let put = |c: &Container, id: &str, n: u64| put_n(c, EPK, id, n);
     {
         let (s, c) = open_with_container(cfg.clone()).await;
         let (lo, hi) = c.key_bounds(&all);
@@ -413,4 +420,66 @@ async fn a_scan_walks_the_directory_only_past_many_superseded_versions() {
         s.shutdown().unwrap();
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A query pinned to one logical partition reads it whole from the cache of hot items after
+/// the first read, and every write to the partition — a create, an update, a delete — takes
+/// it out, so the next read sees the write; a page after a position, or of fewer items,
+/// reads the same items either way. Another partition's writes leave it in.
+#[tokio::test]
+async fn a_logical_partition_is_read_from_the_cache_until_written() {
+    let cfg = StoreConfig {
+        data_dir: None,
+        postgres: None,
+        limits: Limits::default(),
+    };
+    let (_s, c) = open_with_container(cfg).await;
+    const OTHER: &str = "0A0B0C0D0E0F10111213141516171820";
+    let point = strata_query::pk::EpkRange::point(EPK);
+    let read = |after: Option<&container::DocPos>, limit: usize| {
+        ids_and_n(&c, c.scan_items(&point, after, limit).unwrap())
+    };
+    // In memory: durable once applied.
+    let put = |epk: &str, id: &str, n: u64| {
+        let _ = put_n(&c, epk, id, n);
+    };
+    let row = |id: &str, n: u64| (id.to_string(), json!(n));
+    put(EPK, "1", 0);
+    put(EPK, "2", 0);
+    put(OTHER, "x", 0);
+    assert!(!c.partition_is_hot(EPK));
+    assert_eq!(read(None, 10), vec![row("1", 0), row("2", 0)]);
+    assert!(c.partition_is_hot(EPK), "read whole: kept");
+    put(OTHER, "y", 0);
+    assert!(c.partition_is_hot(EPK), "another partition's write");
+    assert_eq!(read(None, 10), vec![row("1", 0), row("2", 0)]);
+
+    put(EPK, "3", 0);
+    assert!(!c.partition_is_hot(EPK), "a create takes it out");
+    assert_eq!(read(None, 10), vec![row("1", 0), row("2", 0), row("3", 0)]);
+    put(EPK, "2", 5);
+    assert!(!c.partition_is_hot(EPK), "an update takes it out");
+    // A first page of one item still reads (and keeps) the whole small partition.
+    assert_eq!(read(None, 1), vec![row("1", 0)]);
+    assert!(c.partition_is_hot(EPK));
+    assert_eq!(read(None, 10), vec![row("1", 0), row("2", 5), row("3", 0)]);
+    let first = c.scan_items(&point, None, 1).unwrap().remove(0).0;
+    assert_eq!(read(Some(&first), 10), vec![row("2", 5), row("3", 0)]);
+    assert_eq!(read(Some(&first), 1), vec![row("2", 5)]);
+
+    let (_, token) = c
+        .write(|t| {
+            let prev = t.get_raw(EPK, "1")?.expect("item 1");
+            t.delete(EPK, "1", &prev)
+        })
+        .unwrap();
+    c.durable(token).await.unwrap();
+    assert!(!c.partition_is_hot(EPK), "a delete takes it out");
+    assert_eq!(read(None, 10), vec![row("2", 5), row("3", 0)]);
+    // A partition past the bound is read as the page needs, and not kept.
+    for i in 0..container::hot_partition_items() {
+        put(EPK, &format!("m{i:03}"), 1);
+    }
+    assert_eq!(read(None, 1000).len(), 2 + container::hot_partition_items());
+    assert!(!c.partition_is_hot(EPK));
 }

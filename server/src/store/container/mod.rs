@@ -29,6 +29,11 @@ mod settled;
 pub(crate) fn settled_limit() -> u64 {
     settled::MAX_SUPERSEDED
 }
+/// The most items of a logical partition the cache of hot items keeps whole (see [`hot`]).
+#[cfg(test)]
+pub(crate) fn hot_partition_items() -> usize {
+    hot::PARTITION_ITEMS
+}
 pub use hot::held_bytes as hot_items_held;
 pub mod indexes;
 pub mod lookup;
@@ -591,7 +596,12 @@ impl Container {
         let keys: Vec<(Vec<u8>, Option<&StoredItem>)> = (txn.staged.iter())
             .map(|((epk, id), v)| (self.codec.item_key(self.cid, epk, id), v.as_ref()))
             .collect();
-        let busy = self.hot.start(keys.iter().map(|(k, _)| &k[..]));
+        // The logical partitions of those items too, which the cache may keep whole.
+        let partitions: Vec<Vec<u8>> = (txn.staged.keys())
+            .map(|(epk, _)| self.codec.partition_key(self.cid, epk))
+            .collect();
+        let taken = keys.iter().map(|(k, _)| &k[..]);
+        let busy = (self.hot).start(taken.chain(partitions.iter().map(|k| &k[..])));
         let committed = tx.commit();
         // Whether or not it committed (a remote store's dropped answer leaves it unknown).
         if !txn.superseded.is_empty() {

@@ -37,13 +37,72 @@ impl Container {
         if limit == 0 {
             return Ok(out);
         }
-        self.walk(&start, &end, after.map(|p| &p.0[..]), &mut |k, item| {
+        let after = after.map(|p| &p.0[..]);
+        let keep = |k: Vec<u8>, item: StoredItem, out: &mut Vec<(DocPos, StoredItem)>| {
             if !item.is_expired(default_ttl, now) {
                 out.push((DocPos(k), item));
             }
             out.len() < limit
+        };
+        if !self.is_logical_partition(range) {
+            self.walk(&start, &end, after, &mut |k, item| keep(k, item, &mut out))?;
+            return Ok(out);
+        }
+        // One logical partition: from the cache of hot ones (see `hot`), or read whole from
+        // the store and offered to it (a small partition; past the cache's bound, only what
+        // the page needs).
+        let ticket = match self.hot.get_partition(&start) {
+            Ok(members) => {
+                let from = after.map_or(0, |a| members.partition_point(|(k, _)| &k[..] <= a));
+                for (k, item) in &members[from..] {
+                    if !keep(k.to_vec(), item.clone(), &mut out) {
+                        break;
+                    }
+                }
+                return Ok(out);
+            }
+            Err(ticket) => ticket,
+        };
+        let mut whole = after.is_none().then(Vec::new);
+        let mut bytes = 0;
+        self.walk(&start, &end, after, &mut |k, item| {
+            if let Some(members) = &mut whole {
+                bytes += k.len() + item.json.len();
+                if members.len() < hot::PARTITION_ITEMS && bytes <= hot::PARTITION_BYTES {
+                    members.push((k.clone(), item.clone()));
+                } else {
+                    whole = None;
+                }
+            }
+            let more = out.len() < limit && keep(k, item, &mut out);
+            more || whole.is_some()
         })?;
+        if let Some(members) = whole {
+            self.hot.offer_partition(ticket, &start, &members);
+        }
         Ok(out)
+    }
+
+    /// Whether the cache of hot items holds logical partition `epk` whole.
+    #[cfg(test)]
+    pub(in crate::store) fn partition_is_hot(&self, epk: &str) -> bool {
+        let key = self.codec.partition_key(self.cid, epk);
+        self.hot.get_partition(&key).is_ok()
+    }
+
+    /// Whether `range` is the one-point range of a full partition key (`[E, E+1)`) whose
+    /// items are all the items with keys in it: its EPK has the length every item's has
+    /// (hash version 2, hierarchical or not; a legacy hash's EPKs vary in length, and a
+    /// longer one could fall in the range).
+    fn is_logical_partition(&self, range: &EpkRange) -> bool {
+        use strata_query::pk::PartitionKind;
+        let fixed = match (self.pk.kind, self.pk.version) {
+            (PartitionKind::MultiHash, _) | (PartitionKind::Hash, 2) => 32 * self.pk.paths.len(),
+            _ => return false,
+        };
+        range.min.len() == fixed
+            && range.max.len() == fixed
+            && range.max == strata_query::pk::epk::increment_hex(&range.min)
     }
 
     /// Visits the items with keys in `[start, end)` (after `after`, when given) in key order
