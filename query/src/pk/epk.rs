@@ -140,6 +140,25 @@ pub fn increment_hex(epk: &str) -> String {
     format!("{epk}00")
 }
 
+/// Whether `next` is [`increment_hex`]`(epk)`, checked without building it: a page of a
+/// query pinned to one logical partition asks it of its range (see the server's cache of
+/// hot logical partitions).
+pub fn is_increment(epk: &str, next: &str) -> bool {
+    let (a, b) = (epk.as_bytes(), next.as_bytes());
+    let upper_hex = |d: &u8| d.is_ascii_digit() || (b'A'..=b'F').contains(d);
+    if a.is_empty() || a.len() != b.len() || !a.len().is_multiple_of(2) || !a.iter().all(upper_hex)
+    {
+        return increment_hex(epk) == next;
+    }
+    // The last digit that is not F goes up by one and the F's after it become zeros (all F:
+    // the successor is longer).
+    let Some(i) = a.iter().rposition(|&d| d != b'F') else {
+        return false;
+    };
+    let up = if a[i] == b'9' { b'A' } else { a[i] + 1 };
+    a[..i] == b[..i] && b[i] == up && b[i + 1..].iter().all(|&d| d == b'0')
+}
+
 pub fn decode_hex(s: &str) -> Option<Vec<u8>> {
     if !s.len().is_multiple_of(2) {
         return None;
@@ -482,6 +501,28 @@ mod tests {
             };
             assert_eq!(increment_hex(&hex), by_bytes, "{hex}");
         }
+    }
+
+    #[test]
+    fn an_increment_is_recognized_as_built() {
+        // Every two-byte key against its successor and its neighbours.
+        for v in 0..=0xFFFFu32 {
+            let hex = format!("{v:04X}");
+            let next = increment_hex(&hex);
+            assert!(is_increment(&hex, &next), "{hex} {next}");
+            for w in [v.wrapping_sub(1), v, v + 2] {
+                let other = format!("{:04X}", w & 0xFFFF);
+                assert_eq!(is_increment(&hex, &other), other == next, "{hex} {other}");
+            }
+        }
+        assert!(
+            is_increment("0a", "0B"),
+            "other spellings as increment_hex has them"
+        );
+        assert!(!is_increment("0A", "0b"));
+        assert!(is_increment("", "00"), "as increment_hex has it");
+        assert!(is_increment("FF", "FF00"));
+        assert!(!is_increment("0A0", "0A1"));
     }
 
     #[test]

@@ -102,7 +102,7 @@ impl Container {
         };
         range.min.len() == fixed
             && range.max.len() == fixed
-            && range.max == strata_query::pk::epk::increment_hex(&range.min)
+            && strata_query::pk::epk::is_increment(&range.min, &range.max)
     }
 
     /// Visits the items with keys in `[start, end)` (after `after`, when given) in key order
