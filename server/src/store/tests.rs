@@ -482,4 +482,9 @@ async fn a_logical_partition_is_read_from_the_cache_until_written() {
     }
     assert_eq!(read(None, 1000).len(), 2 + container::hot_partition_items());
     assert!(!c.partition_is_hot(EPK));
+    // An EPK spelled otherwise than items' EPKs is read from the store only.
+    let lower = EPK.to_lowercase();
+    let range = strata_query::pk::EpkRange::point(&lower);
+    c.scan_items(&range, None, 10).unwrap();
+    assert!(!c.partition_is_hot(&lower));
 }

@@ -91,17 +91,22 @@ impl Container {
     }
 
     /// Whether `range` is the one-point range of a full partition key (`[E, E+1)`) whose
-    /// items are all the items with keys in it: its EPK has the length every item's has
-    /// (hash version 2, hierarchical or not; a legacy hash's EPKs vary in length, and a
-    /// longer one could fall in the range).
+    /// items are all the items with keys in it, so that a write to any of them names the
+    /// partition: its EPK has the length every item's has (hash version 2, hierarchical or
+    /// not; a legacy hash's EPKs vary in length, a longer one could fall in the range, and a
+    /// container without a partition key gives its items the empty EPK) and is spelled as
+    /// items' EPKs are (upper-case hex).
     fn is_logical_partition(&self, range: &EpkRange) -> bool {
         use strata_query::pk::PartitionKind;
         let fixed = match (self.pk.kind, self.pk.version) {
+            _ if self.pk.system_key => return false,
             (PartitionKind::MultiHash, _) | (PartitionKind::Hash, 2) => 32 * self.pk.paths.len(),
             _ => return false,
         };
+        let upper_hex = |d: u8| d.is_ascii_digit() || (b'A'..=b'F').contains(&d);
         range.min.len() == fixed
             && range.max.len() == fixed
+            && range.min.bytes().all(upper_hex)
             && strata_query::pk::epk::is_increment(&range.min, &range.max)
     }
 
