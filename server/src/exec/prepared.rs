@@ -20,9 +20,9 @@
 //! (a simulation over the bench's key distribution, with exact counts rather than this
 //! table): fewer copies made and dropped, more plans reused.
 //!
-//! Bounded in bytes, not only in entries: an entry holds its text and parameters twice (as
-//! the key compared on a hit and bound into the plan), and one query's parameters can be
-//! megabytes. An entry heavier than [`MAX_ENTRY_BYTES`] is prepared and not kept — preparing
+//! Bounded in bytes, not only in entries: an entry holds its text and parameters more than
+//! once (the key compared on a hit, the plan they are bound into, the access path remembered
+//! with it: see [`entry_bytes`]), and one query's parameters can be megabytes. An entry heavier than [`MAX_ENTRY_BYTES`] is prepared and not kept — preparing
 //! is cheap beside reading that much — and past [`MAX_BYTES`] the oldest entries go.
 
 use super::access_path::AccessMemo;
@@ -38,9 +38,9 @@ use strata_query::sql::ast::Query;
 use strata_query::sql::route_plan::RoutePlan;
 use strata_query::sql::{self, PreparedQuery, QueryError};
 
-/// Entries kept; past it the oldest go. Bounded in bytes too ([`MAX_BYTES`]), which is what
-/// holds an entry's size: a thousand kept a query for a quarter of the bench's
-/// single-partition queries (10,000 keys), eight thousand for seven in eight.
+/// Entries kept; past it the oldest go. Bounded in bytes too ([`MAX_BYTES`]). With a
+/// thousand, 39% of the bench's single-partition queries (10,000 keys) found theirs; with
+/// eight thousand, 87% (simulated: see the module's doc).
 const CAPACITY: usize = 8192;
 /// Bytes all entries may hold together (estimated, see [`entry_bytes`]).
 pub const MAX_BYTES: usize = 32 << 20;
@@ -136,14 +136,20 @@ const TEXTS: usize = 256;
 /// The longest text whose parse is kept: with its tree, a few times this each.
 const MAX_TEXT_BYTES: usize = 4 << 10;
 
-/// What an entry for `text` and `params` holds, estimated: the text and parameters twice
-/// (the key, and bound into the plan) as in-memory JSON values, and the plan's own tree. The
-/// walk stops past [`MAX_ENTRY_BYTES`] (`None`: too heavy to keep).
+/// Copies of its parameter values an entry holds: the key's, the plan's bound into it, and
+/// in the remembered access path a probe's encoded values and its filter's.
+const PARAMETER_COPIES: usize = 4;
+
+/// What an entry for `text` and `params` holds, estimated: the text twice (the key, and
+/// parsed into the plan), the parameters [`PARAMETER_COPIES`] times as in-memory JSON
+/// values, and the plan's own tree. The walk stops past [`MAX_ENTRY_BYTES`] (`None`: too
+/// heavy to keep).
 fn entry_bytes(text: &str, params: &[(String, Value)]) -> Option<usize> {
     let mut total = PLAN_BYTES + 2 * text.len();
     for (k, v) in params {
-        let room = (MAX_ENTRY_BYTES.checked_sub(total)?) / 2;
-        total += 2 * (k.len() + strata_query::sql::limits::held_within(v, room)?);
+        let room = (MAX_ENTRY_BYTES.checked_sub(total)?) / PARAMETER_COPIES;
+        let held = strata_query::sql::limits::held_within(v, room)?;
+        total += PARAMETER_COPIES * (k.len() + held);
     }
     (total <= MAX_ENTRY_BYTES).then_some(total)
 }
@@ -399,7 +405,7 @@ mod tests {
         assert_eq!(cache.texts.len(), 1, "its text's parse is kept");
         assert_eq!(a.fingerprint, b.fingerprint);
         // Entries just under the per-entry bound, far more than fit (each asked twice: kept).
-        let mid = |i: usize| vec![("p".to_string(), json!([i, "x".repeat(20_000)]))];
+        let mid = |i: usize| vec![("p".to_string(), json!([i, "x".repeat(12_000)]))];
         for i in 0..2_000 {
             for _ in 0..2 {
                 cache
