@@ -22,8 +22,9 @@
 //!
 //! Bounded in bytes, not only in entries: an entry holds its text and parameters more than
 //! once (the key compared on a hit, the plan they are bound into, the access path remembered
-//! with it: see [`entry_bytes`]), and one query's parameters can be megabytes. An entry heavier than [`MAX_ENTRY_BYTES`] is prepared and not kept — preparing
-//! is cheap beside reading that much — and past [`MAX_BYTES`] the oldest entries go.
+//! with it: see [`entry_bytes`]), and one query's parameters can be megabytes. An entry
+//! heavier than [`MAX_ENTRY_BYTES`] is prepared and not kept — preparing is cheap beside
+//! reading that much — and past [`MAX_BYTES`] the oldest entries go.
 
 use super::access_path::AccessMemo;
 use super::{ExecError, Paging, Plan};

@@ -43,9 +43,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// Bytes of item versions and whole logical partitions (documents, keys and bookkeeping)
-/// one container keeps. 16 MiB held about half the logical partitions of the bench's
-/// single-partition queries (20,000 items of 1 KB in about 10,000 partitions), which then
-/// spent 30–33 µs of server CPU a query; with 48 MiB they all fit, and a query took 24 µs.
+/// one container keeps. Under the bench's single-partition queries (20,000 items of 1 KB in
+/// about 10,000 partitions) 16 MiB left the store's range reads at 13% of the query's
+/// profile (22% without the cache) and its CPU where it was (29–33 µs a query); with 48 MiB
+/// they were 3% and a query took 23.6–23.8 µs. At 1M items the cache then held 39 MB of the
+/// server's 265 MB.
 pub const HOT_BYTES: usize = 48 << 20;
 
 /// Shards of the cache: a write and a read of different items rarely meet on one lock.
@@ -161,7 +163,8 @@ fn cost(key: &[u8], entry: &Entry) -> usize {
     }
 }
 
-fn item_cost(key: &[u8], item: &StoredItem) -> usize {
+/// What an item's entry costs, alone or as a member of a partition's.
+pub(super) fn item_cost(key: &[u8], item: &StoredItem) -> usize {
     key.len() + item.json.len() + ENTRY_OVERHEAD
 }
 
@@ -281,12 +284,13 @@ impl HotItems {
     /// Before a commit writing the items at `keys` (and the logical partitions they are in,
     /// their keys among `keys` too): takes them out and marks their shards busy until
     /// [`HotItems::end`].
-    pub fn start<'k>(&self, keys: impl Iterator<Item = &'k [u8]>) -> Busy {
+    pub fn start<K: AsRef<[u8]>>(&self, keys: impl Iterator<Item = K>) -> Busy {
         let mut busy = Vec::new();
         if self.budget == 0 {
             return Busy(busy);
         }
         for key in keys {
+            let key = key.as_ref();
             let shard = self.shard_of(key);
             let mut s = lock(&self.shards[shard]);
             s.remove(key);

@@ -596,12 +596,12 @@ impl Container {
         let keys: Vec<(Vec<u8>, Option<&StoredItem>)> = (txn.staged.iter())
             .map(|((epk, id), v)| (self.codec.item_key(self.cid, epk, id), v.as_ref()))
             .collect();
-        // The logical partitions of those items too, which the cache may keep whole.
-        let partitions: Vec<Vec<u8>> = (txn.staged.keys())
-            .map(|(epk, _)| self.codec.partition_key(self.cid, epk))
-            .collect();
-        let taken = keys.iter().map(|(k, _)| &k[..]);
-        let busy = (self.hot).start(taken.chain(partitions.iter().map(|k| &k[..])));
+        // The logical partitions of those items too, which the cache may keep whole (their
+        // keys built only when the cache is on).
+        let items = keys.iter().map(|(k, _)| std::borrow::Cow::Borrowed(&k[..]));
+        let partitions = (txn.staged.keys())
+            .map(|(epk, _)| std::borrow::Cow::Owned(self.codec.partition_key(self.cid, epk)));
+        let busy = self.hot.start(items.chain(partitions));
         let committed = tx.commit();
         // Whether or not it committed (a remote store's dropped answer leaves it unknown).
         if !txn.superseded.is_empty() {

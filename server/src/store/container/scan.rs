@@ -67,7 +67,7 @@ impl Container {
         let mut bytes = 0;
         self.walk(&start, &end, after, &mut |k, item| {
             if let Some(members) = &mut whole {
-                bytes += k.len() + item.json.len();
+                bytes += hot::item_cost(&k, &item);
                 if members.len() < hot::PARTITION_ITEMS && bytes <= hot::PARTITION_BYTES {
                     members.push((k.clone(), item.clone()));
                 } else {
