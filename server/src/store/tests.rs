@@ -488,3 +488,51 @@ async fn a_logical_partition_is_read_from_the_cache_until_written() {
     c.scan_items(&range, None, 10).unwrap();
     assert!(!c.partition_is_hot(&lower));
 }
+
+/// Writers and readers of two small partitions at once, on threads: every read that starts
+/// after a write returned sees that write or a later one (never a partition the cache kept
+/// from before it), and the cache ends up holding the partitions' newest versions.
+#[tokio::test]
+async fn racing_writes_never_leave_a_stale_partition_in_the_cache() {
+    let cfg = StoreConfig {
+        data_dir: None,
+        postgres: None,
+        limits: Limits::default(),
+    };
+    let (_s, c) = open_with_container(cfg).await;
+    const OTHER: &str = "0A0B0C0D0E0F10111213141516171820";
+    const ROUNDS: u64 = 300;
+    let n_of = |c: &Container, epk: &str, id: &str| -> Option<u64> {
+        let point = strata_query::pk::EpkRange::point(epk);
+        let rows = ids_and_n(c, c.scan_items(&point, None, 100).unwrap());
+        let found = rows.into_iter().find(|(i, _)| i == id);
+        found.and_then(|(_, n)| n.as_u64())
+    };
+    std::thread::scope(|scope| {
+        for (w, epk) in [(0, EPK), (1, EPK), (2, OTHER)] {
+            let c = &c;
+            scope.spawn(move || {
+                let id = format!("w{w}");
+                for n in 1..=ROUNDS {
+                    let _ = put_n(c, epk, &id, n);
+                    // In memory a write is durable once applied: read your own write.
+                    assert_eq!(n_of(c, epk, &id), Some(n), "writer {w} round {n}");
+                }
+            });
+        }
+        for _ in 0..2 {
+            let c = &c;
+            scope.spawn(move || {
+                for _ in 0..ROUNDS {
+                    for (epk, id) in [(EPK, "w0"), (EPK, "w1"), (OTHER, "w2")] {
+                        let _ = n_of(c, epk, id);
+                    }
+                }
+            });
+        }
+    });
+    for (epk, id) in [(EPK, "w0"), (EPK, "w1"), (OTHER, "w2")] {
+        assert_eq!(n_of(&c, epk, id), Some(ROUNDS));
+        assert!(c.partition_is_hot(epk), "read whole after the last write");
+    }
+}
