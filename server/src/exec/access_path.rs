@@ -210,7 +210,7 @@ impl fmt::Display for AccessPath {
 /// properties, the policy and the properties compared by identity (a change of either is a
 /// new `Arc`) — so a query asked again with the same values is not planned again, and a
 /// plan never reads the index by a choice made under another policy or while it was
-/// rebuilt. Choosing it was a seventh of a single-partition query's server CPU under
+/// rebuilt. Choosing it was 4.6% of a single-partition query's server CPU under
 /// `strata-bench --profile`, spent again on every page. A ranking is not remembered: its
 /// vector index's readiness is read when it is planned too.
 #[derive(Default)]

@@ -35,6 +35,17 @@ fn on_disk(label: &str) -> (std::path::PathBuf, StoreConfig) {
 
 /// An effective partition key of the length a `/pk` (hash v2) container's documents have.
 const EPK: &str = "0A0B0C0D0E0F10111213141516171819";
+/// Another, of another logical partition.
+const OTHER: &str = "0A0B0C0D0E0F10111213141516171820";
+
+/// A store configuration that keeps everything in memory.
+fn in_memory() -> StoreConfig {
+    StoreConfig {
+        data_dir: None,
+        postgres: None,
+        limits: Limits::default(),
+    }
+}
 
 fn doc(id: &str) -> Map<String, Value> {
     match json!({"id": id, "pk": "a"}) {
@@ -428,13 +439,7 @@ async fn a_scan_walks_the_directory_only_past_many_superseded_versions() {
 /// reads the same items either way. Another partition's writes leave it in.
 #[tokio::test]
 async fn a_logical_partition_is_read_from_the_cache_until_written() {
-    let cfg = StoreConfig {
-        data_dir: None,
-        postgres: None,
-        limits: Limits::default(),
-    };
-    let (_s, c) = open_with_container(cfg).await;
-    const OTHER: &str = "0A0B0C0D0E0F10111213141516171820";
+    let (_s, c) = open_with_container(in_memory()).await;
     let point = strata_query::pk::EpkRange::point(EPK);
     let read = |after: Option<&container::DocPos>, limit: usize| {
         ids_and_n(&c, c.scan_items(&point, after, limit).unwrap())
@@ -494,13 +499,7 @@ async fn a_logical_partition_is_read_from_the_cache_until_written() {
 /// from before it), and the cache ends up holding the partitions' newest versions.
 #[tokio::test]
 async fn racing_writes_never_leave_a_stale_partition_in_the_cache() {
-    let cfg = StoreConfig {
-        data_dir: None,
-        postgres: None,
-        limits: Limits::default(),
-    };
-    let (_s, c) = open_with_container(cfg).await;
-    const OTHER: &str = "0A0B0C0D0E0F10111213141516171820";
+    let (_s, c) = open_with_container(in_memory()).await;
     const ROUNDS: u64 = 300;
     let n_of = |c: &Container, epk: &str, id: &str| -> Option<u64> {
         let point = strata_query::pk::EpkRange::point(epk);

@@ -213,10 +213,7 @@ impl HotItems {
     pub fn get(&self, key: &[u8]) -> Result<StoredItem, Ticket> {
         match self.entry(key)? {
             Entry::Item(item) => Ok(item),
-            Entry::Partition(_) => Err(Ticket {
-                shard: self.shard_of(key),
-                writes: None,
-            }),
+            Entry::Partition(_) => Err(self.refused(key)),
         }
     }
 
@@ -225,21 +222,24 @@ impl HotItems {
     pub fn get_partition(&self, key: &[u8]) -> Result<Members, Ticket> {
         match self.entry(key)? {
             Entry::Partition(members) => Ok(members),
-            Entry::Item(_) => Err(Ticket {
-                shard: self.shard_of(key),
-                writes: None,
-            }),
+            Entry::Item(_) => Err(self.refused(key)),
+        }
+    }
+
+    /// A ticket whose offer is never kept (the cache is off, or the key holds the other kind
+    /// of entry).
+    fn refused(&self, key: &[u8]) -> Ticket {
+        Ticket {
+            shard: self.shard_of(key),
+            writes: None,
         }
     }
 
     fn entry(&self, key: &[u8]) -> Result<Entry, Ticket> {
-        let shard = self.shard_of(key);
         if self.budget == 0 {
-            return Err(Ticket {
-                shard,
-                writes: None,
-            });
+            return Err(self.refused(key));
         }
+        let shard = self.shard_of(key);
         let mut s = lock(&self.shards[shard]);
         if let Some(entry) = s.current.get(key) {
             return Ok(entry.clone());
