@@ -10,16 +10,14 @@
 //! had called it; the `Host` header is kept, so the account it returns names the address the
 //! client used (the SDKs keep calling the process they were given).
 
-use crate::api::{self, response::error_response, RegionId, MAX_BODY};
+use crate::api::{self, response::error_response, App, RegionId, MAX_BODY};
 use crate::error::CosmosError;
 use crate::store::engine::Engine;
 use crate::store::kv;
 use crate::store::{Store, StoreConfig};
 use axum::body::Body;
-use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{header, HeaderName, HeaderValue, Request};
 use axum::response::{IntoResponse, Response};
-use axum::Router;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -36,7 +34,7 @@ const FORWARD_TIMEOUT: Duration = Duration::from_secs(120);
 /// What a process's listeners dispatch to: its own API once it serves the store, until then
 /// the process that does.
 pub struct Front {
-    serving: RwLock<Option<Router>>,
+    serving: RwLock<Option<App>>,
     store_url: String,
     /// How long a client may take to send a request's body (as when serving).
     body_timeout: Duration,
@@ -81,9 +79,9 @@ impl Front {
         }))
     }
 
-    /// From now on this process serves requests itself with `router`.
-    pub fn serve(&self, router: Router) {
-        *self.serving.write().unwrap_or_else(|p| p.into_inner()) = Some(router);
+    /// From now on this process serves requests itself with `app`.
+    pub fn serve(&self, app: App) {
+        *self.serving.write().unwrap_or_else(|p| p.into_inner()) = Some(app);
     }
 
     /// The endpoint of region `region` of the serving process, read again from the store
@@ -135,7 +133,7 @@ pub async fn take_over<F, Fut>(
     serve: F,
 ) where
     F: Fn(Store) -> Fut,
-    Fut: std::future::Future<Output = Result<Router, String>>,
+    Fut: std::future::Future<Output = Result<App, String>>,
 {
     loop {
         let (u, s) = (url.clone(), Arc::clone(&stop));
@@ -157,7 +155,7 @@ pub async fn take_over<F, Fut>(
         };
         let served = match opened {
             Ok(store) => match serve(store.clone()).await {
-                Ok(router) => Ok(router),
+                Ok(app) => Ok(app),
                 Err(e) => {
                     // Give the lock back: background tasks may still hold the store.
                     let _ = tokio::task::spawn_blocking(move || store.shutdown()).await;
@@ -167,9 +165,9 @@ pub async fn take_over<F, Fut>(
             Err(e) => Err(e),
         };
         match served {
-            Ok(router) => {
+            Ok(app) => {
                 tracing::info!("the process serving this store stopped; this one serves it now");
-                front.serve(router);
+                front.serve(app);
                 return;
             }
             Err(e) => {
@@ -180,28 +178,18 @@ pub async fn take_over<F, Fut>(
     }
 }
 
-/// The listeners' router of a process that does not (yet) serve the store.
-pub fn router(front: Arc<Front>) -> Router {
-    Router::new()
-        .fallback(handle)
-        .layer(DefaultBodyLimit::disable())
-        .with_state(front)
-}
-
-async fn handle(State(front): State<Arc<Front>>, req: Request<Body>) -> Response {
+/// Answers a request that reached region `region` of a process that does not (yet) serve
+/// the store by forwarding it; once the process serves, its own API answers.
+pub async fn answer(front: &Front, region: RegionId, req: Request<Body>) -> Response {
     let serving = front
         .serving
         .read()
         .unwrap_or_else(|p| p.into_inner())
         .clone();
-    if let Some(router) = serving {
-        use tower::ServiceExt as _;
-        return match router.oneshot(req).await {
-            Ok(r) => r,
-            Err(never) => match never {},
-        };
+    if let Some(app) = serving {
+        return api::answer(&app, region, req).await;
     }
-    match forward(&front, req).await {
+    match forward(front, region, req).await {
         Ok(r) => r,
         Err(e) => error_response(e, &api::new_activity_id()),
     }
@@ -209,13 +197,17 @@ async fn handle(State(front): State<Arc<Front>>, req: Request<Body>) -> Response
 
 /// Sends `req` to the serving process and relays its answer. A connect that fails (the
 /// process is gone) is tried once more at the address the store names now.
-async fn forward(front: &Front, req: Request<Body>) -> Result<Response, CosmosError> {
+async fn forward(
+    front: &Front,
+    region: RegionId,
+    req: Request<Body>,
+) -> Result<Response, CosmosError> {
     if req.headers().contains_key(FORWARDED) {
         return Err(CosmosError::service_unavailable(
             "This strata process does not serve the store and the request was forwarded to it already; no process serves the store right now. Retry.",
         ));
     }
-    let region = req.extensions().get::<RegionId>().map_or(0, |r| r.0);
+    let region = region.0;
     let (parts, body) = req.into_parts();
     let body = tokio::time::timeout(front.body_timeout, axum::body::to_bytes(body, MAX_BODY))
         .await

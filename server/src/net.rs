@@ -254,9 +254,9 @@ pub async fn start(cfg: ServerConfig) -> Result<Running, BoxError> {
     };
     let stop_waiting = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let store_cfg = cfg.store.clone();
-    let router = match tokio::task::spawn_blocking(move || Store::open(store_cfg)).await? {
+    let answering = match tokio::task::spawn_blocking(move || Store::open(store_cfg)).await? {
         Ok(store) => match site.serve(store.clone()).await {
-            Ok(router) => router,
+            Ok(app) => crate::serve::Answering::Api(app),
             Err(e) => {
                 let _ = tokio::task::spawn_blocking(move || store.shutdown()).await;
                 return Err(e);
@@ -281,7 +281,7 @@ pub async fn start(cfg: ServerConfig) -> Result<Running, BoxError> {
                     async move { site.serve(store).await.map_err(|e| e.to_string()) }
                 },
             ));
-            crate::follower::router(front)
+            crate::serve::Answering::Front(front)
         }
         Err(e) => return Err(e.into()),
     };
@@ -290,7 +290,7 @@ pub async fn start(cfg: ServerConfig) -> Result<Running, BoxError> {
     let max_connections = connection_budget(limits.max);
     tracing::debug!(max_connections, "connection limit");
     let shared = Arc::new(Accepting {
-        router,
+        answering,
         acceptor,
         limits,
         max_connections,
@@ -378,10 +378,10 @@ struct Site {
 }
 
 impl Site {
-    /// Starts serving `store`: the API's router, background work (splits a raised
+    /// Starts serving `store`: the API, background work (splits a raised
     /// throughput calls for, TTL sweeps, copy jobs, the query sample), and on a shared store
     /// this process's address for the others.
-    async fn serve(&self, store: Store) -> Result<axum::Router, BoxError> {
+    async fn serve(&self, store: Store) -> Result<crate::api::App, BoxError> {
         let cfg = &self.cfg;
         let (app, jobs) = build_app(cfg, store.clone(), self.cert_pem.clone()).await?;
         for (i, a) in self.addrs.iter().enumerate() {
@@ -419,7 +419,6 @@ impl Site {
                 }
             });
         }
-        let router = api::router(app);
         // Jobs reach this server over loopback, as any client would.
         jobs.start(
             &format!("{scheme}://{}/", loopback_of(self.addrs[0])),
@@ -446,13 +445,13 @@ impl Site {
             jobs,
             queries,
         });
-        Ok(router)
+        Ok(app)
     }
 }
 
-/// What every region's accept loop shares: the router, TLS, and one connection budget.
+/// What every region's accept loop shares: what answers, TLS, and one connection budget.
 struct Accepting {
-    router: axum::Router,
+    answering: crate::serve::Answering,
     acceptor: Option<tokio_rustls::TlsAcceptor>,
     limits: Connections,
     max_connections: usize,
@@ -513,7 +512,12 @@ async fn accept_loop(
         let _ = stream.set_nodelay(true);
         let (id, activity) = shared.registry.add();
         let opened_ms = shared.registry.now_ms();
-        let svc = crate::serve::tracked(shared.router.clone(), region, &shared.registry, &activity);
+        let svc = crate::serve::tracked(
+            shared.answering.clone(),
+            region,
+            &shared.registry,
+            &activity,
+        );
         let watcher = graceful.watcher();
         let acceptor = shared.acceptor.clone();
         let limits = shared.limits.clone();

@@ -6,7 +6,6 @@
 use crate::connections::{Conn, Registry};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
-use hyper_util::service::TowerToHyperService;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -327,10 +326,31 @@ pub(crate) async fn quiet_for(conn: &Conn, registry: &Registry, opened_ms: u64, 
     }
 }
 
-/// The router as a hyper service that notes when each request of a connection starts and
-/// ends (so the accept loop knows which connections are idle), and which region it reached.
+/// What a listener answers with: this process's API, or (a process waiting for a shared
+/// store) its forwarding front.
+#[derive(Clone)]
+pub(crate) enum Answering {
+    Api(crate::api::App),
+    Front(Arc<crate::follower::Front>),
+}
+
+impl Answering {
+    async fn answer(
+        &self,
+        region: crate::api::RegionId,
+        req: axum::http::Request<axum::body::Body>,
+    ) -> axum::response::Response {
+        match self {
+            Answering::Api(app) => crate::api::answer(app, region, req).await,
+            Answering::Front(front) => crate::follower::answer(front, region, req).await,
+        }
+    }
+}
+
+/// The API as a hyper service that notes when each request of a connection starts and ends
+/// (so the accept loop knows which connections are idle), and which region it reached.
 pub(crate) fn tracked(
-    router: axum::Router,
+    answering: Answering,
     region: usize,
     registry: &Arc<Registry>,
     activity: &Arc<Conn>,
@@ -344,11 +364,8 @@ pub(crate) fn tracked(
 > + Clone
        + Send
        + 'static {
-    let inner = TowerToHyperService::new(router);
     let (registry, activity) = (Arc::clone(registry), Arc::clone(activity));
-    hyper::service::service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
-        use hyper::service::Service as _;
-        req.extensions_mut().insert(crate::api::RegionId(region));
+    hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
         activity.begin();
         // The request ends when its answer's body has been sent (or dropped), not when the
         // handler returns: a large page still on its way is not an idle connection.
@@ -356,18 +373,18 @@ pub(crate) fn tracked(
             registry: Arc::clone(&registry),
             activity: Arc::clone(&activity),
         };
-        let answer = inner.call(req);
+        let answering = answering.clone();
         async move {
-            let r = answer.await;
-            r.map(|answer| {
-                answer.map(|body| {
-                    use http_body_util::BodyExt as _;
-                    axum::body::Body::new(body.map_frame(move |frame| {
-                        let _sent_with_the_body = &ends;
-                        frame
-                    }))
-                })
-            })
+            let answer = answering
+                .answer(crate::api::RegionId(region), req.map(axum::body::Body::new))
+                .await;
+            Ok(answer.map(|body| {
+                use http_body_util::BodyExt as _;
+                axum::body::Body::new(body.map_frame(move |frame| {
+                    let _sent_with_the_body = &ends;
+                    frame
+                }))
+            }))
         }
     })
 }

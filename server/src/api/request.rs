@@ -1,7 +1,7 @@
 //! The decoded request every handler receives, with typed accessors for the `x-ms-*` headers.
 
 use crate::error::CosmosError;
-use axum::http::{HeaderMap, Method};
+use axum::http::{HeaderMap, Method, Uri};
 use bytes::Bytes;
 use serde_json::{Map, Value};
 use strata_query::pk::PartitionKey;
@@ -14,13 +14,13 @@ const LINEAR_HEADERS: usize = 32;
 
 pub struct Req {
     pub method: Method,
-    /// The resource path as sent (for messages that name the request).
-    pub path: String,
+    /// The URI as sent (its path names the request in messages).
+    pub uri: Uri,
     pub headers: HeaderMap,
     pub body: Bytes,
     pub activity_id: String,
-    /// `scheme://host/` as the client reached us, for the account's advertised endpoint.
-    pub endpoint: String,
+    /// The client reached us over HTTPS.
+    pub tls: bool,
     /// The keys a resource token scoped to a partition key (or prefix) may reach: feeds and
     /// queries are narrowed to it (see [`crate::api::security::access`]).
     pub epk_limit: Option<strata_query::pk::EpkRange>,
@@ -37,15 +37,28 @@ impl Req {
     pub fn for_tests(method: Method, headers: HeaderMap, body: Bytes) -> Req {
         Req {
             method,
-            path: String::new(),
+            uri: Uri::from_static("/"),
             headers,
             body,
             activity_id: String::new(),
-            endpoint: String::new(),
+            tls: false,
             epk_limit: None,
             region: 0,
             reads_only: false,
         }
+    }
+
+    /// The resource path as sent.
+    pub fn path(&self) -> &str {
+        self.uri.path()
+    }
+
+    /// `scheme://host/` as the client reached us, for the account's advertised endpoint
+    /// (made when asked: only the account's read needs it).
+    pub fn endpoint(&self) -> String {
+        let scheme = if self.tls { "https" } else { "http" };
+        let host = crate::api::host_of(&self.headers, &self.uri);
+        format!("{scheme}://{}/", host.unwrap_or("localhost:8081"))
     }
 
     /// The first value of header `name` (any case), when it is text.

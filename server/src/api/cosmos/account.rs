@@ -28,8 +28,8 @@ fn advertised(endpoint: &str) -> String {
 pub fn read(app: &App, req: &Req) -> Result<Reply, CosmosError> {
     // Regions by host name keep the client's host name: each region's is made from it.
     let endpoint = match app.regions.by_host() {
-        true => req.endpoint.clone(),
-        false => advertised(&req.endpoint),
+        true => req.endpoint(),
+        false => advertised(&req.endpoint()),
     };
     let locations = app.regions.locations(&endpoint, req.region);
     let body = json!({

@@ -11,6 +11,7 @@ pub use facts::{Part, Target};
 use crate::error::CosmosError;
 use crate::store::scripts::ScriptKind;
 use axum::http::{HeaderMap, Method};
+use std::borrow::Cow;
 use strata_query::protocol::header;
 
 /// Every operation strata serves.
@@ -257,7 +258,7 @@ pub enum Endpoint {
 pub use strata_query::protocol::{auth_scope, is_rid_based, AuthScope, SignedAs};
 
 /// Splits and percent-decodes a request path; empty segments (trailing slashes) are dropped.
-pub fn path_segments(path: &str) -> Result<Vec<String>, CosmosError> {
+pub fn path_segments(path: &str) -> Result<Vec<Cow<'_, str>>, CosmosError> {
     strata_query::protocol::path_segments(path).map_err(|s| {
         CosmosError::bad_request(format!(
             "The request path segment '{s}' is not valid percent-encoded UTF-8."
@@ -296,10 +297,10 @@ impl Endpoint {
     /// Decodes the request into an endpoint.
     pub fn decode(
         method: &Method,
-        segs: &[String],
+        segs: &[Cow<'_, str>],
         headers: &HeaderMap,
     ) -> Result<Self, CosmosError> {
-        let s: Vec<&str> = segs.iter().map(String::as_str).collect();
+        let s: Vec<&str> = segs.iter().map(|s| s.as_ref()).collect();
         let m = method;
         let owned = |x: &str| x.to_string();
         Ok(match s.as_slice() {
@@ -574,7 +575,7 @@ fn no_such_path(s: &[&str]) -> CosmosError {
 mod tests {
     use super::*;
 
-    fn segs(p: &str) -> Vec<String> {
+    fn segs(p: &str) -> Vec<Cow<'_, str>> {
         path_segments(p).unwrap()
     }
 

@@ -237,7 +237,8 @@ impl Rbac {
         let Some((actions, db, coll)) = ep.data_actions(req) else {
             return Err(CosmosError::forbidden(format!(
                 "Request blocked by Auth strata : The given request [{} {}] cannot be authorized by AAD token in data plane. Learn more: https://aka.ms/cosmos-native-rbac.",
-                req.method, req.path
+                req.method,
+                req.path()
             ))
             .with_sub_status(5300));
         };
