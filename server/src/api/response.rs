@@ -2,7 +2,7 @@
 
 use crate::error::CosmosError;
 use crate::store::container::Container;
-use axum::http::{HeaderName, HeaderValue, StatusCode};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use strata_query::protocol::header;
@@ -76,37 +76,75 @@ impl Reply {
         self
     }
 
-    /// Content paths: Python records session tokens only when these are present.
+    /// Content paths: Python records session tokens only when these are present. Each
+    /// worker thread keeps the last container's two values, compared by their text: a run
+    /// of requests to one container clones them instead of copying them again.
     pub fn container(mut self, c: &Container) -> Self {
-        for (name, value) in [
-            (names::ALT_CONTENT_PATH, &c.alt_content_path),
-            (names::CONTENT_PATH, &c.rid),
-        ] {
-            if let Ok(v) = HeaderValue::from_str(value) {
-                self.headers.push((name, v));
+        LAST_CONTAINER.with(|last| {
+            let mut last = last.borrow_mut();
+            let kept = match &*last {
+                Some((alt, rid, _)) => *alt == c.alt_content_path && *rid == c.rid,
+                None => false,
+            };
+            if !kept {
+                let made = [
+                    (names::ALT_CONTENT_PATH, &c.alt_content_path),
+                    (names::CONTENT_PATH, &c.rid),
+                ]
+                .into_iter()
+                .filter_map(|(name, value)| Some((name, HeaderValue::from_str(value).ok()?)))
+                .collect();
+                *last = Some((c.alt_content_path.clone(), c.rid.clone(), made));
             }
-        }
+            if let Some((_, _, made)) = &*last {
+                self.headers.extend(made.iter().cloned());
+            }
+        });
         self
     }
 
     /// Session token and LSN headers for a response that touched `ranges`.
+    ///
+    /// A point operation's four are the same for every answer from its partition until the
+    /// partition's LSN moves (every read of it, between writes): each worker thread keeps the
+    /// last ones it made, so a run of reads clones them instead of formatting and copying
+    /// them again (2.2% of a point read's server CPU).
     pub fn session(mut self, ranges: &[u32], lsn: u64) -> Self {
-        self.headers.extend(session_headers(ranges, lsn));
+        let [range] = ranges else {
+            self.headers.extend(session_headers(ranges, lsn));
+            return self;
+        };
+        LAST_SESSION.with(|last| {
+            let mut last = last.borrow_mut();
+            match &*last {
+                Some((r, n, made)) if *r == *range && *n == lsn => {
+                    self.headers.extend(made.iter().cloned());
+                }
+                _ => {
+                    let made = session_headers(ranges, lsn);
+                    self.headers.extend(made.iter().cloned());
+                    *last = Some((*range, lsn, made));
+                }
+            }
+        });
         self
     }
 
     pub fn into_response_with(self, activity_id: &str) -> Response {
-        let mut resp = (self.status, self.body).into_response();
-        let h = resp.headers_mut();
-        // Room for all at once, the two `handle` adds after this included: a map grown
-        // insert by insert rehashes on the way.
-        h.reserve(self.headers.len() + 8);
-        if !self.headers.is_empty() || self.status != StatusCode::NO_CONTENT {
-            h.insert(
-                axum::http::header::CONTENT_TYPE,
-                HeaderValue::from_static("application/json"),
-            );
-        }
+        // Room for all at once, the two [`crate::api::answer`] adds after this included: a
+        // map grown insert by insert rehashes on the way.
+        let mut h = HeaderMap::with_capacity(self.headers.len() + 8);
+        h.insert(
+            axum::http::header::CONTENT_TYPE,
+            HeaderValue::from_static(
+                if !self.headers.is_empty() || self.status != StatusCode::NO_CONTENT {
+                    "application/json"
+                } else {
+                    // What a bare body answers with (an empty 204).
+                    "application/octet-stream"
+                },
+            ),
+        );
         for (k, v) in self.headers {
             h.insert(k, v);
         }
@@ -122,6 +160,9 @@ impl Reply {
             HeaderValue::from_static("version=2.14.0.0"),
         );
         h.insert(names::GATEWAYVERSION, HeaderValue::from_static("2.14.0"));
+        let mut resp = Response::new(axum::body::Body::from(self.body));
+        *resp.status_mut() = self.status;
+        *resp.headers_mut() = h;
         resp
     }
 }
@@ -152,15 +193,40 @@ pub fn session_headers(ranges: &[u32], lsn: u64) -> Vec<(HeaderName, HeaderValue
     headers
 }
 
-/// `x-ms-request-charge`, to the hundredth: a whole number (most point operations' charge)
-/// is written without the formatting machinery.
+/// Headers as a reply carries them.
+type Headers = Vec<(HeaderName, HeaderValue)>;
+/// A container's content paths as header values, with the texts they were made from.
+type ContentPaths = (String, String, Headers);
+
+thread_local! {
+    /// The content-path headers this thread made last.
+    static LAST_CONTAINER: std::cell::RefCell<Option<ContentPaths>> =
+        const { std::cell::RefCell::new(None) };
+    /// The session headers this thread made last, with the range and LSN they are for.
+    static LAST_SESSION: std::cell::RefCell<Option<(u32, u64, Headers)>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// `x-ms-request-charge`, to the hundredth, spelled as the float's shortest form would be
+/// (`3`, `1.5`, `1.02`) but digit by digit: `format!` of the float was 0.7% of a point
+/// read's server CPU.
 fn charge_value(ru: f64) -> Option<HeaderValue> {
-    let r = (ru * 100.0).round() / 100.0;
-    if r.fract() == 0.0 && (0.0..1e15).contains(&r) {
-        Some(HeaderValue::from(r as u64))
-    } else {
-        HeaderValue::from_str(&format!("{r}")).ok()
+    let cents = (ru * 100.0).round();
+    if !(0.0..1e15).contains(&cents) {
+        return HeaderValue::from_str(&format!("{}", cents / 100.0)).ok();
     }
+    let cents = cents as u64;
+    let (whole, frac) = (cents / 100, cents % 100);
+    if frac == 0 {
+        return Some(HeaderValue::from(whole));
+    }
+    let mut text = whole.to_string();
+    text.push('.');
+    text.push(char::from(b'0' + (frac / 10) as u8));
+    if frac % 10 != 0 {
+        text.push(char::from(b'0' + (frac % 10) as u8));
+    }
+    HeaderValue::from_str(&text).ok()
 }
 
 /// `{"_rid": .., "<Key>": [raw json, ...], "_count": n}` from already-serialized documents,
@@ -227,4 +293,45 @@ pub fn error_response(e: CosmosError, activity_id: &str) -> Response {
         }
     }
     resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_charge_is_spelled_as_the_rounded_float_would_be() {
+        for ru in [
+            0.0, 1.0, 1.5, 1.02, 1.004, 1.005, 2.999, 10.1, 12.34, 5.29, 99.99, 123456.78,
+        ] {
+            let rounded = (ru * 100.0_f64).round() / 100.0;
+            let expected = format!("{rounded}");
+            let got = charge_value(ru).expect("a header value");
+            assert_eq!(got.to_str().ok(), Some(expected.as_str()), "{ru}");
+        }
+        assert_eq!(
+            charge_value(-1.5).and_then(|v| v.to_str().ok().map(str::to_string)),
+            Some("-1.5".to_string())
+        );
+    }
+
+    #[test]
+    fn remembered_session_headers_are_those_of_their_range_and_lsn() {
+        let of = |r: Reply| {
+            r.headers
+                .iter()
+                .map(|(k, v)| format!("{k}={}", v.to_str().unwrap_or_default()))
+                .collect::<Vec<_>>()
+        };
+        for (ranges, lsn) in [(&[3][..], 7), (&[3][..], 7), (&[3][..], 8), (&[4][..], 8)] {
+            let made = of(Reply::empty(StatusCode::OK).session(ranges, lsn));
+            let fresh: Vec<String> = session_headers(ranges, lsn)
+                .iter()
+                .map(|(k, v)| format!("{k}={}", v.to_str().unwrap_or_default()))
+                .collect();
+            assert_eq!(made, fresh);
+        }
+        let two = of(Reply::empty(StatusCode::OK).session(&[1, 2], 9));
+        assert!(two.contains(&"x-ms-session-token=1:-1#9,2:-1#9".to_string()));
+    }
 }
