@@ -286,6 +286,11 @@ pub(crate) async fn read_body(
     if declared.is_some_and(|n| n > MAX_BODY as u64) {
         return Err(too_large());
     }
+    // A request without a body (every read) has nothing to wait for: arming the timeout's
+    // timer for it was 1.9% of a point read's server CPU.
+    if axum::body::HttpBody::is_end_stream(&body) {
+        return Ok(bytes::Bytes::new());
+    }
     let read = axum::body::to_bytes(body, MAX_BODY);
     match app.options.body_timeout {
         Some(t) => tokio::time::timeout(t, read).await.map_err(|_| {
