@@ -35,7 +35,6 @@ use response::Reply;
 use security::{access, auth};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
-use strata_query::protocol::header;
 
 /// Which region's port a request reached (an index into [`crate::regions::Regions`]), as the
 /// listener that accepted it knows.
@@ -104,24 +103,27 @@ fn content_location(app: &App, req: &Request<Body>) -> Option<axum::http::Header
     } else {
         "http://"
     };
-    let mut v = String::with_capacity(scheme.len() + host.len() + path.len());
-    v.push_str(scheme);
-    v.push_str(host);
-    v.push_str(path);
-    axum::http::HeaderValue::from_str(&v).ok()
+    // Written once into the buffer the header value keeps (no second copy).
+    let mut v = bytes::BytesMut::with_capacity(scheme.len() + host.len() + path.len());
+    v.extend_from_slice(scheme.as_bytes());
+    v.extend_from_slice(host.as_bytes());
+    v.extend_from_slice(path.as_bytes());
+    axum::http::HeaderValue::from_maybe_shared(v.freeze()).ok()
 }
 
 /// `x-ms-request-duration-ms`: milliseconds to the microsecond, as `{:.3}` of the float
 /// would write them, without the float formatting machinery (every answer carries it).
 fn duration_value(elapsed: std::time::Duration) -> axum::http::HeaderValue {
+    use std::fmt::Write as _;
     let micros = (elapsed.as_nanos() + 500) / 1000;
     let (ms, frac) = (micros / 1000, micros % 1000);
-    let mut text = ms.to_string();
-    text.push('.');
+    let mut text = bytes::BytesMut::with_capacity(24);
+    let _ = write!(text, "{ms}");
+    text.extend_from_slice(b".");
     for d in [frac / 100, frac / 10 % 10, frac % 10] {
-        text.push(char::from(b'0' + d as u8));
+        text.extend_from_slice(&[b'0' + d as u8]);
     }
-    axum::http::HeaderValue::from_str(&text)
+    axum::http::HeaderValue::from_maybe_shared(text.freeze())
         .unwrap_or_else(|_| axum::http::HeaderValue::from_static("0.000"))
 }
 
@@ -133,7 +135,7 @@ pub async fn answer(app: &App, region: RegionId, req: Request<Body>) -> Response
     let started = Instant::now();
     let activity_id = req
         .headers()
-        .get(header::ACTIVITY_ID)
+        .get(&response::names::ACTIVITY_ID)
         .and_then(|v| v.to_str().ok())
         .filter(|v| !v.is_empty() && v.len() <= 64)
         .map(str::to_string)
