@@ -4,9 +4,9 @@
 //! SDK, the tests' client and the bench client all use these, so they cannot drift apart.
 
 use base64::Engine as _;
-use std::borrow::{Borrow, Cow};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
+use std::borrow::{Borrow, Cow};
 
 /// The well-known key of the Cosmos DB emulator (public; not a secret).
 pub const EMULATOR_KEY: &str =

@@ -80,26 +80,18 @@ impl Reply {
     /// worker thread keeps the last container's two values, compared by their text: a run
     /// of requests to one container clones them instead of copying them again.
     pub fn container(mut self, c: &Container) -> Self {
-        LAST_CONTAINER.with(|last| {
-            let mut last = last.borrow_mut();
-            let kept = match &*last {
-                Some((alt, rid, _)) => *alt == c.alt_content_path && *rid == c.rid,
-                None => false,
-            };
-            if !kept {
-                let made = [
-                    (names::ALT_CONTENT_PATH, &c.alt_content_path),
-                    (names::CONTENT_PATH, &c.rid),
-                ]
-                .into_iter()
-                .filter_map(|(name, value)| Some((name, HeaderValue::from_str(value).ok()?)))
-                .collect();
-                *last = Some((c.alt_content_path.clone(), c.rid.clone(), made));
-            }
-            if let Some((_, _, made)) = &*last {
-                self.headers.extend(made.iter().cloned());
-            }
-        });
+        let same = |(alt, rid): &(String, String)| *alt == c.alt_content_path && *rid == c.rid;
+        let made = || {
+            let headers = [
+                (names::ALT_CONTENT_PATH, &c.alt_content_path),
+                (names::CONTENT_PATH, &c.rid),
+            ]
+            .into_iter()
+            .filter_map(|(name, value)| Some((name, HeaderValue::from_str(value).ok()?)))
+            .collect();
+            ((c.alt_content_path.clone(), c.rid.clone()), headers)
+        };
+        remembered(&LAST_CONTAINER, same, made, &mut self.headers);
         self
     }
 
@@ -114,19 +106,9 @@ impl Reply {
             self.headers.extend(session_headers(ranges, lsn));
             return self;
         };
-        LAST_SESSION.with(|last| {
-            let mut last = last.borrow_mut();
-            match &*last {
-                Some((r, n, made)) if *r == *range && *n == lsn => {
-                    self.headers.extend(made.iter().cloned());
-                }
-                _ => {
-                    let made = session_headers(ranges, lsn);
-                    self.headers.extend(made.iter().cloned());
-                    *last = Some((*range, lsn, made));
-                }
-            }
-        });
+        let same = |kept: &(u32, u64)| *kept == (*range, lsn);
+        let made = || ((*range, lsn), session_headers(ranges, lsn));
+        remembered(&LAST_SESSION, same, made, &mut self.headers);
         self
     }
 
@@ -195,16 +177,33 @@ pub fn session_headers(ranges: &[u32], lsn: u64) -> Vec<(HeaderName, HeaderValue
 
 /// Headers as a reply carries them.
 type Headers = Vec<(HeaderName, HeaderValue)>;
-/// A container's content paths as header values, with the texts they were made from.
-type ContentPaths = (String, String, Headers);
+/// Headers a thread made last, with what they were made from.
+type Remembered<K> = std::cell::RefCell<Option<(K, Headers)>>;
 
 thread_local! {
-    /// The content-path headers this thread made last.
-    static LAST_CONTAINER: std::cell::RefCell<Option<ContentPaths>> =
-        const { std::cell::RefCell::new(None) };
+    /// The content-path headers this thread made last, with the container's two texts.
+    static LAST_CONTAINER: Remembered<(String, String)> = const { std::cell::RefCell::new(None) };
     /// The session headers this thread made last, with the range and LSN they are for.
-    static LAST_SESSION: std::cell::RefCell<Option<(u32, u64, Headers)>> =
-        const { std::cell::RefCell::new(None) };
+    static LAST_SESSION: Remembered<(u32, u64)> = const { std::cell::RefCell::new(None) };
+}
+
+/// Appends to `out` the headers `cell` keeps when `same` says they were made from what the
+/// caller would make them from, else those `make` makes (kept for the next call).
+fn remembered<K: 'static>(
+    cell: &'static std::thread::LocalKey<Remembered<K>>,
+    same: impl FnOnce(&K) -> bool,
+    make: impl FnOnce() -> (K, Headers),
+    out: &mut Headers,
+) {
+    cell.with(|last| {
+        let mut last = last.borrow_mut();
+        if !matches!(&*last, Some((k, _)) if same(k)) {
+            *last = Some(make());
+        }
+        if let Some((_, headers)) = &*last {
+            out.extend(headers.iter().cloned());
+        }
+    });
 }
 
 /// `x-ms-request-charge`, to the hundredth, spelled as the float's shortest form would be
