@@ -229,6 +229,33 @@ pub fn entries_of_json(
     Ok(out)
 }
 
+/// The entries under the document's top-level property `name`, whose value is `v`, appended to
+/// `out` unsorted: [`entries`] of a document is the union of these over its properties, so a
+/// write diffs only the properties it changed (see [`crate::members`]).
+pub fn member_entries(name: &str, v: &Value, policy: &IndexingPolicy, out: &mut Vec<Entry>) {
+    if policy.is_none() {
+        return;
+    }
+    let mut w = Walk::under(name, policy, out);
+    w.value(v);
+}
+
+/// [`member_entries`] of a value given as its JSON text (see [`entries_of_json`]).
+pub fn member_entries_of_json(
+    name: &str,
+    json: &[u8],
+    policy: &IndexingPolicy,
+    out: &mut Vec<Entry>,
+) -> Result<(), serde_json::Error> {
+    if policy.is_none() {
+        return Ok(());
+    }
+    let mut w = Walk::under(name, policy, out);
+    let mut de = serde_json::Deserializer::from_slice(json);
+    serde::de::DeserializeSeed::deserialize(&mut w, &mut de)?;
+    de.end()
+}
+
 /// The walk over a document: the current path both as segments (for the policy) and as its
 /// canonical string (for the id), pushed and popped together so no entry allocates a path.
 struct Walk<'a> {
@@ -236,6 +263,20 @@ struct Walk<'a> {
     segs: Vec<Seg>,
     key: String,
     out: &'a mut Vec<Entry>,
+}
+
+impl<'a> Walk<'a> {
+    /// A walk that starts at the top-level property `name`.
+    fn under(name: &str, policy: &'a IndexingPolicy, out: &'a mut Vec<Entry>) -> Self {
+        let mut w = Walk {
+            policy,
+            segs: Vec::new(),
+            key: String::new(),
+            out,
+        };
+        w.enter(Seg::Name(name.to_string()));
+        w
+    }
 }
 
 impl Walk<'_> {
@@ -461,6 +502,19 @@ mod tests {
             for d in &docs {
                 let text = serde_json::to_vec(d).unwrap();
                 assert_eq!(entries_of_json(&text, p).unwrap(), entries(d, p), "{d}");
+                // The document's entries are its top-level properties' entries together.
+                let (mut of_values, mut of_texts) = (Vec::new(), Vec::new());
+                for (name, v) in d.as_object().unwrap() {
+                    member_entries(name, v, p, &mut of_values);
+                    let t = serde_json::to_vec(v).unwrap();
+                    member_entries_of_json(name, &t, p, &mut of_texts).unwrap();
+                }
+                for e in [&mut of_values, &mut of_texts] {
+                    e.sort_unstable();
+                    e.dedup();
+                }
+                assert_eq!(of_values, entries(d, p), "{d}");
+                assert_eq!(of_texts, of_values, "{d}");
             }
         }
         assert!(entries_of_json(b"{\"a\": ", &IndexingPolicy::default()).is_err());

@@ -89,109 +89,24 @@ pub fn parse_fields(json: &[u8], fields: &[String]) -> serde_json::Result<Value>
     Ok(v)
 }
 
-/// [`parse_fields`] by finding each top-level property's extent and parsing the wanted ones
-/// alone. Skipping a value is a `memchr` search for the quotes and brackets that can end it:
-/// serde's `IgnoredAny` reads every digit of a skipped 768-number embedding, which cost a
-/// vector query more than its graph search did. `None` when the text is anything but an object
-/// with keys free of escapes, or when a wanted value does not parse: then serde's path reads
-/// it (and reports its errors). What is skipped is not validated; stored documents are JSON
-/// this server wrote.
+/// [`parse_fields`] by finding each top-level property's extent
+/// ([`crate::members::each_member`]) and parsing the wanted ones alone. `None` when the
+/// text is anything but an object with keys free of escapes, or when a wanted value does not
+/// parse: then serde's path reads it (and reports its errors).
 fn scan_fields(json: &[u8], fields: &[String]) -> Option<Value> {
-    let mut i = skip_ws(json, 0);
-    if json.get(i) != Some(&b'{') {
-        return None;
-    }
-    i += 1;
     let mut out = Map::new();
-    loop {
-        i = skip_ws(json, i);
-        match json.get(i)? {
-            b'}' => break,
-            b'"' => {}
-            _ => return None,
-        }
-        let end = i + 1 + memchr::memchr2(b'"', b'\\', &json[i + 1..])?;
-        if json[end] != b'"' {
+    crate::members::each_member(json, |key, value| {
+        if key.contains(&b'\\') {
             return None;
         }
-        let key = std::str::from_utf8(&json[i + 1..end]).ok()?;
-        i = skip_ws(json, end + 1);
-        if json.get(i) != Some(&b':') {
-            return None;
-        }
-        let start = skip_ws(json, i + 1);
-        let stop = value_end(json, start)?;
+        let key = std::str::from_utf8(key).ok()?;
         if let Ok(k) = fields.binary_search_by(|f| f.as_str().cmp(key)) {
-            let v = serde_json::from_slice(&json[start..stop]).ok()?;
+            let v = serde_json::from_slice(value).ok()?;
             out.insert(fields[k].clone(), v);
         }
-        i = skip_ws(json, stop);
-        match json.get(i)? {
-            b',' => i += 1,
-            b'}' => break,
-            _ => return None,
-        }
-    }
-    (skip_ws(json, i + 1) == json.len()).then_some(Value::Object(out))
-}
-
-fn skip_ws(b: &[u8], mut i: usize) -> usize {
-    while matches!(b.get(i), Some(b' ' | b'\n' | b'\r' | b'\t')) {
-        i += 1;
-    }
-    i
-}
-
-/// Where the JSON value that starts at `i` ends (exclusive). An array ends at the bracket
-/// that balances its own, counting only brackets outside strings (braces cannot unbalance
-/// them); an object likewise with braces.
-fn value_end(b: &[u8], i: usize) -> Option<usize> {
-    match *b.get(i)? {
-        b'"' => string_end(b, i),
-        open @ (b'[' | b'{') => {
-            let close = if open == b'[' { b']' } else { b'}' };
-            let (mut at, mut depth) = (i, 0usize);
-            loop {
-                at += memchr::memchr3(b'"', open, close, &b[at..])?;
-                match b[at] {
-                    b'"' => {
-                        at = string_end(b, at)?;
-                        continue;
-                    }
-                    c if c == open => depth += 1,
-                    _ => {
-                        depth = depth.checked_sub(1)?;
-                        if depth == 0 {
-                            return Some(at + 1);
-                        }
-                    }
-                }
-                at += 1;
-            }
-        }
-        _ => {
-            let n = b[i..]
-                .iter()
-                .position(|c| matches!(c, b',' | b'}' | b']' | b' ' | b'\n' | b'\r' | b'\t'))
-                .unwrap_or(b.len() - i);
-            (n > 0).then_some(i + n)
-        }
-    }
-}
-
-/// The end (exclusive) of the string whose opening quote is at `i`.
-fn string_end(b: &[u8], i: usize) -> Option<usize> {
-    let mut j = i + 1;
-    loop {
-        j += memchr::memchr2(b'"', b'\\', &b[j..])?;
-        if b[j] == b'"' {
-            return Some(j + 1);
-        }
-        j += 2;
-        if j > b.len() {
-            return None;
-        }
-    }
+        Some(())
+    })?;
+    Some(Value::Object(out))
 }
 
 struct Only<'a>(&'a [String]);

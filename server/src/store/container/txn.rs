@@ -217,7 +217,9 @@ impl Txn<'_> {
         let Version {
             lsn, sub, doc_seq, ..
         } = version;
-        let json = serde_json::to_vec(&doc)
+        // Made at about its size: a rewrite's text is near the one it replaces.
+        let mut json = Vec::with_capacity(previous.map_or(512, |p| p.json.len() + 64));
+        serde_json::to_writer(&mut json, &doc)
             .map_err(|e| StoreError::BadRequest(format!("The document cannot be stored: {e}")))?;
         let item = StoredItem {
             lsn,
@@ -239,7 +241,7 @@ impl Txn<'_> {
         }
         self.tx
             .put(Space::Feed, item.feed_key(c.cid), key[4..].to_vec());
-        let old = previous.map(|p| indexes::Old::new(&p.json));
+        let old = previous.map(|p| indexes::Old::replaced_by(&p.json, &item.json));
         let was = previous.map(|p| (p.lsn, p.sub));
         self.maintain(epk, id, &key, was, old.as_ref(), Some(&doc))?;
         // The directory entry: written at a create, and again when the lengths it keeps change.

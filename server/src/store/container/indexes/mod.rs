@@ -32,7 +32,9 @@ use crate::store::index::{self, IndexState};
 use crate::store::StoreError;
 use serde_json::Value;
 use std::sync::Arc;
-use strata_query::index::term::Entry;
+use strata_query::index::term::{self, Entry};
+use strata_query::index::IndexingPolicy;
+use strata_query::members::{self, Changed};
 
 /// The document a maintainer works on: its logical partition, id and item key.
 #[derive(Debug, Clone, Copy)]
@@ -61,17 +63,32 @@ pub enum IndexKind {
 /// parsed into a document the first time a maintainer asks for one, and then once for all of
 /// them. The range index reads its entries from the text itself
 /// ([`EntryIndex::stored_entries`]), so a container with no other kind of index never parses
-/// the version it replaces.
+/// the version it replaces; when a write replaces it, the top-level properties the write
+/// changed are found once for all maintainers too ([`Old::changed`]).
 pub struct Old<'a> {
     json: &'a [u8],
     doc: std::cell::OnceCell<Value>,
+    /// The text of the version replacing this one, if a write replaces it.
+    by: Option<&'a [u8]>,
+    changed: std::cell::OnceCell<Option<Vec<Changed<'a>>>>,
 }
 
 impl<'a> Old<'a> {
+    /// A version a delete removes.
     pub fn new(json: &'a [u8]) -> Self {
         Self {
             json,
             doc: std::cell::OnceCell::new(),
+            by: None,
+            changed: std::cell::OnceCell::new(),
+        }
+    }
+
+    /// A version a write replaces with the document whose text is `by`.
+    pub fn replaced_by(json: &'a [u8], by: &'a [u8]) -> Self {
+        Self {
+            by: Some(by),
+            ..Self::new(json)
         }
     }
 
@@ -87,6 +104,16 @@ impl<'a> Old<'a> {
         }
         let d = serde_json::from_slice(self.json).map_err(corrupt)?;
         Ok(self.doc.get_or_init(|| d))
+    }
+
+    /// The top-level properties the replacing version changed, by their text (read on the
+    /// first call); `None` for a delete, or when the texts cannot be read property by property
+    /// (see [`members`]).
+    pub fn changed(&self) -> Option<&[Changed<'a>]> {
+        let by = self.by?;
+        self.changed
+            .get_or_init(|| members::changed(self.json, by))
+            .as_deref()
     }
 }
 
@@ -128,6 +155,11 @@ pub trait EntryIndex: Send + Sync {
     fn stored_entries(&self, old: &Old<'_>) -> Result<Vec<Entry>, StoreError> {
         Ok(self.entries(old.doc()?))
     }
+    /// The policy whose paths alone decide this kind's entries, if they do: each entry then
+    /// lives under one top-level property, and a write diffs only the properties it changed.
+    fn by_path(&self) -> Option<&IndexingPolicy> {
+        None
+    }
     fn explain(&self) -> String;
 }
 
@@ -143,11 +175,18 @@ impl<T: EntryIndex> IndexMaintainer for T {
         old: Option<&Old<'_>>,
         new: Option<&Value>,
     ) -> Result<(), StoreError> {
-        let before = match old {
-            Some(o) => self.stored_entries(o)?,
-            None => Vec::new(),
+        let (before, after) = match (old, new, self.by_path()) {
+            (Some(o), Some(d), Some(policy)) if o.changed().is_some() => {
+                changed_entries(o.changed().unwrap_or_default(), d, policy)?
+            }
+            _ => {
+                let before = match old {
+                    Some(o) => self.stored_entries(o)?,
+                    None => Vec::new(),
+                };
+                (before, new.map(|d| self.entries(d)).unwrap_or_default())
+            }
         };
-        let after = new.map(|d| self.entries(d)).unwrap_or_default();
         let (removed, added) = index::diff(&before, &after);
         move_entries(t, self.gen(), doc, &removed, &added);
         Ok(())
@@ -161,6 +200,27 @@ impl<T: EntryIndex> IndexMaintainer for T {
     fn explain(&self) -> String {
         EntryIndex::explain(self)
     }
+}
+
+/// The entries of `policy` under the properties in `changed`, in the old version (from their
+/// text) and in the new one (document `new`), each sorted and without duplicates: where two
+/// versions' entries differ, since every other property's text, and so its entries, are the
+/// same in both.
+fn changed_entries(
+    changed: &[Changed<'_>],
+    new: &Value,
+    policy: &IndexingPolicy,
+) -> Result<(Vec<Entry>, Vec<Entry>), StoreError> {
+    let (mut before, mut after) = (Vec::new(), Vec::new());
+    for c in changed {
+        if let Some(text) = c.old {
+            term::member_entries_of_json(&c.name, text, policy, &mut before).map_err(corrupt)?;
+        }
+        if let Some(v) = new.get(&c.name) {
+            term::member_entries(&c.name, v, policy, &mut after);
+        }
+    }
+    Ok((sorted(before), sorted(after)))
 }
 
 /// Every maintainer of a container at one index state: what writes and rebuilds call.
@@ -268,6 +328,45 @@ mod tests {
 
     fn kinds(m: &Maintainers) -> Vec<IndexKind> {
         m.iter().map(|m| m.kind()).collect()
+    }
+
+    #[test]
+    fn a_write_diffs_only_the_properties_it_changed_to_the_same_effect() {
+        use serde_json::json;
+        let docs = [
+            json!({"id": "1", "a": {"b": 2, "c": [1, "x"]}, "n": 1, "_ts": 5, "_etag": "\"1\""}),
+            json!({"id": "1", "a": {"b": 2, "c": [1, "y"]}, "n": 1.0, "_ts": 6, "_etag": "\"2\""}),
+            json!({"id": "1", "n": 1, "new": [{"k": null}], "_ts": 6, "_etag": "\"3\""}),
+            json!({"id": "1", "a~/[": {"b": 2}, "n": "1", "_etag": "\"3\""}),
+            json!({"id": "1"}),
+        ];
+        let policies = [
+            IndexingPolicy::default(),
+            IndexingPolicy::from_json(&json!({
+                "includedPaths": [{"path": "/a/*"}, {"path": "/new/[]/?"}],
+                "excludedPaths": [{"path": "/*"}],
+            }))
+            .unwrap(),
+            IndexingPolicy::from_json(&json!({"indexingMode": "none"})).unwrap(),
+        ];
+        for p in &policies {
+            for old in &docs {
+                for new in &docs {
+                    let (o, n) = (old.to_string(), new.to_string());
+                    let version = Old::replaced_by(o.as_bytes(), n.as_bytes());
+                    let changed = version.changed().expect("both are objects");
+                    let (before, after) = changed_entries(changed, new, p).unwrap();
+                    let whole = (term::entries(old, p), term::entries(new, p));
+                    assert_eq!(
+                        index::diff(&before, &after),
+                        index::diff(&whole.0, &whole.1),
+                        "{old} -> {new}"
+                    );
+                }
+            }
+        }
+        // A delete reads no change set.
+        assert!(Old::new(b"{}").changed().is_none());
     }
 
     #[test]

@@ -38,6 +38,10 @@ impl EntryIndex for RangeIndex {
         term::entries_of_json(old.json(), &self.policy).map_err(super::corrupt)
     }
 
+    fn by_path(&self) -> Option<&IndexingPolicy> {
+        Some(&self.policy)
+    }
+
     fn explain(&self) -> String {
         format!(
             "range index ({} included, {} excluded path(s), {} composite), generation {}",
