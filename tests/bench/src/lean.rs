@@ -75,9 +75,11 @@ pub async fn lean(a: &Args, r: &mut Report) {
             let t0 = crate::cpu_ticks(own);
             let b = wrk(&base, &script, a);
             let t1 = crate::cpu_ticks(own);
+            let c0 = commits(&http).await;
             let t2 = crate::cpu_ticks(child.id());
             let s = wrk(&url, &script, a);
             let t3 = crate::cpu_ticks(child.id());
+            let c1 = commits(&http).await;
             match (b, s) {
                 (Ok(b), Ok(s)) => {
                     let per = |t: (Option<u64>, Option<u64>), rps: f64| match t {
@@ -98,6 +100,18 @@ pub async fn lean(a: &Args, r: &mut Report) {
                         b.rps,
                         100.0 * s.rps / b.rps
                     );
+                    // Group commit over the slice: writes made durable per journal sync.
+                    if let (Some(c0), Some(c1)) = (c0, c1) {
+                        let (writes, syncs) = (c1.0 - c0.0, c1.1 - c0.1);
+                        if syncs > 0 {
+                            println!(
+                                "  {w} slice {}: {:.1} writes per journal sync, {:.0} us a sync",
+                                slice + 1,
+                                writes as f64 / syncs as f64,
+                                (c1.2 - c0.2) as f64 / syncs as f64
+                            );
+                        }
+                    }
                     ratios.push(s.rps / b.rps);
                     s_total += s.rps;
                     b_total += b.rps;
@@ -131,6 +145,14 @@ pub async fn lean(a: &Args, r: &mut Report) {
     let _ = child.wait();
     let _ = std::fs::remove_dir_all(&data);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The server's group-commit counters (writes applied, journal syncs, microseconds syncing).
+async fn commits(http: &Http) -> Option<(u64, u64, u64)> {
+    let v = scale::storage(http).await?;
+    let c = v.get("commits")?;
+    let n = |k: &str| c.get(k).and_then(|x| x.as_u64());
+    Some((n("applied")?, n("journalSyncs")?, n("syncMicros")?))
 }
 
 /// One wrk run's figures.

@@ -118,7 +118,7 @@ async fn restart_until_read(bin: &Path, dir: &Path, ds: &Dataset) -> (Child, Str
 }
 
 /// The server's own account of its bytes (`GET /_strata/storage`).
-async fn storage(http: &Http) -> Option<Value> {
+pub(crate) async fn storage(http: &Http) -> Option<Value> {
     let o = http
         .send(Method::GET, "/_strata/storage", &[], None)
         .await

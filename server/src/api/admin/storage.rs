@@ -1,7 +1,7 @@
 //! `GET /_strata/storage`: where the store's bytes go — on disk by key space (items, their
 //! index entries, the change feed, …) and the journal, in memory the write buffers, the block
-//! cache and the hot-item caches beside the process's resident set. What an operator reads
-//! to size a disk, and what the scale benchmark prints per item.
+//! cache and the hot-item caches beside the process's resident set; and how group commit
+//! went. What an operator reads to size a disk, and what the scale benchmark prints per item.
 
 use crate::api::response::Reply;
 use crate::api::App;
@@ -11,6 +11,7 @@ use serde_json::{json, Map, Value};
 
 pub fn read(app: &App) -> Result<Reply, CosmosError> {
     let usage = app.store.engine().usage();
+    let (applied, syncs, sync_micros) = app.store.engine().commit_stats();
     let by_space: Map<String, Value> = usage
         .disk_by_space
         .iter()
@@ -29,6 +30,13 @@ pub fn read(app: &App) -> Result<Reply, CosmosError> {
                 "writeBufferBytes": usage.write_buffers,
                 "blockCacheBytes": usage.block_cache,
                 "hotItemBytes": crate::store::container::hot_items_held(),
+            },
+            // Group commit since the process started: how many writes each journal sync
+            // made durable, and what the syncs took.
+            "commits": {
+                "applied": applied,
+                "journalSyncs": syncs,
+                "syncMicros": sync_micros,
             },
         }),
     ))
