@@ -28,12 +28,11 @@ pub struct Changed<'a> {
 pub fn changed<'a>(old: &'a [u8], new: &'a [u8]) -> Option<Vec<Changed<'a>>> {
     let (old, new) = (members(old)?, members(new)?);
     let keys = Keys::of(&old)?;
-    let find = |k: &[u8]| keys.find(k);
     let mut seen = vec![false; old.len()];
     let mut out = Vec::new();
     let mut added: Vec<&[u8]> = Vec::new();
     for (key, text) in &new {
-        match find(key) {
+        match keys.find(key) {
             // A name the new text repeats.
             Some(i) if seen[i] => return None,
             Some(i) => {
@@ -62,7 +61,7 @@ pub fn changed<'a>(old: &'a [u8], new: &'a [u8]) -> Option<Vec<Changed<'a>>> {
             continue;
         }
         // A name the old text repeats: the search finds its first place only.
-        if find(key) != Some(i) {
+        if keys.find(key) != Some(i) {
             return None;
         }
         out.push(Changed {

@@ -195,6 +195,12 @@ impl IndexingPolicy {
         }
     }
 
+    /// Whether nothing under the top-level property `name` is indexed, whatever the paths
+    /// say: the system properties the service never indexes, or no indexing at all.
+    pub fn skips_property(&self, name: &str) -> bool {
+        self.mode == Mode::None || NEVER_INDEXED.contains(&name)
+    }
+
     /// Whether anything is indexed at all.
     pub fn is_none(&self) -> bool {
         self.mode == Mode::None

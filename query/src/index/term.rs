@@ -233,7 +233,7 @@ pub fn entries_of_json(
 /// `out` unsorted: [`entries`] of a document is the union of these over its properties, so a
 /// write diffs only the properties it changed (see [`crate::members`]).
 pub fn member_entries(name: &str, v: &Value, policy: &IndexingPolicy, out: &mut Vec<Entry>) {
-    if policy.is_none() {
+    if policy.skips_property(name) {
         return;
     }
     let mut w = Walk::under(name, policy, out);
@@ -247,7 +247,7 @@ pub fn member_entries_of_json(
     policy: &IndexingPolicy,
     out: &mut Vec<Entry>,
 ) -> Result<(), serde_json::Error> {
-    if policy.is_none() {
+    if policy.skips_property(name) {
         return Ok(());
     }
     let mut w = Walk::under(name, policy, out);

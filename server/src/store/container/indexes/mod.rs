@@ -175,11 +175,17 @@ impl<T: EntryIndex> IndexMaintainer for T {
         old: Option<&Old<'_>>,
         new: Option<&Value>,
     ) -> Result<(), StoreError> {
-        let (before, after) = match (old, new, self.by_path()) {
-            (Some(o), Some(d), Some(policy)) if o.changed().is_some() => {
-                changed_entries(o.changed().unwrap_or_default(), d, policy)?
-            }
-            _ => {
+        // A rewrite whose changed properties are known walks only those.
+        let pruned = match (old, new, self.by_path()) {
+            (Some(o), Some(d), Some(policy)) => o
+                .changed()
+                .map(|c| changed_entries(c, d, policy))
+                .transpose()?,
+            _ => None,
+        };
+        let (before, after) = match pruned {
+            Some(both) => both,
+            None => {
                 let before = match old {
                     Some(o) => self.stored_entries(o)?,
                     None => Vec::new(),
