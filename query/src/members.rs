@@ -224,6 +224,65 @@ fn string_end(b: &[u8], i: usize) -> Option<usize> {
     }
 }
 
+/// Copies the members of the object text `json` into `out` as `"key":value`, comma-separated
+/// and without the braces, leaving out those whose key `skip` names; each value's whitespace
+/// outside strings is dropped. Returns how many members the text has (the skipped ones
+/// included) and whether any was copied; `None` when the text is not an object this reader
+/// follows or a key is written with an escape (whose name only a parse would know). What the
+/// caller stores: a write keeps the client's text rather than writing a parsed document again.
+pub fn copy_members(
+    json: &[u8],
+    out: &mut Vec<u8>,
+    skip: impl Fn(&[u8]) -> bool,
+) -> Option<(usize, bool)> {
+    let (mut n, mut copied) = (0usize, false);
+    each_member(json, |k, v| {
+        n += 1;
+        if k.contains(&b'\\') {
+            return None;
+        }
+        if skip(k) {
+            return Some(());
+        }
+        if copied {
+            out.push(b',');
+        }
+        copied = true;
+        out.push(b'"');
+        out.extend_from_slice(k);
+        out.extend_from_slice(b"\":");
+        push_compact(v, out)
+    })?;
+    Some((n, copied))
+}
+
+/// Appends value text `v` without its whitespace outside strings.
+fn push_compact(v: &[u8], out: &mut Vec<u8>) -> Option<()> {
+    let spaced = |b: &[u8]| {
+        memchr::memchr3(b' ', b'\n', b'\t', b).is_some() || memchr::memchr(b'\r', b).is_some()
+    };
+    if v.first() == Some(&b'"') || !spaced(v) {
+        out.extend_from_slice(v);
+        return Some(());
+    }
+    let mut i = 0;
+    while let Some(&b) = v.get(i) {
+        match b {
+            b'"' => {
+                let end = string_end(v, i)?;
+                out.extend_from_slice(&v[i..end]);
+                i = end;
+            }
+            b' ' | b'\n' | b'\r' | b'\t' => i += 1,
+            _ => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    Some(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -293,6 +352,44 @@ mod tests {
         assert_eq!(names(&c), ["p7", "p9"]);
         let dup = format!("{{\"p1\":1,{}", &o[1..]);
         assert_eq!(changed(dup.as_bytes(), n.as_bytes()), None);
+    }
+
+    fn copied(text: &str, skip: &[&str]) -> Option<(String, usize, bool)> {
+        let mut out = Vec::new();
+        let (n, any) = copy_members(text.as_bytes(), &mut out, |k| {
+            skip.iter().any(|s| s.as_bytes() == k)
+        })?;
+        Some((String::from_utf8(out).unwrap(), n, any))
+    }
+
+    #[test]
+    fn members_are_copied_compact_and_in_order_without_the_skipped() {
+        let text = "{ \"id\" : \"a b\",\n \"_rid\": \"x\", \"n\": [1, 2,\t{\"s\": \" in \\\" string \"}],\r\n \"e\":1.0E2 }";
+        let (out, n, any) = copied(text, &["_rid"]).unwrap();
+        assert_eq!(
+            out,
+            "\"id\":\"a b\",\"n\":[1,2,{\"s\":\" in \\\" string \"}],\"e\":1.0E2"
+        );
+        assert_eq!((n, any), (4, true));
+        // The copy reads as the same document, the skipped member left out.
+        let mut whole: serde_json::Map<String, Value> = serde_json::from_str(text).unwrap();
+        whole.remove("_rid");
+        let back: Value = serde_json::from_str(&format!("{{{out}}}")).unwrap();
+        assert_eq!(back, Value::Object(whole));
+        assert_eq!(copied("{}", &[]).unwrap(), (String::new(), 0, false));
+        assert_eq!(
+            copied("{\"_rid\":1}", &["_rid"]).unwrap(),
+            (String::new(), 1, false)
+        );
+    }
+
+    #[test]
+    fn a_key_with_an_escape_or_a_text_not_followed_is_not_copied() {
+        assert_eq!(copied("{\"_r\\u0069d\":1}", &["_rid"]), None);
+        assert_eq!(copied("[1]", &[]), None);
+        assert_eq!(copied("{\"a\":1", &[]), None);
+        // A repeated key is copied twice: the caller compares the count with its parse's.
+        assert_eq!(copied("{\"a\":1,\"a\":2}", &[]).unwrap().1, 2);
     }
 
     use serde_json::Value;

@@ -314,7 +314,7 @@ fn copy(
         &copy_epk,
         &pk,
         &copy_id,
-        Op::Upsert(copy),
+        Op::Upsert(copy.into()),
         &Conditions::default(),
     );
     match done {

@@ -8,6 +8,32 @@ use serde_json::{Map, Value};
 use strata_query::pk::epk::effective_partition_key;
 use strata_query::pk::{PartitionKey, PartitionKind, PkComponent};
 
+/// A document a write stores: its properties, and the request body they were read from when
+/// that text is stored as it is (its members copied, the system properties appended:
+/// [`super::system::stamp`]) rather than written again from the properties. A document a
+/// trigger, a patch or a script made has no such text.
+#[derive(Debug, Clone)]
+pub struct Doc {
+    pub map: Map<String, Value>,
+    pub text: Option<bytes::Bytes>,
+}
+
+impl Doc {
+    /// The document `map` parsed from `text` (a request's body), which it keeps.
+    pub fn read_from(map: Map<String, Value>, text: bytes::Bytes) -> Self {
+        Self {
+            map,
+            text: Some(text),
+        }
+    }
+}
+
+impl From<Map<String, Value>> for Doc {
+    fn from(map: Map<String, Value>) -> Self {
+        Self { map, text: None }
+    }
+}
+
 /// Largest document Cosmos accepts.
 pub const MAX_ITEM_BYTES: usize = 2 * 1024 * 1024;
 

@@ -152,9 +152,9 @@ impl Host {
                 let (doc, id) = document(Value::Object(doc), size)?;
                 check_doc_key(c, &pk, &doc)?;
                 let op = if op == "create" {
-                    Op::Create(doc)
+                    Op::Create(doc.into())
                 } else {
-                    Op::Upsert(doc)
+                    Op::Upsert(doc.into())
                 };
                 let o = ops::apply(t, &epk, &pk, &id, op, &cond)?;
                 let ru = charge::write(o.bytes);
@@ -173,7 +173,7 @@ impl Host {
                 let size = serde_json::to_vec(&doc).map(|v| v.len()).unwrap_or(0);
                 let (doc, _) = document(Value::Object(doc), size)?;
                 check_doc_key(c, &pk, &doc)?;
-                let o = ops::apply(t, &epk, &pk, &id, Op::Replace(doc), &cond)?;
+                let o = ops::apply(t, &epk, &pk, &id, Op::Replace(doc.into()), &cond)?;
                 let ru = charge::write(o.bytes);
                 done(o, ru)
             }

@@ -18,5 +18,5 @@ pub mod ops;
 pub mod system;
 pub mod triggers;
 
-pub use document::{check_doc_key, document, point_key, MAX_ITEM_BYTES};
+pub use document::{check_doc_key, document, point_key, Doc, MAX_ITEM_BYTES};
 pub use ops::{apply, etag_matches, not_found, Conditions, Op, Outcome};

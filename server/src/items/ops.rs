@@ -1,7 +1,7 @@
 //! The item operations themselves: what an operation is ([`Op`]), its conditions and
 //! outcome, and [`apply`], which runs it in a container transaction.
 
-use super::document::{protected_paths, MAX_ITEM_BYTES};
+use super::document::{protected_paths, Doc, MAX_ITEM_BYTES};
 use super::system::{stamp, user_properties};
 use crate::error::CosmosError;
 use crate::store::catalog;
@@ -21,9 +21,9 @@ pub fn etag_matches(header: &str, etag: &str) -> bool {
 /// One item operation.
 #[derive(Debug, Clone)]
 pub enum Op {
-    Create(Map<String, Value>),
-    Upsert(Map<String, Value>),
-    Replace(Map<String, Value>),
+    Create(Doc),
+    Upsert(Doc),
+    Replace(Doc),
     Read,
     Delete,
     Patch(Patch),
@@ -87,7 +87,7 @@ pub fn apply(
     // (an expired version not purged yet included) is what a write replaces.
     let raw = t.get_raw(epk, id)?;
     let live = raw.clone().filter(|i| t.is_live(i));
-    let written = |t: &mut Txn<'_>, doc: Map<String, Value>, status: StatusCode| {
+    let written = |t: &mut Txn<'_>, doc: Doc, status: StatusCode| {
         let w = put(t, epk, id, doc, raw.as_ref())?;
         let status = if status == StatusCode::OK && w.created {
             StatusCode::CREATED
@@ -127,6 +127,7 @@ pub fn apply(
             let prev = live.ok_or_else(|| not_found(id, pk))?;
             check_if_match(&prev, c, cond)?;
             let new_id = doc
+                .map
                 .get("id")
                 .and_then(Value::as_str)
                 .unwrap_or(id)
@@ -168,7 +169,7 @@ pub fn apply(
             let prev = live.ok_or_else(|| not_found(id, pk))?;
             check_if_match(&prev, c, cond)?;
             let doc = patched(c, &prev, &patch)?;
-            written(t, doc, StatusCode::OK)
+            written(t, doc.into(), StatusCode::OK)
         }
     }
 }
@@ -179,10 +180,15 @@ pub fn put(
     t: &mut Txn<'_>,
     epk: &str,
     id: &str,
-    doc: Map<String, Value>,
+    doc: impl Into<Doc>,
     previous: Option<&StoredItem>,
 ) -> Result<Written, CosmosError> {
-    let record = stamp(t.container(), doc, t.next_version(epk, previous))?;
+    let record = stamp(
+        t.container(),
+        doc.into(),
+        t.next_version(epk, previous),
+        t.reads_documents(),
+    )?;
     Ok(t.put(epk, id, record, previous)?)
 }
 
@@ -194,7 +200,7 @@ fn rename(
     pk: &PartitionKey,
     id: &str,
     new_id: &str,
-    doc: Map<String, Value>,
+    doc: Doc,
     prev: &StoredItem,
 ) -> Result<Outcome, CosmosError> {
     if t.get(epk, new_id)?.is_some() {

@@ -3,10 +3,14 @@
 //! `_ts`, `_attachments` and `_lsn` (the one list, `strata_query::protocol::SYSTEM_PROPERTIES`)
 //! and stamps the values the transaction gives the new version.
 
+use super::document::Doc;
 use crate::error::CosmosError;
 use crate::store::catalog;
 use crate::store::container::{Container, Record, Version};
 use serde_json::{Map, Value};
+use std::io::Write;
+use strata_query::members;
+use strata_query::protocol::SYSTEM_PROPERTIES;
 
 /// The item-level `ttl`: absent, `-1` (never expire) or a positive number of seconds.
 pub fn ttl_of(doc: &Map<String, Value>) -> Result<Option<i64>, CosmosError> {
@@ -26,29 +30,129 @@ pub fn ttl_of(doc: &Map<String, Value>) -> Result<Option<i64>, CosmosError> {
 
 /// The user's properties of a stored document: the document without its system properties.
 pub fn user_properties(mut doc: Map<String, Value>) -> Map<String, Value> {
-    for k in strata_query::protocol::SYSTEM_PROPERTIES {
+    for k in SYSTEM_PROPERTIES {
         doc.remove(k);
     }
     doc
 }
 
-/// The record a write stores for `doc` in container `c` as version `v`.
-pub fn stamp(c: &Container, doc: Map<String, Value>, v: Version) -> Result<Record, CosmosError> {
-    let ttl = ttl_of(&doc)?;
-    let mut doc = user_properties(doc);
+/// The record a write stores for `doc` in container `c` as version `v`: its text — the
+/// request's own members when the document has a request text ([`Doc::text`]), else its
+/// properties written out — with the system properties appended. `parsed` also keeps the
+/// stamped document for maintainers that read one (a container with only the range index,
+/// which reads the text, needs none). Stamping a document and serialising it, then copying
+/// the text into the record, were 9.6% of a lean-suite upsert's server CPU under `perf`;
+/// writing the text directly, 7.5%.
+pub fn stamp(c: &Container, doc: Doc, v: Version, parsed: bool) -> Result<Record, CosmosError> {
+    let ttl = ttl_of(&doc.map)?;
     let rid = catalog::doc_rid(c.db_seq, c.cid, v.doc_seq);
     let self_link = format!("dbs/{}/colls/{}/docs/{rid}/", c.db_rid, c.rid);
-    doc.insert("_rid".into(), Value::String(rid));
-    doc.insert("_self".into(), Value::String(self_link));
-    doc.insert(
-        "_etag".into(),
-        Value::String(catalog::change_etag(c.cid, v.lsn, v.sub)),
-    );
-    doc.insert("_attachments".into(), Value::String("attachments/".into()));
-    doc.insert("_ts".into(), Value::from(v.ts));
+    let etag = catalog::change_etag(c.cid, v.lsn, v.sub);
+    let is_system = |k: &[u8]| SYSTEM_PROPERTIES.iter().any(|s| s.as_bytes() == k);
+    // Room for the system properties (about 190 bytes) without growing.
+    let mut json = Vec::with_capacity(doc.text.as_ref().map_or(512, |t| t.len() + 256));
+    json.push(b'{');
+    // The request's text serves when it has exactly the properties read from it: a key it
+    // repeats (the parse kept the last) or spells with an escape falls back to the properties.
+    let copied = doc.text.as_ref().and_then(|t| {
+        members::copy_members(t, &mut json, is_system)
+            .filter(|(n, _)| *n == doc.map.len())
+            .map(|(_, copied)| copied)
+    });
+    let mut first = match copied {
+        Some(copied) => !copied,
+        None => {
+            json.truncate(1);
+            write_properties(&doc.map, &mut json)?
+        }
+    };
+    for (k, val) in [
+        ("_rid", rid.as_str()),
+        ("_self", self_link.as_str()),
+        ("_etag", etag.as_str()),
+        ("_attachments", "attachments/"),
+    ] {
+        system_key(&mut json, &mut first, k);
+        push_string(&mut json, val);
+    }
+    system_key(&mut json, &mut first, "_ts");
+    let _ = write!(json, "{}", v.ts);
+    json.push(b'}');
+    let doc = parsed.then(|| {
+        let mut m = user_properties(doc.map);
+        m.insert("_rid".into(), Value::String(rid));
+        m.insert("_self".into(), Value::String(self_link));
+        m.insert("_etag".into(), Value::String(etag));
+        m.insert("_attachments".into(), Value::String("attachments/".into()));
+        m.insert("_ts".into(), Value::from(v.ts));
+        Value::Object(m)
+    });
     Ok(Record {
         version: v,
-        doc: Value::Object(doc),
+        json,
+        doc,
         ttl,
     })
+}
+
+/// Writes the user's properties of `doc` (its system properties left out), comma-separated;
+/// whether none was written.
+fn write_properties(doc: &Map<String, Value>, out: &mut Vec<u8>) -> Result<bool, CosmosError> {
+    let mut first = true;
+    for (k, v) in doc {
+        if !SYSTEM_PROPERTIES.contains(&k.as_str()) {
+            property(out, &mut first, k, v)?;
+        }
+    }
+    Ok(first)
+}
+
+/// Appends a system property's key, `"k":` (after a comma unless `first`).
+fn system_key(out: &mut Vec<u8>, first: &mut bool, k: &str) {
+    if !*first {
+        out.push(b',');
+    }
+    *first = false;
+    out.push(b'"');
+    out.extend_from_slice(k.as_bytes());
+    out.extend_from_slice(b"\":");
+}
+
+/// Appends string `v` quoted. The strings the server makes (the rid's base64, the self link,
+/// the quoted etag) need no escape but the etag's quotes; serde's general writer cost more
+/// than the rest of the stamp.
+fn push_string(out: &mut Vec<u8>, v: &str) {
+    out.push(b'"');
+    for &b in v.as_bytes() {
+        match b {
+            b'"' => out.extend_from_slice(b"\\\""),
+            b'\\' => out.extend_from_slice(b"\\\\"),
+            0..=0x1f => {
+                let hex = b"0123456789abcdef";
+                out.extend_from_slice(b"\\u00");
+                out.extend_from_slice(&[hex[usize::from(b >> 4)], hex[usize::from(b & 15)]]);
+            }
+            _ => out.push(b),
+        }
+    }
+    out.push(b'"');
+}
+
+/// Appends `"k":v` (after a comma unless `first`).
+fn property(
+    out: &mut Vec<u8>,
+    first: &mut bool,
+    k: &str,
+    v: &impl serde::Serialize,
+) -> Result<(), CosmosError> {
+    if !*first {
+        out.push(b',');
+    }
+    *first = false;
+    serde_json::to_writer(&mut *out, k)
+        .and_then(|()| {
+            out.push(b':');
+            serde_json::to_writer(&mut *out, v)
+        })
+        .map_err(|e| CosmosError::bad_request(format!("The document cannot be stored: {e}")))
 }

@@ -104,7 +104,7 @@ pub fn requested(
 /// The document an operation carries, if any.
 fn body_of(op: &Op) -> Option<Value> {
     match op {
-        Op::Create(d) | Op::Upsert(d) | Op::Replace(d) => Some(Value::Object(d.clone())),
+        Op::Create(d) | Op::Upsert(d) | Op::Replace(d) => Some(Value::Object(d.map.clone())),
         _ => None,
     }
 }
@@ -140,13 +140,13 @@ pub fn run(
             op = match op {
                 Op::Create(_) => {
                     id = new_id;
-                    Op::Create(doc)
+                    Op::Create(doc.into())
                 }
                 Op::Upsert(_) => {
                     id = new_id;
-                    Op::Upsert(doc)
+                    Op::Upsert(doc.into())
                 }
-                Op::Replace(_) => Op::Replace(doc),
+                Op::Replace(_) => Op::Replace(doc.into()),
                 other => other,
             };
         }

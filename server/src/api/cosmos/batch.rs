@@ -100,11 +100,11 @@ fn parse_op(
     let (op, id) = match kind.to_ascii_lowercase().as_str() {
         "create" => {
             let (d, id) = doc_op(body)?;
-            (Op::Create(d), id)
+            (Op::Create(d.into()), id)
         }
         "upsert" => {
             let (d, id) = doc_op(body)?;
-            (Op::Upsert(d), id)
+            (Op::Upsert(d.into()), id)
         }
         "replace" => {
             // A different id in the body renames the item.
@@ -114,7 +114,7 @@ fn parse_op(
                 .and_then(Value::as_str)
                 .map(str::to_string)
                 .unwrap_or(body_id);
-            (Op::Replace(d), id)
+            (Op::Replace(d.into()), id)
         }
         "read" => (Op::Read, id_of()?),
         "delete" => (Op::Delete, id_of()?),

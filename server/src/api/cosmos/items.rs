@@ -8,7 +8,8 @@
 
 use crate::items::triggers;
 use crate::items::{
-    apply, check_doc_key, document, etag_matches, not_found, point_key, Conditions, Op, Outcome,
+    apply, check_doc_key, document, etag_matches, not_found, point_key, Conditions, Doc, Op,
+    Outcome,
 };
 use strata_query::protocol::header;
 
@@ -164,6 +165,7 @@ pub async fn create(app: &App, req: &Req, c: &Arc<Container>) -> Result<Reply, C
     let (doc, id) = document(req.json()?, req.body.len())?;
     let (pk, epk) = point_key(c, req.partition_key()?, Some(&doc))?;
     check_doc_key(c, &pk, &doc)?;
+    let doc = Doc::read_from(doc, req.body.clone());
     let op = if req.flag(header::IS_UPSERT) {
         Op::Upsert(doc)
     } else {
@@ -222,7 +224,16 @@ pub async fn replace(
     let (pk, epk) = point_key(c, req.partition_key()?, Some(&doc))?;
     let id = item_id(c, db, &epk, id)?;
     check_doc_key(c, &pk, &doc)?;
-    write_one(app, req, c, pk, epk, &id, Op::Replace(doc)).await
+    write_one(
+        app,
+        req,
+        c,
+        pk,
+        epk,
+        &id,
+        Op::Replace(Doc::read_from(doc, req.body.clone())),
+    )
+    .await
 }
 
 /// `DELETE .../docs/{id}`.

@@ -251,7 +251,11 @@ pub struct Version {
 #[derive(Debug, Clone)]
 pub struct Record {
     pub version: Version,
-    pub doc: Value,
+    /// The document's text, system properties included: what is stored.
+    pub json: Vec<u8>,
+    /// The same document parsed, when the container's maintainers read one besides the text
+    /// ([`Txn::reads_documents`]).
+    pub doc: Option<Value>,
     pub ttl: Option<i64>,
 }
 

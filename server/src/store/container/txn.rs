@@ -196,6 +196,12 @@ impl Txn<'_> {
         doc_numbers::compose(prefix, last + 1)
     }
 
+    /// Whether the writes of this transaction must hand their documents over parsed as well
+    /// as written ([`Record::doc`]).
+    pub fn reads_documents(&self) -> bool {
+        self.maintainers.read_documents()
+    }
+
     /// Writes a new version of an item: `record` is the document as the item layer stamped it
     /// for [`Txn::next_version`] (system properties included); `previous` is the version
     /// being replaced, if any (from [`Txn::get_raw`]).
@@ -207,7 +213,12 @@ impl Txn<'_> {
         previous: Option<&StoredItem>,
     ) -> Result<Written, StoreError> {
         let c = self.c;
-        let Record { version, doc, ttl } = record;
+        let Record {
+            version,
+            json,
+            doc,
+            ttl,
+        } = record;
         if version != self.next_version(epk, previous) {
             return Err(StoreError::Corrupt(format!(
                 "item '{id}' was stamped for another write ({version:?}, expected {:?})",
@@ -217,10 +228,6 @@ impl Txn<'_> {
         let Version {
             lsn, sub, doc_seq, ..
         } = version;
-        // Made at about its size: a rewrite's text is near the one it replaces.
-        let mut json = Vec::with_capacity(previous.map_or(512, |p| p.json.len() + 64));
-        serde_json::to_writer(&mut json, &doc)
-            .map_err(|e| StoreError::BadRequest(format!("The document cannot be stored: {e}")))?;
         let item = StoredItem {
             lsn,
             sub,
@@ -243,7 +250,11 @@ impl Txn<'_> {
             .put(Space::Feed, item.feed_key(c.cid), key[4..].to_vec());
         let old = previous.map(|p| indexes::Old::replaced_by(&p.json, &item.json));
         let was = previous.map(|p| (p.lsn, p.sub));
-        self.maintain(epk, id, &key, was, old.as_ref(), Some(&doc))?;
+        let new = match doc {
+            Some(d) => indexes::Text::parsed(&item.json, d),
+            None => indexes::Text::new(&item.json),
+        };
+        self.maintain(epk, id, &key, was, old.as_ref(), Some(&new))?;
         // The directory entry: written at a create, and again when the lengths it keeps change.
         match (previous, self.text_lengths.take()) {
             (None, lengths) => {
@@ -457,7 +468,7 @@ impl Txn<'_> {
         key: &[u8],
         was: Option<indexes::text_pending::Pos>,
         old: Option<&indexes::Old<'_>>,
-        new: Option<&Value>,
+        new: Option<&indexes::Text<'_>>,
     ) -> Result<(), StoreError> {
         let maintainers = self.maintainers.clone();
         let at = self.tx.peek_change();

@@ -6,7 +6,7 @@
 
 use super::entries::EntryReader;
 use super::text_pending::{NewPostings, PathKey, TextChange};
-use super::{postings, text_lengths, DocRef, IndexKind, IndexMaintainer, Old};
+use super::{postings, text_lengths, DocRef, IndexKind, IndexMaintainer, Old, Text};
 use crate::store::container::{lock, Txn};
 use crate::store::engine::Space;
 use crate::store::index::path_id_of;
@@ -118,8 +118,9 @@ impl IndexMaintainer for FullTextIndex {
         t: &mut Txn<'_>,
         doc: DocRef<'_>,
         old: Option<&Old<'_>>,
-        new: Option<&Value>,
+        new: Option<&Text<'_>>,
     ) -> Result<(), StoreError> {
+        let new = new.map(Text::doc).transpose()?;
         let text = |d: Option<&Value>| {
             d.map(|d| strata_query::index::fulltext::postings(d, &self.paths))
                 .unwrap_or_default()

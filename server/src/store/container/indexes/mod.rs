@@ -59,36 +59,29 @@ pub enum IndexKind {
     Vector,
 }
 
-/// The version a write replaces or deletes, as the maintainers see it: its stored JSON text,
-/// parsed into a document the first time a maintainer asks for one, and then once for all of
-/// them. The range index reads its entries from the text itself
-/// ([`EntryIndex::stored_entries`]), so a container with no other kind of index never parses
-/// the version it replaces; when a write replaces it, the top-level properties the write
-/// changed are found once for all maintainers too ([`Old::changed`]).
-pub struct Old<'a> {
+/// A version's stored JSON text as the maintainers see it, parsed into a document the first
+/// time one of them asks for one, and then once for all of them. The range index reads its
+/// entries from the text itself ([`EntryIndex::stored_entries`]), so a write to a container
+/// with no other kind of index parses neither the version it replaces nor the one it writes
+/// (which the item layer wrote as text, not as a document).
+pub struct Text<'a> {
     json: &'a [u8],
     doc: std::cell::OnceCell<Value>,
-    /// The text of the version replacing this one, if a write replaces it.
-    by: Option<&'a [u8]>,
-    changed: std::cell::OnceCell<Option<Vec<Changed<'a>>>>,
 }
 
-impl<'a> Old<'a> {
-    /// A version a delete removes.
+impl<'a> Text<'a> {
     pub fn new(json: &'a [u8]) -> Self {
         Self {
             json,
             doc: std::cell::OnceCell::new(),
-            by: None,
-            changed: std::cell::OnceCell::new(),
         }
     }
 
-    /// A version a write replaces with the document whose text is `by`.
-    pub fn replaced_by(json: &'a [u8], by: &'a [u8]) -> Self {
+    /// A text whose document is already at hand.
+    pub fn parsed(json: &'a [u8], doc: Value) -> Self {
         Self {
-            by: Some(by),
-            ..Self::new(json)
+            json,
+            doc: std::cell::OnceCell::from(doc),
         }
     }
 
@@ -105,6 +98,49 @@ impl<'a> Old<'a> {
         let d = serde_json::from_slice(self.json).map_err(corrupt)?;
         Ok(self.doc.get_or_init(|| d))
     }
+}
+
+/// The version a write replaces or deletes: its [`Text`], and when a write replaces it, the
+/// top-level properties the write changed, found once for all maintainers ([`Old::changed`]).
+pub struct Old<'a> {
+    text: Text<'a>,
+    /// The text of the version replacing this one, if a write replaces it.
+    by: Option<&'a [u8]>,
+    changed: std::cell::OnceCell<Option<Vec<Changed<'a>>>>,
+}
+
+impl<'a> Old<'a> {
+    /// A version a delete removes.
+    pub fn new(json: &'a [u8]) -> Self {
+        Self {
+            text: Text::new(json),
+            by: None,
+            changed: std::cell::OnceCell::new(),
+        }
+    }
+
+    /// A version a write replaces with the document whose text is `by`.
+    pub fn replaced_by(json: &'a [u8], by: &'a [u8]) -> Self {
+        Self {
+            by: Some(by),
+            ..Self::new(json)
+        }
+    }
+
+    /// The version's text.
+    pub fn text(&self) -> &Text<'a> {
+        &self.text
+    }
+
+    /// The stored JSON text.
+    pub fn json(&self) -> &'a [u8] {
+        self.text.json
+    }
+
+    /// The version as a document (parsed on the first call).
+    pub fn doc(&self) -> Result<&Value, StoreError> {
+        self.text.doc()
+    }
 
     /// The top-level properties the replacing version changed, by their text (read on the
     /// first call); `None` for a delete, or when the texts cannot be read property by property
@@ -112,7 +148,7 @@ impl<'a> Old<'a> {
     pub fn changed(&self) -> Option<&[Changed<'a>]> {
         let by = self.by?;
         self.changed
-            .get_or_init(|| members::changed(self.json, by))
+            .get_or_init(|| members::changed(self.text.json, by))
             .as_deref()
     }
 }
@@ -132,7 +168,7 @@ pub trait IndexMaintainer: Send + Sync {
         t: &mut Txn<'_>,
         doc: DocRef<'_>,
         old: Option<&Old<'_>>,
-        new: Option<&Value>,
+        new: Option<&Text<'_>>,
     ) -> Result<(), StoreError>;
 
     /// Writes the entries of stored document `d` for a rebuild (idempotent: a document a
@@ -152,8 +188,8 @@ pub trait EntryIndex: Send + Sync {
     /// The document's entries of this kind, sorted and without duplicates.
     fn entries(&self, d: &Value) -> Vec<Entry>;
     /// The entries of a stored version: by default those of the version parsed.
-    fn stored_entries(&self, old: &Old<'_>) -> Result<Vec<Entry>, StoreError> {
-        Ok(self.entries(old.doc()?))
+    fn stored_entries(&self, v: &Text<'_>) -> Result<Vec<Entry>, StoreError> {
+        Ok(self.entries(v.doc()?))
     }
     /// The policy whose paths alone decide this kind's entries, if they do: each entry then
     /// lives under one top-level property, and a write diffs only the properties it changed.
@@ -173,24 +209,24 @@ impl<T: EntryIndex> IndexMaintainer for T {
         t: &mut Txn<'_>,
         doc: DocRef<'_>,
         old: Option<&Old<'_>>,
-        new: Option<&Value>,
+        new: Option<&Text<'_>>,
     ) -> Result<(), StoreError> {
         // A rewrite whose changed properties are known walks only those.
         let pruned = match (old, new, self.by_path()) {
-            (Some(o), Some(d), Some(policy)) => o
+            (Some(o), Some(_), Some(policy)) => o
                 .changed()
-                .map(|c| changed_entries(c, d, policy))
+                .map(|c| changed_entries(c, policy))
                 .transpose()?,
             _ => None,
         };
         let (before, after) = match pruned {
             Some(both) => both,
             None => {
-                let before = match old {
-                    Some(o) => self.stored_entries(o)?,
-                    None => Vec::new(),
+                let entries = |v: Option<&Text<'_>>| match v {
+                    Some(v) => self.stored_entries(v),
+                    None => Ok(Vec::new()),
                 };
-                (before, new.map(|d| self.entries(d)).unwrap_or_default())
+                (entries(old.map(Old::text))?, entries(new)?)
             }
         };
         let (removed, added) = index::diff(&before, &after);
@@ -208,13 +244,12 @@ impl<T: EntryIndex> IndexMaintainer for T {
     }
 }
 
-/// The entries of `policy` under the properties in `changed`, in the old version (from their
-/// text) and in the new one (document `new`), each sorted and without duplicates: where two
-/// versions' entries differ, since every other property's text, and so its entries, are the
-/// same in both.
+/// The entries of `policy` under the properties in `changed`, in the old version and in the
+/// new one (both from their text), each sorted and without duplicates: where two versions'
+/// entries differ, since every other property's text, and so its entries, are the same in
+/// both.
 fn changed_entries(
     changed: &[Changed<'_>],
-    new: &Value,
     policy: &IndexingPolicy,
 ) -> Result<(Vec<Entry>, Vec<Entry>), StoreError> {
     let (mut before, mut after) = (Vec::new(), Vec::new());
@@ -222,8 +257,8 @@ fn changed_entries(
         if let Some(text) = c.old {
             term::member_entries_of_json(&c.name, text, policy, &mut before).map_err(corrupt)?;
         }
-        if let Some(v) = new.get(&c.name) {
-            term::member_entries(&c.name, v, policy, &mut after);
+        if let Some(text) = c.new {
+            term::member_entries_of_json(&c.name, text, policy, &mut after).map_err(corrupt)?;
         }
     }
     Ok((sorted(before), sorted(after)))
@@ -263,6 +298,13 @@ impl Maintainers {
             all.push(Box::new(vector::VectorIndex::new(Arc::clone(path))));
         }
         Self(Arc::new(all))
+    }
+
+    /// Whether any of them reads a written version as a document rather than as its text
+    /// (every kind but the range index): the item layer then hands its document over with
+    /// the text, and nothing parses the text again.
+    pub fn read_documents(&self) -> bool {
+        self.iter().any(|m| m.kind() != IndexKind::Range)
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &dyn IndexMaintainer> {
@@ -361,7 +403,7 @@ mod tests {
                     let (o, n) = (old.to_string(), new.to_string());
                     let version = Old::replaced_by(o.as_bytes(), n.as_bytes());
                     let changed = version.changed().expect("both are objects");
-                    let (before, after) = changed_entries(changed, new, p).unwrap();
+                    let (before, after) = changed_entries(changed, p).unwrap();
                     let whole = (term::entries(old, p), term::entries(new, p));
                     assert_eq!(
                         index::diff(&before, &after),

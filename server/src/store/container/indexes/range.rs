@@ -2,7 +2,7 @@
 //! `[]`) and one type marker per indexed array or object, keyed by path and term (see
 //! [`crate::store::index`]). Equality, range, `ORDER BY` and composite lookups read it.
 
-use super::{EntryIndex, IndexKind, Old};
+use super::{EntryIndex, IndexKind, Text};
 use crate::store::StoreError;
 use serde_json::Value;
 use std::sync::Arc;
@@ -34,8 +34,8 @@ impl EntryIndex for RangeIndex {
     }
 
     /// Read from the stored text, without parsing it into a document.
-    fn stored_entries(&self, old: &Old<'_>) -> Result<Vec<Entry>, StoreError> {
-        term::entries_of_json(old.json(), &self.policy).map_err(super::corrupt)
+    fn stored_entries(&self, v: &Text<'_>) -> Result<Vec<Entry>, StoreError> {
+        term::entries_of_json(v.json(), &self.policy).map_err(super::corrupt)
     }
 
     fn by_path(&self) -> Option<&IndexingPolicy> {

@@ -3,7 +3,7 @@
 //! value another live document of the partition holds is refused — checked against what the
 //! transaction itself staged, so a batch or stored procedure sees its own changes.
 
-use super::{DocRef, IndexKind, IndexMaintainer, Old, Txn};
+use super::{DocRef, IndexKind, IndexMaintainer, Old, Text, Txn};
 use crate::store::engine::Space;
 use crate::store::index::UniqueKeys;
 use crate::store::StoreError;
@@ -35,8 +35,9 @@ impl IndexMaintainer for UniqueIndex {
         t: &mut Txn<'_>,
         doc: DocRef<'_>,
         old: Option<&Old<'_>>,
-        new: Option<&Value>,
+        new: Option<&Text<'_>>,
     ) -> Result<(), StoreError> {
+        let new = new.map(Text::doc).transpose()?;
         let before = self.rows(t, doc.epk, old.map(Old::doc).transpose()?);
         let after = self.rows(t, doc.epk, new);
         for row in &after {

@@ -2,7 +2,7 @@
 //! document's vector after the commit, in commit order, so a failed write never reaches it.
 //! The set is rebuilt from the documents at start, not backfilled here.
 
-use super::{DocRef, IndexKind, IndexMaintainer, Old, Txn};
+use super::{DocRef, IndexKind, IndexMaintainer, Old, Text, Txn};
 use crate::store::container::vectors::{PathIndex, Staged};
 use crate::store::container::{Container, DocPos};
 use crate::store::StoreError;
@@ -33,8 +33,9 @@ impl IndexMaintainer for VectorIndex {
         doc: DocRef<'_>,
         // The set replaces a document's vector by key; the old one is not needed.
         _old: Option<&Old<'_>>,
-        new: Option<&Value>,
+        new: Option<&Text<'_>>,
     ) -> Result<(), StoreError> {
+        let new = new.map(Text::doc).transpose()?;
         // Staged even without a vector: the old version (not parsed) may have had one.
         let (vector, exact) = match new.and_then(|d| self.path.extract(d)) {
             Some((v, exact)) => (Some(v), exact),
