@@ -52,6 +52,12 @@ async fn item_operations_and_headers() {
         assert!(r.header(h).is_some(), "missing header {h}: {:?}", r.headers);
     }
     assert_eq!(r.header("x-ms-alt-content-path"), Some("dbs/db/colls/hpk"));
+    // A Content-Length, as the service sends, not chunks.
+    assert_eq!(r.header("transfer-encoding"), None, "{:?}", r.headers);
+    assert_eq!(
+        r.header("content-length"),
+        Some(r.bytes.len().to_string().as_str())
+    );
     let charge: f64 = r.header("x-ms-request-charge").unwrap().parse().unwrap();
     assert!(charge > 1.0);
     let etag = r.header("etag").unwrap().to_string();

@@ -378,15 +378,37 @@ pub(crate) fn tracked(
             let answer = answering
                 .answer(crate::api::RegionId(region), req.map(axum::body::Body::new))
                 .await;
-            Ok(answer.map(|body| {
-                use http_body_util::BodyExt as _;
-                axum::body::Body::new(body.map_frame(move |frame| {
-                    let _sent_with_the_body = &ends;
-                    frame
-                }))
-            }))
+            Ok(answer.map(|body| axum::body::Body::new(Tracked { body, _ends: ends })))
         }
     })
+}
+
+/// An answer's body that holds its request's [`Ends`] until it is sent or dropped, and tells
+/// hyper its size: a body mapped frame by frame has no known length, and every answer then
+/// went out in chunks, where the service (and the baseline) send a Content-Length.
+struct Tracked {
+    body: axum::body::Body,
+    _ends: Ends,
+}
+
+impl hyper::body::Body for Tracked {
+    type Data = hyper::body::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        std::pin::Pin::new(&mut self.get_mut().body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
+    }
 }
 
 /// Marks a request ended when dropped (with its answer's body, or with the request if the
