@@ -410,6 +410,10 @@ impl Jobs {
             .map_err(|e| JobError::Internal(e.to_string()))?
             .remove(id)
             .ok_or_else(|| JobError::NotFound(format!("There is no copy job '{id}'.")))?;
+        // Stopped before this answers: a change the job reads from now on is not written.
+        if let Ok(mut p) = job.progress.lock() {
+            p.stop();
+        }
         if let Some(t) = job.task {
             t.abort();
         }

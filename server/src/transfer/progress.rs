@@ -33,6 +33,8 @@ pub struct Progress {
     started_at: u64,
     last: Instant,
     output: Output,
+    /// Set when the copy's job is deleted: its workers write nothing more.
+    stopped: bool,
 }
 
 impl Progress {
@@ -69,7 +71,19 @@ impl Progress {
                 .unwrap_or(0),
             last: now,
             output,
+            stopped: false,
         }
+    }
+
+    /// Stops the copy reporting here: its workers check before each write, so nothing read
+    /// after this call is written (aborting its task alone takes effect only at its workers'
+    /// next await, and a write they already sent completes).
+    pub fn stop(&mut self) {
+        self.stopped = true;
+    }
+
+    pub fn is_stopped(&self) -> bool {
+        self.stopped
     }
 
     pub fn set_total(&mut self, total: u64) {

@@ -81,6 +81,9 @@ impl Ctx {
     /// Writes a page of operations to the destination with bulk; a delete of an item that is
     /// not there is fine.
     async fn write(&self, ops: Vec<BulkOperation>, upserts: u64, bytes: u64) -> Result<(), String> {
+        if self.progress.lock().is_ok_and(|p| p.is_stopped()) {
+            return Err("the copy was stopped".into());
+        }
         let deletes = ops.len() as u64 - upserts;
         let results = self
             .dest
