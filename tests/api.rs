@@ -607,6 +607,7 @@ async fn a_written_body_is_stored_as_the_properties_it_parses_to() {
         format!("{{\"id\":\"p3\",{key},\"_r\\u0069d\":\"mine\",\"x\":3}}"),
         format!("{{\"id\":\"p4\",{key},\"\\u0061\":1,\"x\":4}}"),
         format!("{{\"id\":\"p5\",{key},\"_self\":\"mine\",\"_attachments\":\"a\",\"_lsn\":1}}"),
+        format!("{{\"id\":\"p6\",{key},\"q\\\"k\\u0001\\\\\":\"v\\n\"}}"),
     ];
     for body in &bodies {
         let sent: serde_json::Map<String, Value> = serde_json::from_str(body).unwrap();
@@ -628,7 +629,8 @@ async fn a_written_body_is_stored_as_the_properties_it_parses_to() {
                 // Every key once, a repeated one included.
                 let v: Value = serde_json::from_str(text).unwrap();
                 for k in v.as_object().unwrap().keys() {
-                    assert_eq!(text.matches(&format!("\"{k}\":")).count(), 1, "{text}");
+                    let quoted = serde_json::to_string(k).unwrap();
+                    assert_eq!(text.matches(&format!("{quoted}:")).count(), 1, "{text}");
                 }
             }
             let mut got = read.json.as_object().unwrap().clone();
