@@ -28,6 +28,7 @@ pub mod advise;
 pub mod api;
 pub mod cli;
 pub mod connections;
+pub mod cores;
 pub mod error;
 pub mod exec;
 pub mod follower;

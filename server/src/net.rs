@@ -296,6 +296,10 @@ pub async fn start(cfg: ServerConfig) -> Result<Running, BoxError> {
         max_connections,
         permits: Arc::new(Semaphore::new(max_connections)),
         registry: Arc::new(crate::connections::Registry::default()),
+        cores: match cfg.store.postgres {
+            Some(_) => None,
+            None => Some(crate::cores::Cores::per_core()?),
+        },
     });
     let served = Arc::clone(&site.served);
     let task = tokio::spawn(async move {
@@ -457,6 +461,10 @@ struct Accepting {
     max_connections: usize,
     permits: Arc<Semaphore>,
     registry: Arc<crate::connections::Registry>,
+    /// The threads that serve connections, one per core ([`crate::cores`]); none when the
+    /// store is a network round trip away: its connections are served on the runtime's
+    /// workers, many more than the cores, which cover each call's wait.
+    cores: Option<crate::cores::Cores>,
 }
 
 /// Accepts connections for one region until the server stops; each is served with the
@@ -523,7 +531,7 @@ async fn accept_loop(
         let limits = shared.limits.clone();
         let registry = Arc::clone(&shared.registry);
         let stop = stop_rx.clone();
-        tokio::spawn(async move {
+        let connection = move |stream: tokio::net::TcpStream| async move {
             let _permit = permit;
             // Server shutdown waits for every connection whose watcher is still held.
             let _counted = watcher;
@@ -547,7 +555,17 @@ async fn accept_loop(
             )
             .await;
             registry.remove(id);
-        });
+        };
+        match &shared.cores {
+            Some(cores) => {
+                if let Err(e) = cores.serve(stream, connection) {
+                    tracing::warn!(error = %e, "a connection could not be handed to its thread");
+                }
+            }
+            None => {
+                tokio::spawn(connection(stream));
+            }
+        }
     }
 }
 
