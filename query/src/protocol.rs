@@ -276,6 +276,11 @@ pub fn path_segments(path: &str) -> Result<Vec<Cow<'_, str>>, String> {
     path.split('/')
         .filter(|s| !s.is_empty())
         .map(|s| {
+            // Most segments have nothing to decode: found with one search, not by the
+            // decoder's byte-by-byte walk.
+            if !s.contains('%') {
+                return Ok(Cow::Borrowed(s));
+            }
             percent_encoding::percent_decode_str(s)
                 .decode_utf8()
                 .map_err(|_| s.to_string())
