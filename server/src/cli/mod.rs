@@ -313,11 +313,9 @@ pub(crate) fn parse_size(s: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("'{s}' is out of range"))
 }
 
-/// The async runtime: one worker per core for accepting and background work (a local store's
-/// connections are served on threads of their own, [`crate::cores`]); for a server whose
-/// store is PostgreSQL (`--store`), which serves its connections here, more, because each
-/// storage call then blocks its worker for a network round trip (as a disk read blocks it
-/// with fjall, only longer) and the cores would sit idle.
+/// The async runtime: a worker per core (a local store's connections run on [`crate::cores`]);
+/// with PostgreSQL (`--store`), whose connections run here, more: each storage call blocks its
+/// worker for a network round trip (as a disk read does with fjall, only longer).
 fn runtime(remote: bool) -> std::io::Result<tokio::runtime::Runtime> {
     let mut b = tokio::runtime::Builder::new_multi_thread();
     if remote {
