@@ -88,6 +88,18 @@ impl Default for Registry {
     }
 }
 
+/// A connection's place in the [`Registry`] (see [`Registry::listed`]).
+pub struct Listed {
+    id: u64,
+    registry: Arc<Registry>,
+}
+
+impl Drop for Listed {
+    fn drop(&mut self) {
+        self.registry.remove(self.id);
+    }
+}
+
 impl Registry {
     /// Milliseconds since the registry started.
     pub fn now_ms(&self) -> u64 {
@@ -113,6 +125,15 @@ impl Registry {
     pub fn remove(&self, id: u64) {
         if let Ok(mut m) = self.conns.lock() {
             m.remove(&id);
+        }
+    }
+
+    /// Connection `id`'s place in the registry, given up when the returned value drops:
+    /// when the connection ends, or when its task never started.
+    pub fn listed(self: &Arc<Self>, id: u64) -> Listed {
+        Listed {
+            id,
+            registry: Arc::clone(self),
         }
     }
 
@@ -174,5 +195,21 @@ mod tests {
         assert_eq!(c.quiet_since(7), None); // one still under way
         c.end(25);
         assert_eq!(c.quiet_since(7), Some(25));
+    }
+
+    #[test]
+    fn a_connection_leaves_the_registry_when_its_place_drops_served_or_not() {
+        let r = Arc::new(Registry::default());
+        let (id, c) = r.add();
+        c.begin();
+        c.end(10);
+        drop(r.listed(id)); // e.g. a task that never started
+        assert!(!r.close_oldest_idle()); // nothing left to close
+        let (id, c) = r.add();
+        let kept = r.listed(id);
+        c.begin();
+        c.end(20);
+        assert!(r.close_oldest_idle());
+        drop(kept);
     }
 }

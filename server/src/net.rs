@@ -519,6 +519,7 @@ async fn accept_loop(
         };
         let _ = stream.set_nodelay(true);
         let (id, activity) = shared.registry.add();
+        let listed = shared.registry.listed(id);
         let opened_ms = shared.registry.now_ms();
         let svc = crate::serve::tracked(
             shared.answering.clone(),
@@ -535,6 +536,7 @@ async fn accept_loop(
             let _permit = permit;
             // Server shutdown waits for every connection whose watcher is still held.
             let _counted = watcher;
+            let _listed = listed;
             let closing = async {
                 tokio::select! {
                     _ = activity.close.notified() => "its place was given to a new client",
@@ -554,7 +556,6 @@ async fn accept_loop(
                 closing,
             )
             .await;
-            registry.remove(id);
         };
         match &shared.cores {
             Some(cores) => {
