@@ -3,12 +3,14 @@
 //!
 //! Why: on tokio's work-stealing runtime a connection's task moves between workers — the one
 //! that read its bytes off the socket, the one whose queue it sat in, the one that stole it —
-//! and every move is a wake-up across cores. strata's point reads reached 65–67% of the
-//! storage-free baseline's rate that way and 83–86% with a thread per core, for about the same
-//! server CPU per read (measured in `docs/performance.md`): the difference is time the
-//! request spent waiting for a core, not work. A request's own heavy parts (scans, scripts,
-//! vector and full-text work, the journal sync) already run on the blocking pool, so one
-//! connection's work does not hold its thread for long.
+//! and every move is a wake-up across cores. With a thread per core this machine's lean
+//! benchmark served about a sixth more point reads a second for about the same server CPU
+//! per read (`docs/performance.md`): the difference was time requests spent waiting for a
+//! core, not work. Writes pay a little for it (about 10% more server CPU per upsert there): a
+//! journal sync that ends on the blocking pool wakes each waiting writer's thread with a
+//! system call, where a busy work-stealing runtime queued them without one. A request's own
+//! heavy parts (scans, scripts, vector and full-text work, the journal sync) already run on
+//! the blocking pool, so one connection's work does not hold its thread for long.
 //!
 //! A store a network round trip away (PostgreSQL) blocks its thread for each call: such a
 //! server serves its connections on the multi-threaded runtime instead (see
