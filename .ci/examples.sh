@@ -4,6 +4,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build -q -p strata-server -p strata-examples --examples --bins
 port=18181
+# A process already on the port would answer in the examples' server's place (and without
+# its flags): say so rather than fail on an example's output.
+taken() { (echo > "/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+if taken "$port"; then echo "examples: port $port is taken by another process; stop it first"; exit 1; fi
 ./target/debug/strata --in-memory --port "$port" --enforce-throughput --log warn &
 server=$!
 trap 'kill $server 2>/dev/null || true' EXIT
@@ -35,6 +39,7 @@ echo "examples: 6 passed, 0 failed"
 py=target/pyenv/bin/python
 [ -x "$py" ] || { echo "quickstart: needs $py with azure-cosmos (made by .ci/run)"; exit 1; }
 qport=18183
+if taken "$qport"; then echo "quickstart: port $qport is taken by another process; stop it first"; exit 1; fi
 qdata=$(mktemp -d)
 quickstart=$(awk '/^## Quickstart with the official Python SDK/{f=1} f&&/^```python/{p=1;next} p&&/^```/{exit} p' README.md)
 grep -q "127.0.0.1:8081" <<<"$quickstart" || { echo "quickstart: block not found in README.md"; exit 1; }
