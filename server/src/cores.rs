@@ -50,20 +50,33 @@ impl Cores {
     pub fn start(n: usize) -> std::io::Result<Self> {
         let mut cores = Vec::with_capacity(n.max(1));
         for i in 0..n.max(1) {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()?;
-            let handle = runtime.handle().clone();
             let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+            let (made, handle) = std::sync::mpsc::sync_channel(1);
+            // The runtime is made and dropped on its own thread: dropping one in the caller's
+            // async context (a thread that failed to start) would panic.
             std::thread::Builder::new()
                 .name(format!("strata-conn-{i}"))
                 .spawn(move || {
+                    let runtime = match tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()
+                    {
+                        Ok(r) => r,
+                        Err(e) => {
+                            let _ = made.send(Err(e));
+                            return;
+                        }
+                    };
+                    let _ = made.send(Ok(runtime.handle().clone()));
                     runtime.block_on(async {
                         let _ = stopped.await;
                     });
                     // Blocking-pool work of a stopped server is not waited for.
                     runtime.shutdown_background();
                 })?;
+            let handle = handle
+                .recv()
+                .map_err(|_| std::io::Error::other("a connection thread ended at its start"))??;
             cores.push(Core {
                 handle,
                 live: Arc::default(),
