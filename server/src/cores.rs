@@ -10,7 +10,9 @@
 //! journal sync that ends on the blocking pool wakes each waiting writer's thread with a
 //! system call, where a busy work-stealing runtime queued them without one. A request's own
 //! heavy parts (scans, scripts, vector and full-text work, the journal sync) already run on
-//! the blocking pool, so one connection's work does not hold its thread for long.
+//! the blocking pool, so one connection's work does not hold its thread for long; what runs
+//! inline (a transactional batch's operations, a large body's parse) delays the connections
+//! on its thread, which no other thread can take over as a work-stealing worker could.
 //!
 //! A store a network round trip away (PostgreSQL) blocks its thread for each call: such a
 //! server serves its connections on the multi-threaded runtime instead (see
